@@ -1,0 +1,264 @@
+"""Solve a batch of sequences, each on its own time interval, as one diffrax solve.
+
+The batch shares one solver clock `s`. Sequence `b` maps it to its own time
+
+    t_b(s) = t_start[b] + step[b] * min(s, num_steps[b]),
+
+and enters the solve through a term whose control over a step `[s0, s1]` is the
+per-sequence time increment `t_b(s1) - t_b(s0)`. Within any solver step this map is
+affine, and Runge-Kutta methods are invariant under an affine change of the time
+variable, so every sequence is integrated exactly as if it were solved alone:
+
+- fixed steps: the clock counts steps (`s = 0, 1, 2, ...`) and sequence `b` takes
+  `num_steps[b] = ceil(duration / dt0)` equal steps of `step[b] = duration /
+  num_steps[b]` time units;
+- adaptive steps: the clock is time since each sequence's start (`step = 1`) and the
+  controller stops at every sequence's end and observation times (`jump_ts`).
+
+After its end a sequence receives zero time increments: its state is frozen, and its
+padding never enters the solve.
+"""
+
+from typing import Literal
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.tree_util as jtu
+from jaxtyping import Array, Float, PyTree
+
+from ._paths import InputPath
+from ._solve import Integrator
+
+
+Save = Literal["final", "observations"]
+
+_UINT = {2: jnp.uint16, 4: jnp.uint32, 8: jnp.uint64}
+
+
+class _Frozen(eqx.Module):
+    """A pytree whose floating-point arrays are stored, bit for bit, as unsigned ints.
+
+    `diffrax.BacksolveAdjoint` treats every floating-point array in `args` and
+    `terms` as a differentiable input and integrates a cotangent for it backwards in
+    time, even under `stop_gradient`: observation data in `args` would make its
+    memory grow with the length of the input. Integers are not differentiable, so a
+    frozen pytree costs no cotangent. (The other adjoints differentiate with JAX's
+    own autodiff, which knows constant data needs no cotangent; they get the data
+    as it is.)
+    """
+
+    leaves: list
+    treedef: jtu.PyTreeDef = eqx.field(static=True)
+    dtypes: tuple = eqx.field(static=True)
+
+    def __init__(self, tree: PyTree):
+        leaves, self.treedef = jtu.tree_flatten(tree)
+        self.dtypes = tuple(getattr(x, "dtype", None) for x in leaves)
+        self.leaves = [
+            jax.lax.bitcast_convert_type(x, _UINT[x.dtype.itemsize])
+            if eqx.is_inexact_array(x)
+            else x
+            for x in leaves
+        ]
+
+    def thaw(self) -> PyTree:
+        leaves = [
+            jax.lax.bitcast_convert_type(x, dtype) if x.dtype != dtype else x
+            for x, dtype in zip(self.leaves, self.dtypes, strict=True)
+        ]
+        return jtu.tree_unflatten(self.treedef, leaves)
+
+
+def _thaw(tree):
+    return tree.thaw() if isinstance(tree, _Frozen) else tree
+
+
+class _Clock(eqx.Module):
+    """Each sequence's time as a function of the shared solver clock `s`."""
+
+    t_start: Float[Array, " batch"]
+    step: Float[Array, " batch"]
+    num_steps: Float[Array, " batch"]
+
+    def time(self, s) -> Float[Array, " batch"]:
+        return self.t_start + self.step * jnp.minimum(s, self.num_steps)
+
+    def increment(self, s0, s1) -> Float[Array, " batch"]:
+        return self.step * (
+            jnp.minimum(s1, self.num_steps) - jnp.minimum(s0, self.num_steps)
+        )
+
+
+class _ClockTerm(diffrax.AbstractTerm):
+    """`dy = vector_field(t_b(s), y, path) dt_b(s)`, one time increment per sequence."""
+
+    vector_field: eqx.Module
+    clock: _Clock | _Frozen
+
+    def vf(self, t, y, args):
+        return self.vector_field(_thaw(self.clock).time(t), y, _thaw(args))
+
+    def contr(self, t0, t1, **kwargs):
+        return _thaw(self.clock).increment(t0, t1)
+
+    def prod(self, vf, control):
+        def scale(v):
+            return v * control.reshape(control.shape + (1,) * (v.ndim - 1))
+
+        return jtu.tree_map(scale, vf)
+
+
+class Trajectory(eqx.Module):
+    """What [`ltc_jax.integrate`][] returns.
+
+    **Fields:**
+
+    - `ys`: the state, `(batch, *state)` at each sequence's last observation
+        (`save="final"`), or `(batch, times, *state)` at every observation time
+        (`save="observations"`; padding positions repeat the final state).
+    - `stats`: diffrax's step statistics: `num_steps`, `num_accepted_steps`,
+        `num_rejected_steps` (int arrays; one per sequence under `"vmap"`
+        batching) and `max_steps`.
+    - `result`: a `diffrax.RESULTS`; `diffrax.RESULTS.successful` unless the solve
+        failed with `throw=False`.
+    """
+
+    ys: PyTree[Array]
+    stats: dict
+    result: diffrax.RESULTS
+
+
+def integrate(
+    vector_field: eqx.Module,
+    path: InputPath,
+    y0: PyTree[Float[Array, "batch ..."]],
+    integrator: Integrator,
+    *,
+    save: Save = "final",
+) -> Trajectory:
+    """Integrate a batch of sequences, each from its first to its last observation.
+
+    **Arguments:**
+
+    - `vector_field`: called as `vector_field(t, y, path)` with `t` of shape
+        `(batch,)` (each sequence's own time), `y` the batched state and `path`
+        the [`ltc_jax.InputPath`][], whose `evaluate(t)` gives `(batch,
+        input_size)`. Must return `dy/dt` shaped like `y`. Its parameters are
+        differentiated by every adjoint (it enters as a diffrax term).
+    - `path`: the inputs.
+    - `y0`: initial state, leaves with a leading `batch` axis.
+    - `integrator`: solver, steps and gradient mode.
+    - `save`: `"final"` (default) or `"observations"`. Under `"batched"`
+        batching and per-sequence times, `"observations"` saves at the union of the
+        batch's observation times (`batch * times` saves, each of the whole
+        batch); with shared times it needs only `times` saves.
+
+    **Returns:** a [`ltc_jax.Trajectory`][].
+
+    **Raises:** whatever `diffrax.diffeqsolve` raises; in particular, with
+    `integrator.throw`, an `equinox.EquinoxRuntimeError` when a solve needs more
+    than `max_steps` steps (also under `jax.grad`-style transforms that keep the
+    primal, such as `eqx.filter_value_and_grad`).
+
+    Method: the per-sequence time control described in this module's docstring;
+    solve via `diffrax.diffeqsolve` (Kidger 2021).
+    """
+    if save not in ("final", "observations"):
+        raise ValueError(f"save must be 'final' or 'observations'; got {save!r}.")
+    if integrator.batching == "batched":
+        return _integrate_batch(vector_field, path, y0, integrator, save)
+
+    def add_batch_axis(tree):
+        return jtu.tree_map(lambda a: a[None], tree)
+
+    def one(path_b, y0_b):
+        out = _integrate_batch(
+            vector_field, add_batch_axis(path_b), add_batch_axis(y0_b), integrator, save
+        )
+        return eqx.tree_at(lambda o: o.ys, out, jtu.tree_map(lambda a: a[0], out.ys))
+
+    return eqx.filter_vmap(one)(path, y0)
+
+
+def _make_clock(path: InputPath, integrator: Integrator) -> _Clock:
+    duration = path.t_end - path.t_start
+    if integrator.is_adaptive:
+        return _Clock(path.t_start, jnp.ones_like(duration), duration)
+    dt0 = jnp.asarray(integrator.dt0, duration.dtype)
+    # As diffrax's ConstantStepSize: `nextafter` keeps an exact multiple of dt0 from
+    # costing an extra step to round-off.
+    num_steps = jnp.ceil(duration / jnp.nextafter(dt0, jnp.inf))
+    step = duration / jnp.maximum(num_steps, 1)
+    return _Clock(path.t_start, step, num_steps)
+
+
+def _save_clock_times(path: InputPath, clock: _Clock) -> Float[Array, "batch times"]:
+    """Clock time at which each observation is reached (padding: the end)."""
+    elapsed = path.ts - path.t_start[:, None]
+    step = clock.step[:, None]
+    s = jnp.where(step > 0, elapsed / jnp.where(step > 0, step, 1), 0)
+    at_or_after_end = jnp.arange(path.ts.shape[1]) >= path.lengths[:, None] - 1
+    return jnp.where(
+        at_or_after_end, clock.num_steps[:, None], jnp.minimum(s, clock.num_steps[:, None])
+    )
+
+
+def _integrate_batch(vector_field, path, y0, integrator, save) -> Trajectory:
+    clock = _make_clock(path, integrator)
+    s_end = jnp.max(clock.num_steps)
+    # A batch of single observations has nothing to integrate; keep t0 < t1.
+    s_end = jnp.where(s_end > 0, s_end, 1)
+    if integrator.is_adaptive:
+        dt0 = integrator.dt0
+        jumps = [clock.num_steps]
+        if isinstance(path.interpolation, diffrax.LinearInterpolation):
+            knots = path.ts - path.t_start[:, None]
+            jumps.append(jnp.where(path.valid, knots, 0).ravel())
+        controller = diffrax.ClipStepSizeController(
+            integrator.stepsize_controller, jump_ts=jnp.sort(jnp.concatenate(jumps))
+        )
+    else:
+        dt0 = 1.0
+        controller = integrator.stepsize_controller
+
+    if save == "final":
+        saveat = diffrax.SaveAt(t1=True)
+    else:
+        save_s = _save_clock_times(path, clock)
+        if path.shared_times:
+            saveat = diffrax.SaveAt(ts=save_s[0])
+        else:
+            saveat = diffrax.SaveAt(ts=jnp.sort(save_s.ravel()))
+
+    args = path
+    if isinstance(integrator.adjoint, diffrax.BacksolveAdjoint):
+        args, clock = _Frozen(path), _Frozen(clock)
+    else:
+        args = jax.lax.stop_gradient(path)
+        clock = jax.lax.stop_gradient(clock)
+
+    sol = diffrax.diffeqsolve(
+        _ClockTerm(vector_field, clock),
+        integrator.solver,
+        t0=0.0,
+        t1=s_end,
+        dt0=dt0,
+        y0=y0,
+        args=args,
+        saveat=saveat,
+        stepsize_controller=controller,
+        adjoint=integrator.adjoint,
+        max_steps=integrator.max_steps,
+        throw=integrator.throw,
+    )
+    if save == "final":
+        ys = jtu.tree_map(lambda a: a[-1], sol.ys)
+    elif path.shared_times:
+        ys = jtu.tree_map(lambda a: jnp.swapaxes(a, 0, 1), sol.ys)
+    else:
+        position = jnp.searchsorted(saveat.subs.ts, save_s)  # (batch, times)
+        batch_index = jnp.arange(position.shape[0])[:, None]
+        ys = jtu.tree_map(lambda a: a[position, batch_index], sol.ys)
+    return Trajectory(ys=ys, stats=sol.stats, result=sol.result)

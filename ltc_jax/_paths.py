@@ -1,0 +1,198 @@
+"""Observations `(ts, xs)` of a batch of sequences -> a continuous input path x(t)."""
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike, Bool, Float, Int, Real
+
+from ._custom_types import Interpolation
+
+
+_INTERPOLATIONS = ("linear", "cubic")
+
+
+class InputPath(eqx.Module):
+    """A batch of observed sequences, interpolated into a continuous input $x(t)$.
+
+    Each sequence `b` has its own observation times `ts[b, :lengths[b]]` (irregular,
+    and different from its neighbours' if you like) and values
+    `xs[b, :lengths[b]]`. The values are joined into a path with diffrax's
+    interpolations, one per sequence:
+
+    - `"linear"` (default): `diffrax.LinearInterpolation`. Piecewise linear, with a
+        kink at every observation; adaptive solvers should stop at the observation
+        times (`ltc_jax` passes them as `jump_ts`).
+    - `"cubic"`: cubic Hermite splines with backward differences
+        (`diffrax.backward_hermite_coefficients` + `diffrax.CubicInterpolation`,
+        Morrill et al. 2021). Continuously differentiable; $x(t)$ on an interval
+        depends only on observations up to the interval's end, as for linear.
+
+    Positions at or after `lengths[b]` are padding. They are replaced, before
+    interpolation, by copies of the last observation at times after the sequence's
+    end, which the solve never reaches: padding has no effect on any result and
+    receives no gradient, whatever values (NaN included) it holds.
+
+    Times are in whatever unit you choose; every time-like quantity in `ltc_jax`
+    (`dt0`, `tau`, `dtmin`) is in that unit.
+
+    **Fields:**
+
+    - `interpolation`: the diffrax interpolation of every sequence, its leaves with a
+        leading `batch` axis.
+    - `lengths`: `Int[Array, "batch"]`, observations per sequence.
+    - `shared_times`: static bool; True when all sequences share one time grid and
+        length (then saving at the observation times costs `times` saves, not
+        `batch * times`).
+    """
+
+    interpolation: diffrax.LinearInterpolation | diffrax.CubicInterpolation
+    lengths: Int[Array, " batch"]
+    shared_times: bool = eqx.field(static=True)
+
+    def __init__(
+        self,
+        ts: Real[ArrayLike, "times"] | Real[ArrayLike, "batch times"],
+        xs: Float[ArrayLike, "batch times input_size"],
+        lengths: Int[ArrayLike, " batch"] | None = None,
+        *,
+        interpolation: Interpolation = "linear",
+    ):
+        """**Arguments:**
+
+        - `ts`: observation times, `(times,)` when all sequences share them, or
+            `(batch, times)`. Must be strictly increasing within each sequence's
+            length. Integer times are converted to the dtype of `xs`.
+        - `xs`: observed values, `(batch, times, input_size)`, floating point.
+        - `lengths`: `(batch,)` integers in `[1, times]`; default: every sequence
+            has `times` observations.
+        - `interpolation`: `"linear"` (default) or `"cubic"`.
+
+        **Raises:**
+
+        - `ValueError` (when called) for wrong ranks or mismatched shapes, fewer than
+            two time columns, an integer `xs`, or an unknown `interpolation`.
+        - `equinox.EquinoxRuntimeError` (when the values are checked, eagerly or
+            under `jit`) if times are not strictly increasing or are not finite, if
+            a value is not finite (NaN or inf), or if a length is out of range.
+            Only positions inside each sequence's length are checked.
+        """
+        if interpolation not in _INTERPOLATIONS:
+            raise ValueError(
+                f"Unknown interpolation {interpolation!r}; choose one of "
+                f"{_INTERPOLATIONS}."
+            )
+        xs = jnp.asarray(xs)
+        if xs.ndim != 3:
+            raise ValueError(
+                "xs must have shape (batch, times, input_size); got shape "
+                f"{xs.shape}. For a single sequence use xs[None]."
+            )
+        if not jnp.issubdtype(xs.dtype, jnp.floating):
+            raise ValueError(f"xs must be floating point; got dtype {xs.dtype}.")
+        batch, times, _ = xs.shape
+        ts = jnp.asarray(ts)
+        shared_times = ts.ndim == 1 and lengths is None
+        if ts.ndim == 1:
+            ts = jnp.broadcast_to(ts, (batch, ts.shape[0]))
+        if ts.shape != (batch, times):
+            raise ValueError(
+                f"ts must have shape (times,) or (batch, times) = ({times},) or "
+                f"{(batch, times)} to match xs of shape {xs.shape}; got {ts.shape}."
+            )
+        if times < 2:
+            raise ValueError(
+                f"Need at least two time columns to interpolate; got {times}. Pad "
+                "single observations to two columns and pass lengths=1."
+            )
+        ts = ts.astype(xs.dtype)
+        if lengths is None:
+            lengths = jnp.full((batch,), times, dtype=jnp.int32)
+        else:
+            lengths = jnp.asarray(lengths)
+            if lengths.shape != (batch,) or not jnp.issubdtype(
+                lengths.dtype, jnp.integer
+            ):
+                raise ValueError(
+                    f"lengths must be integers of shape ({batch},); got "
+                    f"{lengths.dtype} of shape {lengths.shape}."
+                )
+        lengths = eqx.error_if(
+            lengths,
+            (lengths < 1) | (lengths > times),
+            f"lengths must lie in [1, {times}] (the number of time columns).",
+        )
+        valid = jnp.arange(times) < lengths[:, None]
+        ts = _check_times(ts, valid)
+        xs = eqx.error_if(
+            xs,
+            jnp.any(valid[..., None] & ~jnp.isfinite(xs)),
+            "xs holds a NaN or infinite value inside a sequence's length; every "
+            "observed value must be finite.",
+        )
+        ts, xs = _pad_after_end(ts, xs, lengths, valid)
+        if interpolation == "linear":
+            self.interpolation = jax.vmap(diffrax.LinearInterpolation)(ts, xs)
+        else:
+            coeffs = jax.vmap(diffrax.backward_hermite_coefficients)(ts, xs)
+            self.interpolation = jax.vmap(diffrax.CubicInterpolation)(ts, coeffs)
+        self.lengths = lengths
+        self.shared_times = shared_times
+
+    @property
+    def ts(self) -> Float[Array, "batch times"]:
+        """Knot times, padding replaced by times after each sequence's end."""
+        return self.interpolation.ts
+
+    @property
+    def t_start(self) -> Float[Array, " batch"]:
+        """First observation time of each sequence."""
+        return self.ts[:, 0]
+
+    @property
+    def t_end(self) -> Float[Array, " batch"]:
+        """Last observation time of each sequence (`ts[b, lengths[b] - 1]`)."""
+        return jnp.take_along_axis(self.ts, self.lengths[:, None] - 1, axis=1)[:, 0]
+
+    @property
+    def valid(self) -> Bool[Array, "batch times"]:
+        """True at observed (non-padding) positions."""
+        return jnp.arange(self.ts.shape[1]) < self.lengths[:, None]
+
+    def evaluate(self, t: Real[ArrayLike, "*batch"]) -> Float[Array, "batch input_size"]:
+        """$x(t)$ of every sequence.
+
+        **Arguments:**
+
+        - `t`: a scalar, or `(batch,)`: one time per sequence.
+
+        **Returns:** `(batch, input_size)`.
+        """
+        t = jnp.broadcast_to(jnp.asarray(t, self.ts.dtype), self.lengths.shape)
+        return jax.vmap(lambda path, ti: path.evaluate(ti))(self.interpolation, t)
+
+
+def _check_times(
+    ts: Float[Array, "batch times"], valid: Bool[Array, "batch times"]
+) -> Float[Array, "batch times"]:
+    increasing = ts[:, 1:] > ts[:, :-1]  # False for NaN as well.
+    bad_step = valid[:, 1:] & ~increasing
+    bad_value = valid & ~jnp.isfinite(ts)
+    return eqx.error_if(
+        ts,
+        jnp.any(bad_step) | jnp.any(bad_value),
+        "ts must be finite and strictly increasing within each sequence's length "
+        "(found a repeated, decreasing, NaN or infinite timestamp).",
+    )
+
+
+def _pad_after_end(ts, xs, lengths, valid):
+    """Replace padding by the last observation, at increasing times after the end."""
+    last = lengths[:, None] - 1
+    t_last = jnp.take_along_axis(ts, last, axis=1)
+    x_last = jnp.take_along_axis(xs, last[..., None], axis=1)
+    steps_past_end = (jnp.arange(ts.shape[1]) - last).astype(ts.dtype)
+    spacing = jnp.maximum(1.0, jnp.abs(t_last))  # stays distinct in low precision
+    ts = jnp.where(valid, ts, t_last + steps_past_end * spacing)
+    xs = jnp.where(valid[..., None], xs, x_last)
+    return ts, xs
