@@ -1,0 +1,102 @@
+"""A labelled set of variable-length sequences, as padded NumPy arrays."""
+
+import dataclasses
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class SequenceDataset:
+    """Variable-length multichannel sequences with one label each, padded to a
+    common length.
+
+    **Fields:**
+
+    - `ts`: `float64[n, times]` observation times (padding: continues the grid).
+    - `xs`: `float64[n, times, channels]` values; NaN marks a missing value; padding
+        is 0 and is never read (see `lengths`).
+    - `lengths`: `int32[n]`, observations per sequence, in `[1, times]`.
+    - `labels`: `int32[n]` class indices (classification) or `float64[n, k]` targets
+        (regression).
+    - `class_names`: the class label strings, in index order (empty for regression).
+    - `name`: a short description, e.g. the file it came from.
+    """
+
+    ts: np.ndarray
+    xs: np.ndarray
+    lengths: np.ndarray
+    labels: np.ndarray
+    class_names: tuple[str, ...] = ()
+    name: str = ""
+
+    def __post_init__(self):
+        n = self.xs.shape[0]
+        if self.xs.ndim != 3:
+            raise ValueError(f"xs must be (n, times, channels); got {self.xs.shape}.")
+        if self.ts.shape != self.xs.shape[:2]:
+            raise ValueError(f"ts {self.ts.shape} does not match xs {self.xs.shape}.")
+        if self.lengths.shape != (n,) or self.labels.shape[:1] != (n,):
+            raise ValueError(
+                f"lengths {self.lengths.shape} and labels {self.labels.shape} must "
+                f"have {n} rows, like xs."
+            )
+
+    def __len__(self) -> int:
+        return self.xs.shape[0]
+
+    @property
+    def num_channels(self) -> int:
+        return self.xs.shape[2]
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.class_names)
+
+    @property
+    def is_classification(self) -> bool:
+        return np.issubdtype(self.labels.dtype, np.integer)
+
+    def take(self, indices) -> "SequenceDataset":
+        """The sequences at `indices` (a NumPy index array), as a new dataset."""
+        indices = np.asarray(indices)
+        return dataclasses.replace(
+            self,
+            ts=self.ts[indices],
+            xs=self.xs[indices],
+            lengths=self.lengths[indices],
+            labels=self.labels[indices],
+        )
+
+    def valid_mask(self) -> np.ndarray:
+        """`bool[n, times]`, True at observed (non-padding) positions."""
+        return np.arange(self.ts.shape[1]) < self.lengths[:, None]
+
+
+def standardize(
+    train: SequenceDataset, *others: SequenceDataset
+) -> tuple[SequenceDataset, ...]:
+    """Scale every channel to zero mean and unit variance, using statistics of the
+    observed (non-padding, non-NaN) values of `train` only.
+
+    **Returns:** `(train, *others)` standardised with the same mean and standard
+    deviation.
+
+    **Raises:** `ValueError` if a channel of `train` has no observed value.
+    """
+    observed = train.xs[train.valid_mask()]  # (points, channels)
+    counts = np.sum(~np.isnan(observed), axis=0)
+    if np.any(counts == 0):
+        raise ValueError(
+            f"Channel(s) {np.flatnonzero(counts == 0).tolist()} of {train.name!r} have "
+            "no observed value; cannot standardise."
+        )
+    mean = np.nanmean(observed, axis=0)
+    std = np.nanstd(observed, axis=0)
+    std = np.where(std > 0, std, 1.0)
+    return tuple(
+        dataclasses.replace(
+            data,
+            xs=np.where(data.valid_mask()[..., None], (data.xs - mean) / std, 0.0),
+        )
+        for data in (train, *others)
+    )
