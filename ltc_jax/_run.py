@@ -1,0 +1,302 @@
+"""The main job: train an LTC on a labelled `.ts` dataset and write a run folder."""
+
+import dataclasses
+import datetime
+import json
+import math
+import os
+import platform
+import time
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+
+from ._custom_types import Interpolation
+from ._memory import compiled_memory
+from ._model import LTC
+from ._solve import (
+    ADJOINT_NAMES,
+    AdjointName,
+    Batching,
+    Integrator,
+    SolverName,
+    make_integrator,
+)
+from ._train import batches, evaluate, fit, make_optimizer, train_step_fn
+from .datasets import SequenceDataset, load_japanese_vowels, read_ts, standardize
+
+
+DEFAULT_RTOL = 1e-3
+DEFAULT_ATOL = 1e-4
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Train an LTC classifier (or regressor) on a `.ts` train/test pair.
+
+    Defaults are the main job: the bundled JapaneseVowels, 64 units, Tsit5 with
+    adaptive steps (rtol 1e-3, atol 1e-4), checkpointed gradients.
+    """
+
+    data: str | None = None
+    """Training set (.ts). Default: the bundled JapaneseVowels."""
+    test_data: str | None = None
+    """Test set (.ts); required with --data."""
+    out: str | None = None
+    """Run folder. Default: runs/train-<date>-<time>. An existing non-empty folder is
+    never overwritten."""
+    seed: int = 0
+    """Seeds parameter initialisation and data order."""
+    hidden_size: int = 64
+    """LTC units."""
+    solver: SolverName = "tsit5"
+    """ODE solver."""
+    adjoint: AdjointName = "checkpoint"
+    """Gradient mode: checkpoint, full, backsolve or direct."""
+    dt0: float | None = None
+    """Fixed step (time units) when no tolerances are given; else the first step."""
+    rtol: float | None = None
+    """Relative tolerance (adaptive steps). Default 1e-3 when dt0 is not given."""
+    atol: float | None = None
+    """Absolute tolerance (adaptive steps). Default 1e-4 when dt0 is not given."""
+    dtmin: float | None = None
+    """Smallest adaptive step (time units); reaching it is an error."""
+    max_steps: int = 4096
+    """Most adaptive steps per solve (fixed steps: set from the data)."""
+    checkpoints: int | None = None
+    """Checkpoints for --adjoint checkpoint (default: diffrax's choice)."""
+    batching: Batching = "batched"
+    """Solve the batch as one state (batched) or per sequence (vmap)."""
+    interpolation: Interpolation = "linear"
+    """Input path between observations: linear or cubic (Hermite)."""
+    tau_min: float = 0.0
+    """Floor on every time constant tau (time units)."""
+    epochs: int = 100
+    batch_size: int = 16
+    learning_rate: float = 1e-2
+    """Peak learning rate of Adam (cosine decay to 1% of it)."""
+    weight_decay: float = 0.0
+    clip_norm: float = 1.0
+    """Global gradient-norm clip."""
+    warmup_steps: int = 0
+    memory_table: bool = True
+    """Measure the compiled training step's memory under every gradient mode."""
+    progress: bool = True
+    """Show a progress bar."""
+
+
+def environment() -> dict[str, Any]:
+    """Versions, backend and device: the `environment` block of every metrics file."""
+    import diffrax
+    import jaxlib
+    import optax
+
+    from . import __version__
+
+    device = jax.devices()[0]
+    return dict(
+        ltc_jax=__version__,
+        jax=jax.__version__,
+        jaxlib=jaxlib.__version__,
+        equinox=eqx.__version__,
+        diffrax=diffrax.__version__,
+        optax=optax.__version__,
+        python=platform.python_version(),
+        platform=platform.platform(),
+        backend=jax.default_backend(),
+        device=device.device_kind,
+        device_count=jax.device_count(),
+        cpu_count=os.cpu_count(),
+        x64=bool(jax.config.read("jax_enable_x64")),
+    )
+
+
+def make_run_dir(out: str | None, prefix: str) -> str:
+    """Create a fresh run folder: `out`, or `runs/<prefix>-<date>-<time>`.
+
+    **Raises:** `FileExistsError` if `out` exists and is not empty (an earlier run
+    is never overwritten).
+    """
+    if out is None:
+        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+        out = os.path.join("runs", f"{prefix}-{stamp}")
+        suffix = 1
+        base = out
+        while os.path.exists(out):
+            suffix += 1
+            out = f"{base}-{suffix}"
+    elif os.path.isdir(out) and os.listdir(out):
+        raise FileExistsError(
+            f"--out {out} already holds files; choose a new folder (runs are never "
+            "overwritten)."
+        )
+    os.makedirs(out, exist_ok=True)
+    return out
+
+
+def load_data(config: TrainConfig) -> tuple[SequenceDataset, SequenceDataset]:
+    """The standardised `(train, test)` pair named by `config`.
+
+    **Raises:** `ValueError` if only one of `data` and `test_data` is given.
+    """
+    if config.data is None and config.test_data is None:
+        train, test = load_japanese_vowels()
+    elif config.data is None or config.test_data is None:
+        raise ValueError("--data and --test-data go together: give both .ts files.")
+    else:
+        train = read_ts(config.data)
+        test = read_ts(
+            config.test_data,
+            class_names=train.class_names if train.is_classification else None,
+        )
+        if train.num_channels != test.num_channels:
+            raise ValueError(
+                f"{config.test_data} has {test.num_channels} channels, "
+                f"{config.data} has {train.num_channels}."
+            )
+    return standardize(train, test)
+
+
+def make_config_integrator(
+    config: TrainConfig, data: SequenceDataset, adjoint: AdjointName | None = None
+) -> Integrator:
+    """The [`ltc_jax.Integrator`][] a config asks for.
+
+    Fixed steps when `dt0` is given without tolerances; then `max_steps` is the
+    number of steps the longest sequence of `data` needs, so `"full"` stores
+    exactly the steps taken. Adaptive otherwise (default tolerances 1e-3/1e-4).
+    """
+    adaptive = config.rtol is not None or config.atol is not None or config.dt0 is None
+    rtol = atol = None
+    max_steps = config.max_steps
+    if adaptive:
+        rtol = DEFAULT_RTOL if config.rtol is None else config.rtol
+        atol = DEFAULT_ATOL if config.atol is None else config.atol
+    else:
+        if not config.dt0 > 0:
+            raise ValueError(f"--dt0 must be positive; got {config.dt0}.")
+        last = data.ts[np.arange(len(data)), data.lengths - 1]
+        durations = last - data.ts[:, 0]
+        max_steps = max(1, math.ceil(float(np.max(durations)) / config.dt0))
+    return make_integrator(
+        config.solver,
+        config.adjoint if adjoint is None else adjoint,
+        dt0=config.dt0,
+        rtol=rtol,
+        atol=atol,
+        dtmin=config.dtmin,
+        max_steps=max_steps,
+        checkpoints=config.checkpoints
+        if (adjoint or config.adjoint) == "checkpoint"
+        else None,
+        batching=config.batching,
+    )
+
+
+def memory_by_mode(
+    model, optimizer, batch, config: TrainConfig, data: SequenceDataset
+) -> dict[str, dict[str, int] | None]:
+    """Compiled memory of one training step under every gradient mode (same model,
+    batch and solver), from XLA's memory analysis; nothing is run."""
+    opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
+    table = {}
+    for mode in ADJOINT_NAMES:
+        integrator = make_config_integrator(config, data, adjoint=mode)
+        step = train_step_fn(optimizer, integrator, config.interpolation)
+        memory = compiled_memory(step, model, opt_state, batch)
+        table[mode] = None if memory is None else memory.asdict()
+    return table
+
+
+def train_and_evaluate(config: TrainConfig) -> dict[str, Any]:
+    """Run the main job: load data, train, evaluate, and write the run folder.
+
+    The folder (`config.out`, or a new `runs/train-<date>-<time>`) receives
+    `config.json`, `metrics.json` and `checkpoints/` (the last two epochs'
+    `(model, opt_state)`, written atomically).
+
+    **Returns:** the metrics dict, also written to `metrics.json`, with at least
+    `test_accuracy`, `train_seconds`, `gradient_mode`, `solver`,
+    `steps_per_sequence` and `memory_bytes_by_mode`, plus `history` and
+    `environment`.
+
+    **Raises:** `ValueError` for inconsistent options; `FileExistsError` for a
+    non-empty `out`; [`ltc_jax.NonFiniteLossError`][] if training diverges;
+    [`ltc_jax.datasets.TSFormatError`][] for a malformed `.ts` file.
+    """
+    train, test = load_data(config)
+    integrator = make_config_integrator(config, train)
+    run_dir = make_run_dir(config.out, "train")
+    with open(os.path.join(run_dir, "config.json"), "w") as file:
+        json.dump(dataclasses.asdict(config), file, indent=2)
+
+    output_size = train.num_classes if train.is_classification else train.labels.shape[1]
+    model = LTC(
+        train.num_channels,
+        config.hidden_size,
+        output_size,
+        tau_min=config.tau_min,
+        key=jr.PRNGKey(config.seed),
+    )
+    steps_per_epoch = math.ceil(len(train) / config.batch_size)
+    optimizer = make_optimizer(
+        config.learning_rate,
+        config.epochs * steps_per_epoch,
+        warmup_steps=config.warmup_steps,
+        clip_norm=config.clip_norm,
+        weight_decay=config.weight_decay,
+    )
+    start = time.perf_counter()
+    model, history = fit(
+        model,
+        train,
+        integrator=integrator,
+        optimizer=optimizer,
+        epochs=config.epochs,
+        batch_size=config.batch_size,
+        seed=config.seed,
+        interpolation=config.interpolation,
+        checkpoint_dir=os.path.join(run_dir, "checkpoints"),
+        progress=config.progress,
+    )
+    train_seconds = time.perf_counter() - start
+    result = evaluate(
+        model,
+        test,
+        integrator=integrator,
+        batch_size=config.batch_size,
+        interpolation=config.interpolation,
+    )
+    memory = None
+    if config.memory_table:
+        batch = next(batches(train, config.batch_size))
+        memory = memory_by_mode(model, optimizer, batch, config, train)
+    metrics = dict(
+        test_accuracy=result["accuracy"],
+        test_loss=result["loss"],
+        train_seconds=train_seconds,
+        gradient_mode=integrator.adjoint_name,
+        solver=config.solver,
+        adaptive=integrator.is_adaptive,
+        max_steps=integrator.max_steps,
+        steps_per_sequence=result["num_steps"],
+        memory_bytes_by_mode=memory,
+        dataset=dict(train=train.name, test=test.name, train_size=len(train),
+                     test_size=len(test)),
+        history=history,
+        environment=environment(),
+        run_dir=run_dir,
+    )
+    with open(os.path.join(run_dir, "metrics.json"), "w") as file:
+        json.dump(metrics, file, indent=2, default=_json_default)
+    return metrics
+
+
+def _json_default(value):
+    if isinstance(value, np.generic | jnp.ndarray):
+        return value.item()
+    raise TypeError(f"Cannot serialise {type(value).__name__} to JSON.")

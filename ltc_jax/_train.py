@@ -1,0 +1,452 @@
+"""Training with optax: batches, loss, a jitted step, evaluation, checkpoints, `fit`."""
+
+import hashlib
+import json
+import math
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jaxtyping import Array, Float, Int, PyTree
+from tqdm.auto import tqdm
+
+from ._custom_types import Interpolation
+from ._paths import InputPath
+from ._solve import Integrator
+from .datasets import SequenceDataset
+
+
+class NonFiniteLossError(FloatingPointError):
+    """The training loss or gradient became NaN or infinite. The parameters were not
+    updated with it; the message names the likely cause."""
+
+
+class Batch(NamedTuple):
+    """One fixed-size batch (JAX arrays).
+
+    - `ts`: `(batch, times)`; `xs`: `(batch, times, channels)`; `lengths`: `(batch,)`.
+    - `labels`: `(batch,)` int class indices, or `(batch, k)` float targets.
+    - `weights`: `(batch,)`, 1 for a real sequence and 0 for the copies that fill
+        up the last batch (so every batch has one shape and compiles once).
+    """
+
+    ts: Float[Array, "batch times"]
+    xs: Float[Array, "batch times channels"]
+    lengths: Int[Array, " batch"]
+    labels: Array
+    weights: Float[Array, " batch"]
+
+
+def batches(
+    data: SequenceDataset,
+    batch_size: int,
+    *,
+    order: np.ndarray | None = None,
+    dtype=None,
+) -> Iterator[Batch]:
+    """Split `data` into batches of exactly `batch_size` sequences.
+
+    **Arguments:**
+
+    - `data`: the dataset.
+    - `batch_size`: sequences per batch.
+    - `order`: a permutation of `range(len(data))` (default: the stored order).
+    - `dtype`: float dtype of `ts`, `xs`, `weights` (default: JAX's default float).
+
+    **Yields:** [`ltc_jax.Batch`][]es; the last is filled up with weight-0 copies.
+    """
+    n = len(data)
+    order = np.arange(n) if order is None else np.asarray(order)
+    dtype = jnp.zeros(()).dtype if dtype is None else dtype
+    for start in range(0, n, batch_size):
+        index = order[start : start + batch_size]
+        real = len(index)
+        if real < batch_size:
+            index = np.concatenate([index, np.resize(order, batch_size - real)])
+        weights = (np.arange(batch_size) < real).astype(dtype)
+        label_dtype = jnp.int32 if data.is_classification else dtype
+        yield Batch(
+            ts=jnp.asarray(data.ts[index], dtype),
+            xs=jnp.asarray(data.xs[index], dtype),
+            lengths=jnp.asarray(data.lengths[index], jnp.int32),
+            labels=jnp.asarray(data.labels[index], label_dtype),
+            weights=jnp.asarray(weights),
+        )
+
+
+def epoch_order(seed: int, epoch: int, n: int) -> np.ndarray:
+    """The data order of one epoch: a permutation determined by `(seed, epoch)`
+    alone, so a resumed run sees exactly the batches an uninterrupted one would."""
+    return np.random.default_rng([seed, epoch]).permutation(n)
+
+
+def loss_and_metrics(
+    model: eqx.Module,
+    batch: Batch,
+    integrator: Integrator,
+    interpolation: Interpolation = "linear",
+) -> tuple[Float[Array, ""], dict[str, Array]]:
+    """Weighted mean loss of `model` on `batch`, and summed metrics.
+
+    Cross-entropy on logits for integer labels, mean squared error for float
+    targets.
+
+    **Returns:** `(loss, metrics)` with `metrics` holding sums over the batch:
+    `weight`, `loss` (weighted), `correct` (classification), and the solve's
+    `num_steps` and `num_rejected_steps`.
+    """
+    path = InputPath(batch.ts, batch.xs, batch.lengths, interpolation=interpolation)
+    trajectory = model.solve(path, integrator=integrator)
+    outputs = model.outputs(trajectory.ys)
+    if jnp.issubdtype(batch.labels.dtype, jnp.integer):
+        per_sequence = optax.softmax_cross_entropy_with_integer_labels(
+            outputs, batch.labels
+        )
+        correct = jnp.sum(batch.weights * (jnp.argmax(outputs, -1) == batch.labels))
+    else:
+        per_sequence = jnp.mean((outputs - batch.labels) ** 2, axis=-1)
+        correct = jnp.zeros((), batch.weights.dtype)
+    weight = jnp.sum(batch.weights)
+    loss_sum = jnp.sum(batch.weights * per_sequence)
+    metrics = dict(
+        weight=weight,
+        loss=loss_sum,
+        correct=correct,
+        num_steps=jnp.max(trajectory.stats["num_steps"]),
+        num_rejected_steps=jnp.max(trajectory.stats["num_rejected_steps"]),
+    )
+    return loss_sum / weight, metrics
+
+
+def _is_finite_tree(tree: PyTree) -> Array:
+    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree) if eqx.is_array(x)]
+    return jnp.all(jnp.stack(leaves)) if leaves else jnp.asarray(True)
+
+
+def _select(pred, on_true: PyTree, on_false: PyTree) -> PyTree:
+    def pick(a, b):
+        return jnp.where(pred, a, b) if eqx.is_array(a) else a
+
+    return jax.tree.map(pick, on_true, on_false)
+
+
+def train_step_fn(
+    optimizer: optax.GradientTransformation,
+    integrator: Integrator,
+    interpolation: Interpolation = "linear",
+) -> Callable:
+    """The training step, unjitted: `step(model, opt_state, batch) -> (model,
+    opt_state, loss, metrics, finite)`. [`ltc_jax.make_train_step`][] jits it;
+    [`ltc_jax.compiled_memory`][] measures it.
+
+    Gradients come from `eqx.filter_value_and_grad`, which keeps the primal solve
+    alive, so a solve that exceeds `max_steps` raises instead of being pruned
+    away (under plain `jax.grad` diffrax's check can be dead-code eliminated and
+    the gradient is silently wrong). If the loss or any gradient is non-finite,
+    `finite` is False and the model and optimiser state are returned unchanged:
+    parameters are never updated with NaN or infinity. Only inexact arrays of the
+    model are trained (`eqx.is_inexact_array`).
+    """
+
+    def step(model, opt_state, batch):
+        (loss, metrics), grads = eqx.filter_value_and_grad(
+            loss_and_metrics, has_aux=True
+        )(model, batch, integrator, interpolation)
+        updates, new_opt_state = optimizer.update(
+            grads, opt_state, eqx.filter(model, eqx.is_inexact_array)
+        )
+        new_model = eqx.apply_updates(model, updates)
+        finite = jnp.isfinite(loss) & _is_finite_tree(grads)
+        model = _select(finite, new_model, model)
+        opt_state = _select(finite, new_opt_state, opt_state)
+        return model, opt_state, loss, metrics, finite
+
+    return step
+
+
+def make_train_step(
+    optimizer: optax.GradientTransformation,
+    integrator: Integrator,
+    interpolation: Interpolation = "linear",
+) -> Callable:
+    """[`ltc_jax.train_step_fn`][] under `eqx.filter_jit`: compiled once per batch
+    shape."""
+    return eqx.filter_jit(train_step_fn(optimizer, integrator, interpolation))
+
+
+def make_optimizer(
+    learning_rate: float,
+    total_steps: int,
+    *,
+    warmup_steps: int = 0,
+    clip_norm: float | None = 1.0,
+    weight_decay: float = 0.0,
+) -> optax.GradientTransformation:
+    """Adam(W) with global-norm gradient clipping and a warmup + cosine schedule.
+
+    **Arguments:**
+
+    - `learning_rate`: peak learning rate.
+    - `total_steps`: optimiser steps in the whole run (the schedule's length).
+    - `warmup_steps`: linear warmup from 0 (default none).
+    - `clip_norm`: clip gradients to this global norm (default 1; the original
+        write-up advises 1-5); `None` disables clipping.
+    - `weight_decay`: decoupled weight decay (default 0: plain Adam).
+
+    Source: `optax.adamw`, `optax.clip_by_global_norm`,
+    `optax.warmup_cosine_decay_schedule` (Kingma & Ba 2015; Loshchilov & Hutter 2019).
+    """
+    schedule = optax.warmup_cosine_decay_schedule(
+        init_value=0.0 if warmup_steps else learning_rate,
+        peak_value=learning_rate,
+        warmup_steps=warmup_steps,
+        decay_steps=max(total_steps, warmup_steps + 1),
+        end_value=learning_rate * 0.01,
+    )
+    parts = [] if clip_norm is None else [optax.clip_by_global_norm(clip_norm)]
+    parts.append(optax.adamw(schedule, weight_decay=weight_decay))
+    return optax.chain(*parts)
+
+
+def evaluate(
+    model: eqx.Module,
+    data: SequenceDataset,
+    *,
+    integrator: Integrator,
+    batch_size: int = 64,
+    interpolation: Interpolation = "linear",
+) -> dict[str, float]:
+    """Mean loss, accuracy (classification) and solver steps of `model` on `data`.
+
+    **Returns:** `{"loss", "accuracy", "num_steps"}`; `accuracy` is `nan` for
+    regression; `num_steps` is the mean number of solver steps per batch solve
+    (under `"batched"` batching every sequence of a batch shares those steps).
+    """
+    step = _eval_step(integrator, interpolation)
+    totals = dict(weight=0.0, loss=0.0, correct=0.0, num_steps=0.0)
+    solves = 0
+    for batch in batches(data, batch_size):
+        _, metrics = step(model, batch)
+        for name in ("weight", "loss", "correct"):
+            totals[name] += float(metrics[name])
+        totals["num_steps"] += float(metrics["num_steps"])
+        solves += 1
+    return dict(
+        loss=totals["loss"] / totals["weight"],
+        accuracy=totals["correct"] / totals["weight"]
+        if data.is_classification
+        else math.nan,
+        num_steps=totals["num_steps"] / solves,
+    )
+
+
+def _eval_step(integrator, interpolation):
+    @eqx.filter_jit
+    def step(model, batch):
+        return loss_and_metrics(model, batch, integrator, interpolation)
+
+    return step
+
+
+# --- checkpoints ------------------------------------------------------------------
+
+_STATE = "state.eqx"
+_META = "meta.json"
+
+
+def save_checkpoint(
+    directory: str | os.PathLike,
+    step: int,
+    tree: PyTree,
+    meta: dict[str, Any],
+    *,
+    keep: int = 2,
+) -> str:
+    """Write `tree` (e.g. `(model, opt_state)`) and `meta` as checkpoint `step`,
+    atomically.
+
+    Both files go to a temporary folder that is renamed into place only when
+    complete and flushed, so a crash mid-save leaves the previous checkpoints
+    untouched. `meta` records the SHA-256 of the state file, so a later load can
+    tell a damaged checkpoint from a good one. The newest `keep` checkpoints are
+    kept.
+
+    **Returns:** the checkpoint's folder. Serialisation: `eqx.tree_serialise_leaves`.
+    """
+    directory = os.fspath(directory)
+    os.makedirs(directory, exist_ok=True)
+    final = os.path.join(directory, f"step-{step:08d}")
+    tmp = final + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    state_path = os.path.join(tmp, _STATE)
+    with open(state_path, "wb") as file:
+        eqx.tree_serialise_leaves(file, tree)
+        file.flush()
+        os.fsync(file.fileno())
+    with open(state_path, "rb") as file:
+        digest = hashlib.sha256(file.read()).hexdigest()
+    with open(os.path.join(tmp, _META), "w") as file:
+        json.dump(dict(meta, step=step, sha256=digest), file, indent=2)
+        file.flush()
+        os.fsync(file.fileno())
+    shutil.rmtree(final, ignore_errors=True)
+    os.rename(tmp, final)
+    for old in list_checkpoints(directory)[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def list_checkpoints(directory: str | os.PathLike) -> list[str]:
+    """Complete checkpoint folders under `directory`, oldest first."""
+    directory = os.fspath(directory)
+    if not os.path.isdir(directory):
+        return []
+    names = sorted(
+        name
+        for name in os.listdir(directory)
+        if name.startswith("step-") and not name.endswith(".tmp")
+    )
+    return [os.path.join(directory, name) for name in names]
+
+
+class CheckpointError(RuntimeError):
+    """No usable checkpoint: missing, truncated or corrupted."""
+
+
+def load_checkpoint(path: str | os.PathLike, like: PyTree) -> tuple[PyTree, dict]:
+    """Load one checkpoint folder written by [`ltc_jax.save_checkpoint`][].
+
+    **Arguments:** `path`: the folder; `like`: a pytree of the same structure
+    (e.g. a freshly built `(model, opt_state)`), giving shapes and dtypes.
+
+    **Returns:** `(tree, meta)`.
+
+    **Raises:** [`ltc_jax.CheckpointError`][] naming the file if it is missing,
+    truncated, or fails its checksum.
+    """
+    path = os.fspath(path)
+    state_path = os.path.join(path, _STATE)
+    meta_path = os.path.join(path, _META)
+    try:
+        with open(meta_path) as file:
+            meta = json.load(file)
+        with open(state_path, "rb") as file:
+            blob = file.read()
+    except (OSError, json.JSONDecodeError) as error:
+        raise CheckpointError(f"{path}: unreadable checkpoint ({error}).") from error
+    if hashlib.sha256(blob).hexdigest() != meta.get("sha256"):
+        raise CheckpointError(
+            f"{state_path}: checksum mismatch; the file is truncated or corrupted."
+        )
+    with open(state_path, "rb") as file:
+        tree = eqx.tree_deserialise_leaves(file, like)
+    return tree, meta
+
+
+def fit(
+    model: eqx.Module,
+    train: SequenceDataset,
+    *,
+    integrator: Integrator,
+    optimizer: optax.GradientTransformation,
+    epochs: int,
+    batch_size: int,
+    seed: int = 0,
+    interpolation: Interpolation = "linear",
+    checkpoint_dir: str | os.PathLike | None = None,
+    progress: bool = True,
+) -> tuple[eqx.Module, list[dict[str, float]]]:
+    """Train `model` on `train` for `epochs` epochs.
+
+    Each epoch visits the data in the order [`ltc_jax.epoch_order`][]`(seed,
+    epoch)`, in fixed-size batches (one compilation). A tqdm bar shows the loss
+    and accuracy. With `checkpoint_dir`, `(model, opt_state)` is checkpointed
+    atomically after every epoch.
+
+    **Arguments:** `model`; `train`; `integrator`; `optimizer` (an optax
+    transformation, e.g. from [`ltc_jax.make_optimizer`][]); `epochs`;
+    `batch_size`; `seed` (data order); `interpolation` of the inputs;
+    `checkpoint_dir`; `progress` (show the bar).
+
+    **Returns:** `(model, history)`, one dict per epoch: `epoch`, `loss`,
+    `accuracy`, `num_steps` (mean solver steps per batch), `num_rejected_steps`,
+    `seconds`.
+
+    **Raises:** [`ltc_jax.NonFiniteLossError`][] when a loss or gradient is
+    non-finite (the parameters are left at their last finite values, and the
+    last checkpoint is intact); anything the solve raises, e.g. on `max_steps`.
+    """
+    step_fn = make_train_step(optimizer, integrator, interpolation)
+    opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
+    steps_per_epoch = math.ceil(len(train) / batch_size)
+    history = []
+    bar = tqdm(total=epochs * steps_per_epoch, disable=not progress, unit="step")
+    for epoch in range(epochs):
+        start = time.perf_counter()
+        totals = dict(weight=0.0, loss=0.0, correct=0.0, num_steps=0.0, rejected=0.0)
+        order = epoch_order(seed, epoch, len(train))
+        for index, batch in enumerate(batches(train, batch_size, order=order)):
+            model, opt_state, loss, metrics, finite = step_fn(model, opt_state, batch)
+            if not bool(finite):
+                bar.close()
+                raise NonFiniteLossError(_non_finite_message(epoch, index, integrator))
+            totals["weight"] += float(metrics["weight"])
+            totals["loss"] += float(metrics["loss"])
+            totals["correct"] += float(metrics["correct"])
+            totals["num_steps"] += float(metrics["num_steps"])
+            totals["rejected"] += float(metrics["num_rejected_steps"])
+            bar.update()
+            bar.set_postfix(
+                epoch=epoch,
+                loss=f"{totals['loss'] / totals['weight']:.4f}",
+                acc=f"{totals['correct'] / totals['weight']:.3f}",
+            )
+        record = dict(
+            epoch=epoch,
+            loss=totals["loss"] / totals["weight"],
+            accuracy=totals["correct"] / totals["weight"]
+            if train.is_classification
+            else math.nan,
+            num_steps=totals["num_steps"] / steps_per_epoch,
+            num_rejected_steps=totals["rejected"] / steps_per_epoch,
+            seconds=time.perf_counter() - start,
+        )
+        history.append(record)
+        if checkpoint_dir is not None:
+            save_checkpoint(
+                checkpoint_dir,
+                (epoch + 1) * steps_per_epoch,
+                (model, opt_state),
+                dict(epoch=epoch + 1, seed=seed, history=history),
+            )
+    bar.close()
+    return model, history
+
+
+def _non_finite_message(epoch: int, index: int, integrator: Integrator) -> str:
+    solver = type(integrator.solver).__name__
+    if integrator.is_adaptive:
+        cause = (
+            "With adaptive steps this points at the model itself (exploding weights "
+            "or inputs): lower the learning rate or check the data."
+        )
+    else:
+        cause = (
+            f"With fixed steps (dt0={integrator.dt0}) the usual cause is a step "
+            f"outside {solver}'s stability region: an explicit solver needs roughly "
+            "dt0 * (1/tau + 1) < 2, and tau can be as small as tau_min. Use "
+            "adaptive steps (rtol/atol), a smaller dt0, or a larger tau_min."
+        )
+    return (
+        f"The training loss or its gradient became NaN or infinite at epoch {epoch}, "
+        f"batch {index} (solver {solver}). The parameters were not updated with it. "
+        + cause
+    )
