@@ -7,8 +7,10 @@ import importlib.metadata
 
 from . import datasets as datasets
 from ._integrate import Trajectory as Trajectory, integrate as integrate
+from ._memory import CompiledMemory as CompiledMemory, compiled_memory as compiled_memory
 from ._model import LTC as LTC
 from ._paths import InputPath as InputPath
+from ._run import TrainConfig as TrainConfig, train_and_evaluate as train_and_evaluate
 from ._solve import (
     ADJOINT_NAMES as ADJOINT_NAMES,
     RK4 as RK4,
@@ -17,6 +19,23 @@ from ._solve import (
     make_adjoint as make_adjoint,
     make_integrator as make_integrator,
     make_solver as make_solver,
+)
+from ._train import (
+    Batch as Batch,
+    CheckpointError as CheckpointError,
+    NonFiniteLossError as NonFiniteLossError,
+    batches as batches,
+    dataset_path as dataset_path,
+    epoch_order as epoch_order,
+    evaluate as evaluate,
+    fit as fit,
+    list_checkpoints as list_checkpoints,
+    load_checkpoint as load_checkpoint,
+    loss_and_metrics as loss_and_metrics,
+    make_optimizer as make_optimizer,
+    make_train_step as make_train_step,
+    save_checkpoint as save_checkpoint,
+    train_step_fn as train_step_fn,
 )
 from ._vector_field import LTCVectorField as LTCVectorField
 

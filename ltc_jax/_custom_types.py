@@ -4,7 +4,7 @@ Dimension names used throughout: `batch`, `times`, `input_size`, `hidden_size`,
 `output_size`. A leading `*batch` means "any number of leading batch axes".
 """
 
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 from jaxtyping import Array, ArrayLike, Float
 
@@ -12,6 +12,7 @@ from jaxtyping import Array, ArrayLike, Float
 Interpolation = Literal["linear", "cubic"]
 
 
+@runtime_checkable
 class AbstractInput(Protocol):
     """Anything with an `evaluate(t)` method returning the input at time `t`.
 

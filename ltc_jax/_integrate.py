@@ -199,7 +199,8 @@ def _save_clock_times(path: InputPath, clock: _Clock) -> Float[Array, "batch tim
     elapsed = path.ts - path.t_start[:, None]
     step = clock.step[:, None]
     s = jnp.where(step > 0, elapsed / jnp.where(step > 0, step, 1), 0)
-    at_or_after_end = jnp.arange(path.ts.shape[1]) >= path.lengths[:, None] - 1
+    positions = jnp.arange(path.ts.shape[1], dtype=jnp.int32)
+    at_or_after_end = positions >= path.lengths[:, None] - 1
     return jnp.where(
         at_or_after_end, clock.num_steps[:, None], jnp.minimum(s, clock.num_steps[:, None])
     )

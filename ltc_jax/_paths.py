@@ -52,13 +52,16 @@ class InputPath(eqx.Module):
 
     def __init__(
         self,
-        ts: Real[ArrayLike, "times"] | Real[ArrayLike, "batch times"],
-        xs: Float[ArrayLike, "batch times input_size"],
-        lengths: Int[ArrayLike, " batch"] | None = None,
+        ts: ArrayLike,
+        xs: ArrayLike,
+        lengths: ArrayLike | None = None,
         *,
-        interpolation: Interpolation = "linear",
+        interpolation: str = "linear",
     ):
-        """**Arguments:**
+        """Shapes are checked here, with errors that name the problem (the arguments
+        are annotated loosely for that reason).
+
+        **Arguments:**
 
         - `ts`: observation times, `(times,)` when all sequences share them, or
             `(batch, times)`. Must be strictly increasing within each sequence's
@@ -117,12 +120,13 @@ class InputPath(eqx.Module):
                     f"lengths must be integers of shape ({batch},); got "
                     f"{lengths.dtype} of shape {lengths.shape}."
                 )
+            lengths = lengths.astype(jnp.int32)
         lengths = eqx.error_if(
             lengths,
             (lengths < 1) | (lengths > times),
             f"lengths must lie in [1, {times}] (the number of time columns).",
         )
-        valid = jnp.arange(times) < lengths[:, None]
+        valid = _positions(times) < lengths[:, None]
         ts = _check_times(ts, valid)
         xs = eqx.error_if(
             xs,
@@ -157,7 +161,11 @@ class InputPath(eqx.Module):
     @property
     def valid(self) -> Bool[Array, "batch times"]:
         """True at observed (non-padding) positions."""
-        return jnp.arange(self.ts.shape[1]) < self.lengths[:, None]
+        return _positions(self.ts.shape[1]) < self.lengths[:, None]
+
+    def take(self, index: Int[ArrayLike, " rows"]) -> "InputPath":
+        """The sequences at `index` (an integer array), as a new path."""
+        return jax.tree.map(lambda leaf: leaf[index], self)
 
     def evaluate(self, t: Real[ArrayLike, "*batch"]) -> Float[Array, "batch input_size"]:
         """$x(t)$ of every sequence.
@@ -170,6 +178,10 @@ class InputPath(eqx.Module):
         """
         t = jnp.broadcast_to(jnp.asarray(t, self.ts.dtype), self.lengths.shape)
         return jax.vmap(lambda path, ti: path.evaluate(ti))(self.interpolation, t)
+
+
+def _positions(times: int) -> Int[Array, " times"]:
+    return jnp.arange(times, dtype=jnp.int32)
 
 
 def _check_times(
@@ -191,7 +203,7 @@ def _pad_after_end(ts, xs, lengths, valid):
     last = lengths[:, None] - 1
     t_last = jnp.take_along_axis(ts, last, axis=1)
     x_last = jnp.take_along_axis(xs, last[..., None], axis=1)
-    steps_past_end = (jnp.arange(ts.shape[1]) - last).astype(ts.dtype)
+    steps_past_end = (_positions(ts.shape[1]) - last).astype(ts.dtype)
     spacing = jnp.maximum(1.0, jnp.abs(t_last))  # stays distinct in low precision
     ts = jnp.where(valid, ts, t_last + steps_past_end * spacing)
     xs = jnp.where(valid[..., None], xs, x_last)

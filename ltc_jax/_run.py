@@ -206,7 +206,7 @@ def memory_by_mode(
     table = {}
     for mode in ADJOINT_NAMES:
         integrator = make_config_integrator(config, data, adjoint=mode)
-        step = train_step_fn(optimizer, integrator, config.interpolation)
+        step = train_step_fn(optimizer, integrator)
         memory = compiled_memory(step, model, opt_state, batch)
         table[mode] = None if memory is None else memory.asdict()
     return table
@@ -273,7 +273,9 @@ def train_and_evaluate(config: TrainConfig) -> dict[str, Any]:
     )
     memory = None
     if config.memory_table:
-        batch = next(batches(train, config.batch_size))
+        batch = next(
+            batches(train, config.batch_size, interpolation=config.interpolation)
+        )
         memory = memory_by_mode(model, optimizer, batch, config, train)
     metrics = dict(
         test_accuracy=result["accuracy"],

@@ -68,7 +68,7 @@ _EXPLICIT = {
 _FIXED_ONLY = ("euler", "rk4")  # no error estimate
 
 
-def make_solver(name: SolverName) -> diffrax.AbstractSolver:
+def make_solver(name: str) -> diffrax.AbstractSolver:
     """The diffrax solver for a name.
 
     | name | method | order | stages | steps |
@@ -99,7 +99,7 @@ def make_solver(name: SolverName) -> diffrax.AbstractSolver:
 
 
 def make_adjoint(
-    name: AdjointName,
+    name: str,
     *,
     max_steps: int,
     checkpoints: int | None = None,
@@ -215,7 +215,7 @@ class Integrator(eqx.Module):
     adjoint: diffrax.AbstractAdjoint
     dt0: float | None
     max_steps: int = eqx.field(static=True)
-    batching: Batching = eqx.field(static=True, default="batched")
+    batching: str = eqx.field(static=True, default="batched")
     throw: bool = eqx.field(static=True, default=True)
 
     def __check_init__(self):
@@ -263,8 +263,8 @@ class Integrator(eqx.Module):
 
 
 def make_integrator(
-    solver: SolverName | diffrax.AbstractSolver = "tsit5",
-    adjoint: AdjointName = "checkpoint",
+    solver: str | diffrax.AbstractSolver = "tsit5",
+    adjoint: str = "checkpoint",
     *,
     dt0: float | None = None,
     rtol: float | None = None,
@@ -272,8 +272,8 @@ def make_integrator(
     dtmin: float | None = None,
     max_steps: int = 4096,
     checkpoints: int | None = None,
-    backward_solver: SolverName | None = None,
-    batching: Batching = "batched",
+    backward_solver: str | None = None,
+    batching: str = "batched",
     throw: bool = True,
 ) -> Integrator:
     """Build an [`ltc_jax.Integrator`][] from names.

@@ -29,19 +29,45 @@ class NonFiniteLossError(FloatingPointError):
 
 
 class Batch(NamedTuple):
-    """One fixed-size batch (JAX arrays).
+    """One fixed-size batch.
 
-    - `ts`: `(batch, times)`; `xs`: `(batch, times, channels)`; `lengths`: `(batch,)`.
+    - `path`: the batch's inputs, an [`ltc_jax.InputPath`][], built before the
+        training step so the step receives the data as an argument and never
+        copies it.
     - `labels`: `(batch,)` int class indices, or `(batch, k)` float targets.
     - `weights`: `(batch,)`, 1 for a real sequence and 0 for the copies that fill
         up the last batch (so every batch has one shape and compiles once).
     """
 
-    ts: Float[Array, "batch times"]
-    xs: Float[Array, "batch times channels"]
-    lengths: Int[Array, " batch"]
+    path: InputPath
     labels: Array
     weights: Float[Array, " batch"]
+
+
+def dataset_path(
+    data: SequenceDataset, *, interpolation: Interpolation = "linear", dtype=None
+) -> InputPath:
+    """All sequences of `data` as one [`ltc_jax.InputPath`][], validated once.
+
+    **Raises:** as `InputPath` (non-increasing times, NaN values, ...).
+    """
+    dtype = jnp.zeros(()).dtype if dtype is None else dtype
+    return _build_path(
+        jnp.asarray(data.ts, dtype),
+        jnp.asarray(data.xs, dtype),
+        jnp.asarray(data.lengths, jnp.int32),
+        interpolation,
+    )
+
+
+@eqx.filter_jit
+def _build_path(ts, xs, lengths, interpolation):
+    return InputPath(ts, xs, lengths, interpolation=interpolation)
+
+
+@eqx.filter_jit
+def _take(path: InputPath, index) -> InputPath:
+    return path.take(index)
 
 
 def batches(
@@ -49,6 +75,8 @@ def batches(
     batch_size: int,
     *,
     order: np.ndarray | None = None,
+    path: InputPath | None = None,
+    interpolation: Interpolation = "linear",
     dtype=None,
 ) -> Iterator[Batch]:
     """Split `data` into batches of exactly `batch_size` sequences.
@@ -58,26 +86,26 @@ def batches(
     - `data`: the dataset.
     - `batch_size`: sequences per batch.
     - `order`: a permutation of `range(len(data))` (default: the stored order).
-    - `dtype`: float dtype of `ts`, `xs`, `weights` (default: JAX's default float).
+    - `path`: `dataset_path(data, ...)`, if already built (saves rebuilding it).
+    - `interpolation`, `dtype`: used to build the path when `path` is not given.
 
     **Yields:** [`ltc_jax.Batch`][]es; the last is filled up with weight-0 copies.
     """
     n = len(data)
     order = np.arange(n) if order is None else np.asarray(order)
-    dtype = jnp.zeros(()).dtype if dtype is None else dtype
+    if path is None:
+        path = dataset_path(data, interpolation=interpolation, dtype=dtype)
+    float_dtype = path.ts.dtype
+    label_dtype = jnp.int32 if data.is_classification else float_dtype
     for start in range(0, n, batch_size):
         index = order[start : start + batch_size]
         real = len(index)
         if real < batch_size:
             index = np.concatenate([index, np.resize(order, batch_size - real)])
-        weights = (np.arange(batch_size) < real).astype(dtype)
-        label_dtype = jnp.int32 if data.is_classification else dtype
         yield Batch(
-            ts=jnp.asarray(data.ts[index], dtype),
-            xs=jnp.asarray(data.xs[index], dtype),
-            lengths=jnp.asarray(data.lengths[index], jnp.int32),
+            path=_take(path, jnp.asarray(index)),
             labels=jnp.asarray(data.labels[index], label_dtype),
-            weights=jnp.asarray(weights),
+            weights=jnp.asarray(np.arange(batch_size) < real, float_dtype),
         )
 
 
@@ -88,10 +116,7 @@ def epoch_order(seed: int, epoch: int, n: int) -> np.ndarray:
 
 
 def loss_and_metrics(
-    model: eqx.Module,
-    batch: Batch,
-    integrator: Integrator,
-    interpolation: Interpolation = "linear",
+    model: eqx.Module, batch: Batch, integrator: Integrator
 ) -> tuple[Float[Array, ""], dict[str, Array]]:
     """Weighted mean loss of `model` on `batch`, and summed metrics.
 
@@ -102,14 +127,14 @@ def loss_and_metrics(
     `weight`, `loss` (weighted), `correct` (classification), and the solve's
     `num_steps` and `num_rejected_steps`.
     """
-    path = InputPath(batch.ts, batch.xs, batch.lengths, interpolation=interpolation)
-    trajectory = model.solve(path, integrator=integrator)
+    trajectory = model.solve(batch.path, integrator=integrator)
     outputs = model.outputs(trajectory.ys)
     if jnp.issubdtype(batch.labels.dtype, jnp.integer):
         per_sequence = optax.softmax_cross_entropy_with_integer_labels(
             outputs, batch.labels
         )
-        correct = jnp.sum(batch.weights * (jnp.argmax(outputs, -1) == batch.labels))
+        hit = jnp.argmax(outputs, -1).astype(batch.labels.dtype) == batch.labels
+        correct = jnp.sum(jnp.where(hit, batch.weights, 0))
     else:
         per_sequence = jnp.mean((outputs - batch.labels) ** 2, axis=-1)
         correct = jnp.zeros((), batch.weights.dtype)
@@ -138,9 +163,7 @@ def _select(pred, on_true: PyTree, on_false: PyTree) -> PyTree:
 
 
 def train_step_fn(
-    optimizer: optax.GradientTransformation,
-    integrator: Integrator,
-    interpolation: Interpolation = "linear",
+    optimizer: optax.GradientTransformation, integrator: Integrator
 ) -> Callable:
     """The training step, unjitted: `step(model, opt_state, batch) -> (model,
     opt_state, loss, metrics, finite)`. [`ltc_jax.make_train_step`][] jits it;
@@ -158,10 +181,13 @@ def train_step_fn(
     def step(model, opt_state, batch):
         (loss, metrics), grads = eqx.filter_value_and_grad(
             loss_and_metrics, has_aux=True
-        )(model, batch, integrator, interpolation)
-        updates, new_opt_state = optimizer.update(
-            grads, opt_state, eqx.filter(model, eqx.is_inexact_array)
-        )
+        )(model, batch, integrator)
+        # optax's bias correction raises a float to an int32 step count, which
+        # strict dtype promotion refuses; ltc_jax's own code is strict-clean.
+        with jax.numpy_dtype_promotion("standard"):
+            updates, new_opt_state = optimizer.update(
+                grads, opt_state, eqx.filter(model, eqx.is_inexact_array)
+            )
         new_model = eqx.apply_updates(model, updates)
         finite = jnp.isfinite(loss) & _is_finite_tree(grads)
         model = _select(finite, new_model, model)
@@ -172,13 +198,11 @@ def train_step_fn(
 
 
 def make_train_step(
-    optimizer: optax.GradientTransformation,
-    integrator: Integrator,
-    interpolation: Interpolation = "linear",
+    optimizer: optax.GradientTransformation, integrator: Integrator
 ) -> Callable:
     """[`ltc_jax.train_step_fn`][] under `eqx.filter_jit`: compiled once per batch
     shape."""
-    return eqx.filter_jit(train_step_fn(optimizer, integrator, interpolation))
+    return eqx.filter_jit(train_step_fn(optimizer, integrator))
 
 
 def make_optimizer(
@@ -229,10 +253,10 @@ def evaluate(
     regression; `num_steps` is the mean number of solver steps per batch solve
     (under `"batched"` batching every sequence of a batch shares those steps).
     """
-    step = _eval_step(integrator, interpolation)
+    step = _eval_step(integrator)
     totals = dict(weight=0.0, loss=0.0, correct=0.0, num_steps=0.0)
     solves = 0
-    for batch in batches(data, batch_size):
+    for batch in batches(data, batch_size, interpolation=interpolation):
         _, metrics = step(model, batch)
         for name in ("weight", "loss", "correct"):
             totals[name] += float(metrics[name])
@@ -247,10 +271,10 @@ def evaluate(
     )
 
 
-def _eval_step(integrator, interpolation):
+def _eval_step(integrator):
     @eqx.filter_jit
     def step(model, batch):
-        return loss_and_metrics(model, batch, integrator, interpolation)
+        return loss_and_metrics(model, batch, integrator)
 
     return step
 
@@ -363,7 +387,7 @@ def fit(
     interpolation: Interpolation = "linear",
     checkpoint_dir: str | os.PathLike | None = None,
     progress: bool = True,
-) -> tuple[eqx.Module, list[dict[str, float]]]:
+) -> tuple[eqx.Module, list[dict[str, int | float]]]:
     """Train `model` on `train` for `epochs` epochs.
 
     Each epoch visits the data in the order [`ltc_jax.epoch_order`][]`(seed,
@@ -384,7 +408,8 @@ def fit(
     non-finite (the parameters are left at their last finite values, and the
     last checkpoint is intact); anything the solve raises, e.g. on `max_steps`.
     """
-    step_fn = make_train_step(optimizer, integrator, interpolation)
+    step_fn = make_train_step(optimizer, integrator)
+    path = dataset_path(train, interpolation=interpolation)
     opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
     steps_per_epoch = math.ceil(len(train) / batch_size)
     history = []
@@ -393,7 +418,9 @@ def fit(
         start = time.perf_counter()
         totals = dict(weight=0.0, loss=0.0, correct=0.0, num_steps=0.0, rejected=0.0)
         order = epoch_order(seed, epoch, len(train))
-        for index, batch in enumerate(batches(train, batch_size, order=order)):
+        for index, batch in enumerate(
+            batches(train, batch_size, order=order, path=path)
+        ):
             model, opt_state, loss, metrics, finite = step_fn(model, opt_state, batch)
             if not bool(finite):
                 bar.close()
