@@ -1,0 +1,84 @@
+import numpy as np
+import pytest
+
+from ltc_jax.datasets import TSFormatError, load_japanese_vowels, read_ts, standardize
+
+
+def test_japanese_vowels_known_shapes():
+    train, test = load_japanese_vowels()
+    assert (len(train), len(test)) == (270, 370)
+    assert train.num_channels == test.num_channels == 12
+    lengths = np.concatenate([train.lengths, test.lengths])
+    assert (lengths.min(), lengths.max()) == (7, 29)
+    assert train.num_classes == 9 and train.class_names == tuple("123456789")
+    # 30 training utterances per speaker (UCI description).
+    np.testing.assert_array_equal(np.bincount(train.labels), [30] * 9)
+    assert not np.isnan(train.xs[train.valid_mask()]).any()
+    # First value of the first series, as printed in the file.
+    assert train.xs[0, 0, 0] == pytest.approx(1.860936)
+
+
+def test_standardize_uses_train_statistics_only():
+    train, test = standardize(*load_japanese_vowels())
+    observed = train.xs[train.valid_mask()]
+    np.testing.assert_allclose(observed.mean(0), 0, atol=1e-10)
+    np.testing.assert_allclose(observed.std(0), 1, atol=1e-10)
+    assert np.all(test.xs[~test.valid_mask()] == 0)
+
+
+HEADER = "@problemName toy\n@dimensions 2\n@equalLength false\n@classLabel true a b\n"
+
+
+def write(tmp_path, text, name="toy.ts"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_reads_unequal_lengths_missing_values_and_labels(tmp_path):
+    path = write(tmp_path, "# comment\n" + HEADER + "@data\n1,2,3:4,5,6:a\n7,?:8,9:b\n")
+    data = read_ts(path)
+    assert data.xs.shape == (2, 3, 2)
+    np.testing.assert_array_equal(data.lengths, [3, 2])
+    np.testing.assert_array_equal(data.labels, [0, 1])
+    np.testing.assert_array_equal(data.xs[0, :, 1], [4, 5, 6])
+    assert np.isnan(data.xs[1, 1, 0])
+
+
+def test_regression_targets(tmp_path):
+    path = write(tmp_path, "@dimensions 1\n@targetLabel true\n@data\n1,2:0.5\n3,4,5:1.5\n")
+    data = read_ts(path)
+    assert not data.is_classification
+    np.testing.assert_array_equal(data.labels[:, 0], [0.5, 1.5])
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        (HEADER, "no @data line"),
+        (HEADER + "1,2:3,4:a\n", r"toy.ts:5: expected a .#. comment or .@. header"),
+        (HEADER + "@data\n", "empty dataset"),
+        (HEADER + "@data\n1,2:3,4:a\n1,2:a\n", r"toy.ts:7: 1 channels, expected 2"),
+        (HEADER + "@data\n1,x:3,4:a\n", r"toy.ts:6: channel 0 holds a non-numeric"),
+        (HEADER + "@data\n1,2:3,4:\n", r"toy.ts:6: missing label"),
+        (HEADER + "@data\n1,2:3,4:c\n", "label 'c'"),
+        (HEADER + "@data\n1,2:3:a\n", "different lengths"),
+        ("@dimensions 2\n@frobnicate yes\n@data\n", r"toy.ts:2: unknown header"),
+        ("@dimensions 2\n@data\n1,2:3,4\n", "neither '@classLabel true'"),
+        ("hello\n@data\n", r"toy.ts:1: expected a '#' comment"),
+    ],
+)
+def test_malformed_files_name_file_and_line(tmp_path, text, match):
+    with pytest.raises(TSFormatError, match=match):
+        read_ts(write(tmp_path, text))
+
+
+def test_test_label_unseen_in_training(tmp_path):
+    path = write(tmp_path, HEADER.replace("a b", "a b z") + "@data\n1,2:3,4:z\n")
+    with pytest.raises(TSFormatError, match="label 'z', which the training set"):
+        read_ts(path, class_names=("a", "b"))
+
+
+def test_timestamped_series_not_supported(tmp_path):
+    with pytest.raises(NotImplementedError, match="timeStamps"):
+        read_ts(write(tmp_path, "@timeStamps true\n@data\n"))

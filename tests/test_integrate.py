@@ -1,0 +1,293 @@
+"""The batched solve: equal to per-sequence solves, to independent references, and
+across gradient modes."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import pytest
+from helpers import field_params, max_relative_error, numpy_solve_fixed, ragged_batch
+
+import ltc_jax
+
+
+HIDDEN = 4
+INPUT = 2
+
+
+def _model(key, tau_min=0.2):
+    return ltc_jax.LTC(INPUT, HIDDEN, 3, tau_init=(0.5, 3.0), tau_min=tau_min, key=key)
+
+
+@eqx.filter_jit
+def _outputs(model, ts, xs, lengths, integrator, sequence=False):
+    return model(ltc_jax.InputPath(ts, xs, lengths), integrator=integrator, sequence=sequence)
+
+
+def _alone(model, ts, xs, lengths, integrator, b, sequence=False):
+    n = int(lengths[b])
+    return _outputs(model, ts[b : b + 1, :n], xs[b : b + 1, :n], None, integrator, sequence)[0]
+
+
+@pytest.mark.parametrize("solver", ["euler", "heun", "rk4", "tsit5"])
+@pytest.mark.parametrize("batch", [1, HIDDEN, 2 * HIDDEN + 1])
+def test_batched_equals_each_sequence_alone(getkey, solver, batch):
+    model = _model(getkey())
+    ts, xs, lengths = ragged_batch(getkey(), batch, 6, INPUT)
+    integrator = ltc_jax.make_integrator(solver, dt0=0.13, max_steps=64)
+    out = _outputs(model, ts, xs, lengths, integrator)
+    for b in range(batch):
+        np.testing.assert_allclose(
+            out[b], _alone(model, ts, xs, lengths, integrator, b), rtol=1e-12, atol=1e-13
+        )
+
+
+def test_gradients_of_batch_equal_sum_of_gradients_alone(getkey):
+    model = _model(getkey())
+    batch = HIDDEN  # the case where a wrongly broadcast time step goes unnoticed
+    ts, xs, lengths = ragged_batch(getkey(), batch, 6, INPUT)
+    integrator = ltc_jax.make_integrator("rk4", dt0=0.2, max_steps=64)
+
+    def loss(model, ts, xs, lengths):
+        return jnp.sum(_outputs(model, ts, xs, lengths, integrator) ** 2)
+
+    grad = eqx.filter_grad(loss)
+    batched = grad(model, ts, xs, lengths)
+    alone = [
+        grad(model, ts[b : b + 1, : int(lengths[b])], xs[b : b + 1, : int(lengths[b])], None)
+        for b in range(batch)
+    ]
+    summed = jax.tree.map(lambda *g: sum(g), *alone)
+    assert max_relative_error(batched, summed) < 1e-12
+
+
+@pytest.mark.parametrize("solver", ["euler", "heun", "rk4"])
+def test_fixed_steps_match_numpy_reference(getkey, solver):
+    """Each sequence takes ceil(T / dt0) equal steps; checked against a plain
+    NumPy Runge-Kutta loop with np.interp inputs."""
+    model = _model(getkey())
+    ts, xs, lengths = ragged_batch(getkey(), 3, 7, INPUT)
+    integrator = ltc_jax.make_integrator(solver, dt0=0.21, max_steps=64)
+    states = eqx.filter_jit(
+        lambda m, ts, xs, n: m.solve(ltc_jax.InputPath(ts, xs, n), integrator=integrator).ys
+    )(model, ts, xs, lengths)
+    for b in range(3):
+        n = int(lengths[b])
+        expected = numpy_solve_fixed(
+            field_params(model.cell), np.asarray(ts[b, :n]), np.asarray(xs[b, :n]), 0.21, solver
+        )
+        np.testing.assert_allclose(states[b], expected, rtol=1e-11, atol=1e-13)
+
+
+def test_vmap_batching_equals_batched_for_fixed_steps(getkey):
+    model = _model(getkey())
+    ts, xs, lengths = ragged_batch(getkey(), 5, 6, INPUT)
+    batched = ltc_jax.make_integrator("heun", dt0=0.1, max_steps=64)
+    vmapped = ltc_jax.make_integrator("heun", dt0=0.1, max_steps=64, batching="vmap")
+    np.testing.assert_allclose(
+        _outputs(model, ts, xs, lengths, batched),
+        _outputs(model, ts, xs, lengths, vmapped),
+        rtol=1e-12,
+    )
+
+
+def test_adaptive_batched_close_to_per_sequence_adaptive(getkey):
+    model = _model(getkey())
+    ts, xs, lengths = ragged_batch(getkey(), 5, 6, INPUT)
+    kwargs = dict(rtol=1e-10, atol=1e-12, max_steps=4096)
+    batched = ltc_jax.make_integrator("tsit5", **kwargs)
+    vmapped = ltc_jax.make_integrator("tsit5", batching="vmap", **kwargs)
+    np.testing.assert_allclose(
+        _outputs(model, ts, xs, lengths, batched),
+        _outputs(model, ts, xs, lengths, vmapped),
+        rtol=1e-7,
+        atol=1e-9,
+    )
+
+
+def test_sequence_outputs_at_observation_times(getkey):
+    """States saved at every observation equal an independent diffrax solve of that
+    sequence alone (ODETerm, own times, tight tolerance)."""
+    import diffrax
+
+    model = _model(getkey())
+    ts, xs, lengths = ragged_batch(getkey(), 3, 6, INPUT)
+    integrator = ltc_jax.make_integrator("tsit5", rtol=1e-10, atol=1e-12)
+    states = eqx.filter_jit(
+        lambda m, ts, xs, n: m.solve(
+            ltc_jax.InputPath(ts, xs, n), integrator=integrator, sequence=True
+        ).ys
+    )(model, ts, xs, lengths)
+    assert states.shape == (3, 6, HIDDEN)
+    for b in range(3):
+        n = int(lengths[b])
+        path = diffrax.LinearInterpolation(ts[b, :n], xs[b, :n])
+        sol = diffrax.diffeqsolve(
+            diffrax.ODETerm(model.cell),
+            diffrax.Tsit5(),
+            ts[b, 0],
+            ts[b, n - 1],
+            None,
+            jnp.zeros(HIDDEN),
+            args=path,
+            saveat=diffrax.SaveAt(ts=ts[b, :n]),
+            stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-12, jump_ts=ts[b, :n]),
+        )
+        np.testing.assert_allclose(states[b, :n], sol.ys, rtol=1e-7, atol=1e-9)
+        # Padding repeats the final state.
+        np.testing.assert_allclose(states[b, n:], jnp.broadcast_to(sol.ys[-1], (6 - n, HIDDEN)), rtol=1e-7, atol=1e-9)
+
+
+def test_sequence_outputs_with_shared_times(getkey):
+    model = _model(getkey())
+    ts = jnp.linspace(0.0, 2.0, 5)
+    xs = jr.normal(getkey(), (3, 5, INPUT))
+    integrator = ltc_jax.make_integrator("heun", dt0=0.05, max_steps=64)
+    shared = _outputs(model, ts, xs, None, integrator, True)
+    per_sequence = _outputs(model, jnp.broadcast_to(ts, (3, 5)), xs, jnp.full((3,), 5), integrator, True)
+    np.testing.assert_allclose(shared, per_sequence, rtol=1e-12)
+    np.testing.assert_allclose(shared[:, -1], _outputs(model, ts, xs, None, integrator), rtol=1e-12)
+
+
+def test_padding_has_no_effect(getkey):
+    model = _model(getkey())
+    ts, xs, lengths = ragged_batch(getkey(), 4, 6, INPUT)
+    pad = jnp.arange(6) >= lengths[:, None]
+    xs_other = jnp.where(pad[..., None], 1e6, xs)
+    ts_other = jnp.where(pad, -7.0, ts)
+    for adjoint in ("checkpoint", "backsolve"):
+        integrator = ltc_jax.make_integrator("heun", adjoint, dt0=0.1, max_steps=64)
+
+        def loss(model, ts, xs):
+            return jnp.sum(_outputs(model, ts, xs, lengths, integrator) ** 2)
+
+        value, grad = eqx.filter_value_and_grad(loss)(model, ts, xs)
+        value2, grad2 = eqx.filter_value_and_grad(loss)(model, ts_other, xs_other)
+        assert np.isfinite(value) and value == value2
+        assert max_relative_error(grad, grad2) == 0.0
+
+
+def test_time_shift_invariance(getkey):
+    model = _model(getkey())
+    ts, xs, lengths = ragged_batch(getkey(), 3, 6, INPUT)
+    integrator = ltc_jax.make_integrator("rk4", dt0=0.1, max_steps=64)
+    np.testing.assert_allclose(
+        _outputs(model, ts, xs, lengths, integrator),
+        _outputs(model, ts + 100.0, xs, lengths, integrator),
+        rtol=1e-9,
+    )
+
+
+def test_single_observation_sequences(getkey):
+    model = _model(getkey())
+    ts = jnp.array([[0.0, 1.0], [3.0, 4.0]])
+    xs = jr.normal(getkey(), (2, 2, INPUT))
+    integrator = ltc_jax.make_integrator("heun", dt0=0.1, max_steps=64)
+    out = _outputs(model, ts, xs, jnp.array([1, 1]), integrator)
+    expected = model.outputs(jnp.zeros((2, HIDDEN)))  # nothing to integrate
+    np.testing.assert_allclose(out, expected, rtol=1e-14)
+
+
+def _loss_fn(integrator, ts, xs, lengths):
+    def loss(model):
+        return jnp.sum(jnp.sin(_outputs(model, ts, xs, lengths, integrator)))
+
+    return loss
+
+
+def test_gradient_modes_agree_and_match_finite_differences(getkey):
+    """Float64, fixed RK4 steps: full, checkpoint and direct give the exact gradient
+    of the discretised solve; backsolve's continuous adjoint agrees to O(dt^4)."""
+    model = _model(getkey())
+    ts, xs, lengths = ragged_batch(getkey(), 3, 6, INPUT)
+    grads = {}
+    for mode in ltc_jax.ADJOINT_NAMES:
+        integrator = ltc_jax.make_integrator("rk4", mode, dt0=0.01, max_steps=400)
+        grads[mode] = eqx.filter_jit(eqx.filter_grad(_loss_fn(integrator, ts, xs, lengths)))(model)
+    for mode in ("checkpoint", "direct", "backsolve"):
+        assert max_relative_error(grads[mode], grads["full"]) < 1e-6, mode
+    assert max_relative_error(grads["checkpoint"], grads["full"]) < 1e-12
+
+    # Central finite differences along a random direction of parameter space.
+    integrator = ltc_jax.make_integrator("rk4", "full", dt0=0.01, max_steps=400)
+    loss = eqx.filter_jit(_loss_fn(integrator, ts, xs, lengths))
+    params, static = eqx.partition(model, eqx.is_inexact_array)
+    leaves, treedef = jax.tree.flatten(params)
+    keys = jr.split(getkey(), len(leaves))
+    direction = jax.tree.unflatten(treedef, [jr.normal(k, x.shape) for k, x in zip(keys, leaves)])
+    eps = 1e-5
+
+    def shifted(sign):
+        moved = jax.tree.map(lambda p, d: p + sign * eps * d, params, direction)
+        return loss(eqx.combine(moved, static))
+
+    fd = (shifted(1.0) - shifted(-1.0)) / (2 * eps)
+    for mode, grad in grads.items():
+        directional = sum(
+            jnp.vdot(g, d)
+            for g, d in zip(jax.tree.leaves(eqx.filter(grad, eqx.is_inexact_array)), jax.tree.leaves(direction))
+        )
+        np.testing.assert_allclose(directional, fd, rtol=1e-6, err_msg=mode)
+
+
+@pytest.mark.parametrize("mode", ltc_jax.ADJOINT_NAMES)
+def test_exceeding_max_steps_is_an_error_not_a_wrong_gradient(getkey, mode):
+    model = _model(getkey())
+    ts, xs, lengths = ragged_batch(getkey(), 2, 6, INPUT)
+    integrator = ltc_jax.make_integrator("heun", mode, dt0=0.01, max_steps=20)
+    with pytest.raises(eqx.EquinoxRuntimeError, match="maximum number of solver steps"):
+        eqx.filter_value_and_grad(_loss_fn(integrator, ts, xs, lengths))(model)
+
+
+def _temp_bytes(mode, times, key):
+    model = ltc_jax.LTC(1, 8, 1, key=key)
+    path = ltc_jax.InputPath(jnp.linspace(0.0, 1.0, times), jnp.zeros((4, times, 1)))
+    integrator = ltc_jax.make_integrator("heun", mode, dt0=1 / 200, max_steps=200)
+
+    def loss(model, path):
+        return jnp.sum(model(path, integrator=integrator))
+
+    memory = ltc_jax.compiled_memory(eqx.filter_grad(loss), model, path)
+    return memory.temp_bytes, memory.argument_bytes
+
+
+@pytest.mark.parametrize("mode", ["backsolve", "checkpoint"])
+def test_memory_does_not_grow_with_input_length(getkey, mode):
+    """O(1) memory in the input length: the compiled gradient's temp bytes are the
+    same for 100 and 20,000 observations. The data is an argument of the step; a
+    naive backsolve, with the data among the differentiated `args`, would hold
+    a cotangent of it (about twice the input) in temp."""
+    key = getkey()
+    short, _ = _temp_bytes(mode, 100, key)
+    long, input_bytes = _temp_bytes(mode, 20_000, key)
+    assert long <= 1.05 * short, (short, long, input_bytes)
+
+
+def test_naive_backsolve_memory_grows_with_input_length(getkey):
+    """The failure the test above guards against: diffrax's BacksolveAdjoint with
+    the observations among the float `args` integrates a cotangent for them."""
+    import diffrax
+
+    cell = ltc_jax.LTCVectorField(1, 8, key=getkey())
+
+    def temp_bytes(times):
+        data = diffrax.LinearInterpolation(jnp.linspace(0.0, 1.0, times), jnp.zeros((times, 1)))
+
+        def loss(cell, data):
+            sol = diffrax.diffeqsolve(
+                diffrax.ODETerm(cell),
+                diffrax.Heun(),
+                0.0,
+                1.0,
+                1 / 200,
+                jnp.zeros(8),
+                args=jax.lax.stop_gradient(data),
+                adjoint=diffrax.BacksolveAdjoint(),
+            )
+            return jnp.sum(sol.ys)
+
+        return ltc_jax.compiled_memory(eqx.filter_grad(loss), cell, data).temp_bytes
+
+    short, long = temp_bytes(100), temp_bytes(20_000)
+    assert long > short + 20_000 * 8 * 2  # at least a copy of ts and xs

@@ -1,0 +1,98 @@
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import ragged_batch
+
+import ltc_jax
+
+
+def test_linear_path_matches_numpy_interp(getkey):
+    ts, xs, lengths = ragged_batch(getkey(), 3, 7, 2)
+    path = ltc_jax.InputPath(ts, xs, lengths)
+    for b in range(3):
+        n = int(lengths[b])
+        t_query = np.linspace(float(ts[b, 0]), float(ts[b, n - 1]), 23)
+        for t in t_query:
+            t_batch = jnp.full((3,), t)
+            got = np.asarray(path.evaluate(t_batch))[b]
+            want = [np.interp(t, ts[b, :n], xs[b, :n, c]) for c in range(2)]
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_cubic_path_passes_through_observations(getkey):
+    ts, xs, lengths = ragged_batch(getkey(), 3, 6, 2)
+    path = ltc_jax.InputPath(ts, xs, lengths, interpolation="cubic")
+    for i in range(6):
+        at_knot = path.evaluate(ts[:, i])
+        valid = np.asarray(i < lengths)
+        np.testing.assert_allclose(
+            np.asarray(at_knot)[valid], np.asarray(xs[:, i])[valid], rtol=1e-10
+        )
+
+
+def test_shared_times_and_endpoints():
+    ts = jnp.array([0.0, 0.5, 2.0])
+    xs = jnp.ones((4, 3, 1))
+    path = ltc_jax.InputPath(ts, xs)
+    assert path.shared_times
+    np.testing.assert_array_equal(path.t_end, [2.0] * 4)
+    ragged = ltc_jax.InputPath(ts, xs, jnp.array([3, 2, 1, 3]))
+    assert not ragged.shared_times
+    np.testing.assert_array_equal(ragged.t_end, [2.0, 0.5, 0.0, 2.0])
+
+
+@pytest.mark.parametrize(
+    "ts, match",
+    [
+        ([[0.0, 1.0, 1.0]], "strictly increasing"),
+        ([[0.0, 2.0, 1.0]], "strictly increasing"),
+        ([[0.0, np.nan, 2.0]], "strictly increasing"),
+        ([[0.0, 1.0, np.inf]], "finite"),
+    ],
+)
+def test_bad_times(ts, match):
+    with pytest.raises(eqx.EquinoxRuntimeError, match=match):
+        ltc_jax.InputPath(jnp.array(ts), jnp.zeros((1, 3, 2)))
+
+
+def test_bad_times_in_padding_are_ignored():
+    ts = jnp.array([[0.0, 1.0, np.nan, -5.0]])
+    xs = jnp.array([[[1.0], [2.0], [np.nan], [np.inf]]])
+    path = ltc_jax.InputPath(ts, xs, jnp.array([2]))
+    np.testing.assert_allclose(path.evaluate(jnp.array([1.0])), [[2.0]])
+
+
+def test_nan_value_inside_length():
+    xs = jnp.array([[[1.0], [np.nan], [3.0]]])
+    with pytest.raises(eqx.EquinoxRuntimeError, match="NaN or infinite value"):
+        ltc_jax.InputPath(jnp.arange(3.0), xs)
+
+
+@pytest.mark.parametrize(
+    "ts_shape, xs_shape, match",
+    [
+        ((5,), (5, 2), "xs must have shape"),
+        ((4,), (2, 5, 2), "ts must have shape"),
+        ((3, 5), (2, 5, 2), "ts must have shape"),
+        ((1,), (2, 1, 2), "at least two time columns"),
+    ],
+)
+def test_bad_shapes(ts_shape, xs_shape, match):
+    ts = jnp.broadcast_to(jnp.arange(ts_shape[-1], dtype=float), ts_shape)
+    with pytest.raises(ValueError, match=match):
+        ltc_jax.InputPath(ts, jnp.zeros(xs_shape))
+
+
+def test_bad_lengths_and_options():
+    xs = jnp.zeros((2, 3, 1))
+    with pytest.raises(ValueError, match="lengths must be integers"):
+        ltc_jax.InputPath(jnp.arange(3.0), xs, jnp.array([1.0, 2.0]))
+    with pytest.raises(eqx.EquinoxRuntimeError, match="lengths must lie in"):
+        ltc_jax.InputPath(jnp.arange(3.0), xs, jnp.array([0, 2]))
+    with pytest.raises(eqx.EquinoxRuntimeError, match="lengths must lie in"):
+        ltc_jax.InputPath(jnp.arange(3.0), xs, jnp.array([4, 2]))
+    with pytest.raises(ValueError, match="Unknown interpolation"):
+        ltc_jax.InputPath(jnp.arange(3.0), xs, interpolation="spline")
+    with pytest.raises(ValueError, match="floating point"):
+        ltc_jax.InputPath(jnp.arange(3.0), jnp.zeros((2, 3, 1), int))

@@ -1,0 +1,151 @@
+import json
+import os
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import pytest
+from helpers import max_relative_error
+
+import ltc_jax
+from ltc_jax import cli
+from ltc_jax.datasets import load_japanese_vowels, standardize
+
+
+@pytest.fixture(scope="module")
+def small_vowels():
+    train, test = standardize(*load_japanese_vowels())
+    order = np.random.default_rng(0).permutation(len(train))
+    return train.take(order[:64]), test.take(np.arange(40))
+
+
+def test_short_training_lowers_the_loss(small_vowels, getkey):
+    train, _ = small_vowels
+    model = ltc_jax.LTC(12, 8, 9, key=getkey())
+    integrator = ltc_jax.make_integrator("heun", dt0=1.0, max_steps=32)
+    before = ltc_jax.evaluate(model, train, integrator=integrator)["loss"]
+    optimizer = ltc_jax.make_optimizer(2e-2, total_steps=40)
+    model, history = ltc_jax.fit(
+        model, train, integrator=integrator, optimizer=optimizer, epochs=10,
+        batch_size=16, progress=False,
+    )
+    after = ltc_jax.evaluate(model, train, integrator=integrator)["loss"]
+    assert after < 0.7 * before
+    assert history[-1]["loss"] < history[0]["loss"]
+    # Fixed steps of at most dt0 = 1 frame: a batch takes as many steps as its
+    # longest sequence has frames minus one.
+    order = ltc_jax.epoch_order(0, 9, len(train))
+    longest = [train.lengths[order[i : i + 16]].max() - 1 for i in range(0, 64, 16)]
+    assert history[-1]["num_steps"] == np.mean(longest)
+
+
+def test_batches_fill_up_the_last_batch(small_vowels):
+    train, _ = small_vowels
+    sizes = [(b.path.lengths.shape[0], float(b.weights.sum())) for b in ltc_jax.batches(train, 24)]
+    assert sizes == [(24, 24.0), (24, 24.0), (24, 16.0)]
+
+
+def _long_sequences(n=16, times=200):
+    rng = np.random.default_rng(0)
+    return ltc_jax.datasets.SequenceDataset(
+        ts=np.broadcast_to(np.arange(times, dtype=float), (n, times)).copy(),
+        xs=rng.normal(size=(n, times, 2)),
+        lengths=np.full(n, times, dtype=np.int32),
+        labels=rng.integers(0, 2, n).astype(np.int32),
+        class_names=("a", "b"),
+    )
+
+
+def _unstable(key):
+    """Euler with dt0 = 1 and tau = 0.01: each step multiplies the state by about
+    |1 - dt0/tau| = 99, which overflows even float64 over 200 steps."""
+    model = ltc_jax.LTC(2, 4, 2, tau_init=(0.01, 0.011), key=key)
+    integrator = ltc_jax.make_integrator("euler", dt0=1.0, max_steps=200)
+    return model, integrator, ltc_jax.make_optimizer(1e-2, total_steps=10)
+
+
+def test_unstable_fixed_step_is_detected_and_named(getkey, tmp_path):
+    model, integrator, optimizer = _unstable(getkey())
+    with pytest.raises(ltc_jax.NonFiniteLossError, match="stability region"):
+        ltc_jax.fit(
+            model, _long_sequences(), integrator=integrator, optimizer=optimizer,
+            epochs=1, batch_size=8, progress=False, checkpoint_dir=tmp_path,
+        )
+    assert ltc_jax.list_checkpoints(tmp_path) == []  # nothing broken was saved
+
+
+def test_non_finite_step_leaves_parameters_unchanged(getkey):
+    model, integrator, optimizer = _unstable(getkey())
+    opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
+    step = ltc_jax.make_train_step(optimizer, integrator)
+    batch = next(ltc_jax.batches(_long_sequences(), 8))
+    new_model, new_state, loss, _, finite = step(model, opt_state, batch)
+    assert not bool(finite) and not np.isfinite(float(loss))
+    assert max_relative_error(new_model, model) == 0.0
+
+
+def test_checkpoint_round_trip_and_corruption(getkey, tmp_path):
+    model = ltc_jax.LTC(3, 4, 2, key=getkey())
+    other = ltc_jax.LTC(3, 4, 2, key=getkey())
+    ltc_jax.save_checkpoint(tmp_path, 1, model, dict(epoch=1))
+    second = ltc_jax.save_checkpoint(tmp_path, 2, other, dict(epoch=2))
+    ltc_jax.save_checkpoint(tmp_path, 3, other, dict(epoch=3), keep=2)
+    assert [os.path.basename(p) for p in ltc_jax.list_checkpoints(tmp_path)] == [
+        "step-00000002",
+        "step-00000003",
+    ]
+    restored, meta = ltc_jax.load_checkpoint(second, model)
+    assert meta["epoch"] == 2 and max_relative_error(restored, other) == 0.0
+    state = os.path.join(second, "state.eqx")
+    with open(state, "r+b") as file:
+        file.truncate(os.path.getsize(state) // 2)
+    with pytest.raises(ltc_jax.CheckpointError, match="truncated or corrupted"):
+        ltc_jax.load_checkpoint(second, model)
+
+
+def _toy_ts(path, n, seed):
+    rng = np.random.default_rng(seed)
+    lines = ["@problemName toy", "@dimensions 2", "@classLabel true up down", "@data"]
+    for i in range(n):
+        length = rng.integers(4, 9)
+        sign = 1 if i % 2 == 0 else -1
+        channels = [np.cumsum(sign * rng.random(length)), rng.normal(size=length)]
+        values = ":".join(",".join(f"{v:.4f}" for v in c) for c in channels)
+        lines.append(f"{values}:{'up' if sign > 0 else 'down'}")
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_cli_on_any_ts_pair(tmp_path, capsys):
+    train = _toy_ts(tmp_path / "train.ts", 24, 0)
+    test = _toy_ts(tmp_path / "test.ts", 10, 1)
+    out = tmp_path / "run"
+    cli.main([
+        "train", "--data", train, "--test-data", test, "--out", str(out),
+        "--hidden-size", "4", "--epochs", "2", "--batch-size", "8", "--no-progress",
+    ])
+    printed = capsys.readouterr().out
+    assert "test accuracy" in printed and "backsolve" in printed
+    metrics = json.loads((out / "metrics.json").read_text())
+    for key in ("test_accuracy", "train_seconds", "gradient_mode", "solver", "memory_bytes_by_mode"):
+        assert key in metrics
+    assert metrics["gradient_mode"] == "checkpoint" and metrics["solver"] == "tsit5"
+    assert set(metrics["memory_bytes_by_mode"]) == set(ltc_jax.ADJOINT_NAMES)
+    full = metrics["memory_bytes_by_mode"]["full"]["temp_bytes"]
+    assert full > metrics["memory_bytes_by_mode"]["backsolve"]["temp_bytes"]
+    assert metrics["environment"]["backend"] == jax.default_backend()
+    assert json.loads((out / "config.json").read_text())["hidden_size"] == 4
+    with pytest.raises(FileExistsError, match="never overwritten"):
+        cli.main(["train", "--data", train, "--test-data", test, "--out", str(out)])
+
+
+def test_cli_rejects_bad_arguments(tmp_path):
+    train = _toy_ts(tmp_path / "train.ts", 8, 0)
+    with pytest.raises(ValueError, match="go together"):
+        cli.main(["train", "--data", train, "--out", str(tmp_path / "a")])
+    with pytest.raises(ValueError, match="dt0 must be positive"):
+        cli.main(["train", "--dt0", "-1", "--out", str(tmp_path / "b")])
+    with pytest.raises(SystemExit):
+        cli.main(["train", "--solver", "rk45"])

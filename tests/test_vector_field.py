@@ -1,0 +1,85 @@
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import numpy_ltc
+
+import ltc_jax
+
+
+def test_matches_numpy_equation(getkey):
+    input_size, hidden_size = 3, 5
+    cell = ltc_jax.LTCVectorField(input_size, hidden_size, tau_min=0.05, key=getkey())
+    cell = eqx.tree_at(lambda c: c.bias, cell, jnp.full((hidden_size,), 0.3))
+    h = jax.random.normal(getkey(), (hidden_size,))
+    x = jax.random.normal(getkey(), (input_size,))
+    expected = numpy_ltc(
+        np.asarray(h),
+        np.asarray(x),
+        np.asarray(cell.weight_in),
+        np.asarray(cell.weight_rec),
+        np.asarray(cell.bias),
+        np.log1p(np.exp(np.asarray(cell.tau_raw))) + 0.05,
+        np.asarray(cell.A),
+    )
+    path = diffrax.LinearInterpolation(jnp.array([0.0, 1.0]), jnp.stack([x, x]))
+    np.testing.assert_allclose(cell(0.5, h, path), expected, rtol=1e-12)
+    # The other written form of Eq. 1: -h/tau + (A - h) * f.
+    f = np.asarray(cell.gate(h, x))
+    np.testing.assert_allclose(
+        expected, -np.asarray(h) / np.asarray(cell.tau) + (cell.A - h) * f, rtol=1e-12
+    )
+
+
+@pytest.mark.parametrize("batch", [1, 4, 5])  # 5 == hidden_size
+def test_batched_rows_are_independent_sequences(getkey, batch):
+    cell = ltc_jax.LTCVectorField(3, 5, key=getkey())
+    h = jax.random.normal(getkey(), (batch, 5))
+    x = jax.random.normal(getkey(), (batch, 3))
+    batched = cell.dynamics(h, x)
+    for b in range(batch):
+        np.testing.assert_allclose(batched[b], cell.dynamics(h[b], x[b]), rtol=1e-13)
+
+
+def test_tau_positive_initial_range_and_floor(getkey):
+    cell = ltc_jax.LTCVectorField(2, 1000, key=getkey())
+    tau = np.asarray(cell.tau)
+    assert tau.min() >= 0.1 * (1 - 1e-9) and tau.max() <= 10.0 * (1 + 1e-9)
+    # log-uniform: about half the units below the geometric mean 1.
+    assert 0.4 < np.mean(tau < 1.0) < 0.6
+    floored = ltc_jax.LTCVectorField(2, 50, tau_min=0.05, key=getkey())
+    # Whatever an optimiser does to tau_raw, tau stays above the floor.
+    pushed = eqx.tree_at(lambda c: c.tau_raw, floored, jnp.full((50,), -1e3))
+    assert float(jnp.min(pushed.tau)) >= 0.05
+
+
+def test_bad_arguments(getkey):
+    with pytest.raises(ValueError, match="positive"):
+        ltc_jax.LTCVectorField(0, 4, key=getkey())
+    with pytest.raises(ValueError, match="tau_min"):
+        ltc_jax.LTCVectorField(2, 4, tau_min=0.2, key=getkey())
+
+
+def test_theorem2_bound_under_bounded_input(getkey):
+    """Hasani et al. (2021), Theorem 2: with h(0) = 0, each unit stays inside
+    [min(0, A_i), max(0, A_i)] for any input."""
+    cell = ltc_jax.LTCVectorField(2, 8, key=getkey())
+    ts = jnp.linspace(0.0, 20.0, 201)
+    xs = 3.0 * jax.random.normal(getkey(), (201, 2))
+    path = diffrax.LinearInterpolation(ts, xs)
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(cell),
+        diffrax.Tsit5(),
+        0.0,
+        20.0,
+        None,
+        jnp.zeros(8),
+        args=path,
+        saveat=diffrax.SaveAt(ts=ts),
+        stepsize_controller=diffrax.PIDController(rtol=1e-7, atol=1e-9, jump_ts=ts),
+    )
+    low = np.minimum(0.0, np.asarray(cell.A)) - 1e-9
+    high = np.maximum(0.0, np.asarray(cell.A)) + 1e-9
+    assert np.all(sol.ys >= low) and np.all(sol.ys <= high)
