@@ -291,3 +291,31 @@ def test_naive_backsolve_memory_grows_with_input_length(getkey):
 
     short, long = temp_bytes(100), temp_bytes(20_000)
     assert long > short + 20_000 * 8 * 2  # at least a copy of ts and xs
+
+
+def test_linear_encoder_equals_folding_it_into_the_input_weights(getkey):
+    """An affine encoder x -> E x + c in front of the cell equals a cell with
+    W_in' = W_in E and b' = b + W_in c: derived by hand, not by the library."""
+    encoder = eqx.nn.Linear(INPUT, 3, key=getkey())
+    encoded = ltc_jax.LTC(INPUT, HIDDEN, 2, encoder=encoder, encoded_size=3, key=getkey())
+    cell = encoded.cell
+    folded_cell = eqx.tree_at(
+        lambda c: (c.weight_in, c.weight_rec, c.bias, c.tau_raw, c.A),
+        ltc_jax.LTCVectorField(INPUT, HIDDEN, key=getkey()),
+        (
+            cell.weight_in @ encoder.weight,
+            cell.weight_rec,
+            cell.bias + cell.weight_in @ encoder.bias,
+            cell.tau_raw,
+            cell.A,
+        ),
+    )
+    folded = eqx.tree_at(lambda m: (m.cell, m.encoder), encoded, (folded_cell, None),
+                         is_leaf=lambda x: x is None)
+    ts, xs, lengths = ragged_batch(getkey(), 3, 6, INPUT)
+    integrator = ltc_jax.make_integrator("heun", dt0=0.1, max_steps=64)
+    np.testing.assert_allclose(
+        _outputs(encoded, ts, xs, lengths, integrator),
+        _outputs(folded, ts, xs, lengths, integrator),
+        rtol=1e-12,
+    )
