@@ -7,7 +7,14 @@ import importlib.metadata
 
 from . import datasets as datasets
 from ._integrate import Trajectory as Trajectory, integrate as integrate
-from ._memory import CompiledMemory as CompiledMemory, compiled_memory as compiled_memory
+from ._memory import (
+    CompiledMemory as CompiledMemory,
+    compiled_memory as compiled_memory,
+    device_memory_stats as device_memory_stats,
+    process_peak_bytes as process_peak_bytes,
+    reset_process_peak as reset_process_peak,
+    runtime_peak_bytes as runtime_peak_bytes,
+)
 from ._model import LTC as LTC
 from ._paths import InputPath as InputPath
 from ._run import TrainConfig as TrainConfig, train_and_evaluate as train_and_evaluate

@@ -1,6 +1,7 @@
-"""Measurement: XLA's compiled memory analysis of a jitted function."""
+"""Measurement: XLA's compiled memory analysis, and runtime peak memory."""
 
 import dataclasses
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -50,13 +51,15 @@ def compiled_memory(fn: Callable[..., Any], *args: Any) -> CompiledMemory | None
         parts, Python numbers) are treated as compile-time constants, as
         `eqx.filter_jit` does. Pass the *unjitted* function.
     - `args`: example arguments; only their shapes and dtypes matter for arrays.
+        `jax.ShapeDtypeStruct` leaves stand for arrays never allocated (e.g. from
+        `jax.eval_shape`), so programs too large to run can still be measured.
 
     **Returns:** a [`ltc_jax.CompiledMemory`][], or `None` if the backend reports
     no analysis (never a guess).
 
     Source: `jax.stages.Compiled.memory_analysis` (XLA's buffer assignment).
     """
-    dynamic, static = eqx.partition(args, eqx.is_array)
+    dynamic, static = eqx.partition(args, _is_array_like)
 
     def call(dynamic_args):
         return fn(*eqx.combine(dynamic_args, static))
@@ -70,3 +73,80 @@ def compiled_memory(fn: Callable[..., Any], *args: Any) -> CompiledMemory | None
         output_bytes=int(analysis.output_size_in_bytes),
         alias_bytes=int(analysis.alias_size_in_bytes),
     )
+
+
+def _is_array_like(x) -> bool:
+    return eqx.is_array(x) or isinstance(x, jax.ShapeDtypeStruct)
+
+
+def _status_bytes(field: str) -> int | None:
+    try:
+        with open("/proc/self/status") as file:
+            for line in file:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024  # reported in kB
+    except OSError:
+        return None
+    return None
+
+
+def reset_process_peak() -> bool:
+    """Reset this process's resident-memory high-water mark (Linux: write 5 to
+    `/proc/self/clear_refs`). **Returns:** whether the reset was possible."""
+    try:
+        with open("/proc/self/clear_refs", "w") as file:
+            file.write("5")
+    except OSError:
+        return False
+    return True
+
+
+def process_peak_bytes() -> int | None:
+    """This process's resident-memory high-water mark (`VmHWM`), in bytes, or
+    `None` where the operating system does not report it."""
+    return _status_bytes("VmHWM")
+
+
+def process_resident_bytes() -> int | None:
+    """This process's resident memory now (`VmRSS`), in bytes, or `None`."""
+    return _status_bytes("VmRSS")
+
+
+def device_memory_stats(device: jax.Device | None = None) -> dict[str, int] | None:
+    """The allocator statistics of a device (`bytes_in_use`, `peak_bytes_in_use`,
+    ... on GPU), or `None` where the backend reports none (CPU)."""
+    device = jax.devices()[0] if device is None else device
+    try:
+        stats = device.memory_stats()
+    except (AttributeError, NotImplementedError, RuntimeError):
+        return None
+    return dict(stats) if stats else None
+
+
+def runtime_peak_bytes(compiled: Callable[..., Any], *args: Any) -> int | None:
+    """Peak memory of one call of an already compiled function, in bytes.
+
+    - GPU (and any backend with allocator statistics): `peak_bytes_in_use` after
+        the call minus `bytes_in_use` before it. The device's peak counter cannot
+        be reset, so call this once per process, on a function compiled ahead of
+        time and not yet run: otherwise an earlier, larger peak hides this one.
+    - CPU: the process's resident high-water mark during the call (reset just
+        before it) minus its resident memory just before it.
+
+    **Returns:** bytes, or `None` where neither source is available (never a
+    guess).
+    """
+    device = jax.devices()[0]
+    before = device_memory_stats(device)
+    if before is not None and "peak_bytes_in_use" in before:
+        jax.block_until_ready(compiled(*args))
+        after = device_memory_stats(device)
+        return int(after["peak_bytes_in_use"]) - int(before["bytes_in_use"])
+    if not reset_process_peak():
+        return None
+    resident = process_resident_bytes()
+    jax.block_until_ready(compiled(*args))
+    peak = process_peak_bytes()
+    if resident is None or peak is None:
+        return None
+    return max(peak - resident, 0)
