@@ -7,6 +7,7 @@ import importlib.metadata
 
 from . import datasets as datasets
 from ._integrate import Trajectory as Trajectory, integrate as integrate
+from ._fused import FusedLTC as FusedLTC, LTCTerm as LTCTerm
 from ._memory import (
     CompiledMemory as CompiledMemory,
     compiled_memory as compiled_memory,
@@ -15,7 +16,7 @@ from ._memory import (
     reset_process_peak as reset_process_peak,
     runtime_peak_bytes as runtime_peak_bytes,
 )
-from ._model import LTC as LTC
+from ._model import LTC as LTC, LinearReadout as LinearReadout, MotorReadout as MotorReadout
 from ._paths import InputPath as InputPath
 from ._run import TrainConfig as TrainConfig, train_and_evaluate as train_and_evaluate
 from ._solve import (
@@ -44,7 +45,19 @@ from ._train import (
     save_checkpoint as save_checkpoint,
     train_step_fn as train_step_fn,
 )
-from ._vector_field import LTCVectorField as LTCVectorField
+from ._vector_field import (
+    AbstractLTCField as AbstractLTCField,
+    BiophysicalLTCVectorField as BiophysicalLTCVectorField,
+    LTCVectorField as LTCVectorField,
+)
+from ._wiring import (
+    Wiring as Wiring,
+    auto_ncp as auto_ncp,
+    fully_connected as fully_connected,
+    make_wiring as make_wiring,
+    ncp as ncp,
+    random_wiring as random_wiring,
+)
 
 
 __version__ = importlib.metadata.version("ltc_jax")

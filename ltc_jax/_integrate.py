@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import jax.tree_util as jtu
 from jaxtyping import Array, Float, PyTree
 
+from ._fused import FusedLTC
 from ._paths import InputPath
 from ._solve import Integrator
 
@@ -92,18 +93,29 @@ class _Clock(eqx.Module):
 
 
 class _ClockTerm(diffrax.AbstractTerm):
-    """`dy = vector_field(t_b(s), y, path) dt_b(s)`, one time increment per sequence."""
+    """`dy = vector_field(t_b(s), y, path) dt_b(s)`, one time increment per sequence.
+
+    With `with_decay` (for [`ltc_jax.FusedLTC`][]) the vector-field value is the
+    pair `(dy/dt, decay)` of a field in LTC form, and `prod` uses `dy/dt` alone.
+    """
 
     vector_field: eqx.Module
     clock: _Clock | _Frozen
+    with_decay: bool = eqx.field(static=True, default=False)
 
     def vf(self, t, y, args):
-        return self.vector_field(_thaw(self.clock).time(t), y, _thaw(args))
+        time, path = _thaw(self.clock).time(t), _thaw(args)
+        if self.with_decay:
+            return self.vector_field.derivative_and_decay(time, y, path)
+        return self.vector_field(time, y, path)
 
     def contr(self, t0, t1, **kwargs):
         return _thaw(self.clock).increment(t0, t1)
 
     def prod(self, vf, control):
+        if self.with_decay:
+            vf, _ = vf
+
         def scale(v):
             return v * control.reshape(control.shape + (1,) * (v.ndim - 1))
 
@@ -240,8 +252,14 @@ def _integrate_batch(vector_field, path, y0, integrator, save) -> Trajectory:
         args = jax.lax.stop_gradient(path)
         clock = jax.lax.stop_gradient(clock)
 
+    with_decay = isinstance(integrator.solver, FusedLTC)
+    if with_decay and not hasattr(vector_field, "derivative_and_decay"):
+        raise ValueError(
+            "The fused solver needs a vector field in LTC form, with a "
+            "derivative_and_decay(t, y, path) method (ltc_jax.LTC models have one)."
+        )
     sol = diffrax.diffeqsolve(
-        _ClockTerm(vector_field, clock),
+        _ClockTerm(vector_field, clock, with_decay),
         integrator.solver,
         t0=0.0,
         t1=s_end,

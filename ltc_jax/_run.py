@@ -7,7 +7,7 @@ import math
 import os
 import platform
 import time
-from typing import Any
+from typing import Any, Literal
 
 import equinox as eqx
 import jax
@@ -53,8 +53,15 @@ class TrainConfig:
     """Seeds parameter initialisation and data order."""
     hidden_size: int = 64
     """LTC units."""
+    cell: Literal["ltc", "biophysical"] = "ltc"
+    """ltc: the simplified LTC (Hasani et al. 2021, Eq. 1); biophysical: the original
+    authors' cell on a sparse wiring."""
+    wiring: Literal["fc", "random", "ncp"] = "fc"
+    """Wiring of the biophysical cell: fully connected, random, or NCP."""
     solver: SolverName = "tsit5"
-    """ODE solver."""
+    """ODE solver; fused is the original authors' semi-implicit step."""
+    ode_unfolds: int = 6
+    """Sub-steps per step of the fused solver."""
     adjoint: AdjointName = "checkpoint"
     """Gradient mode: checkpoint, full, backsolve or direct."""
     dt0: float | None = None
@@ -69,6 +76,9 @@ class TrainConfig:
     """Most adaptive steps per solve (fixed steps: set from the data)."""
     checkpoints: int | None = None
     """Checkpoints for --adjoint checkpoint (default: diffrax's choice)."""
+    backward_solver: SolverName | None = None
+    """Reverse-solve solver for --adjoint backsolve (default: the forward one;
+    needed with --solver fused)."""
     batching: Batching = "batched"
     """Solve the batch as one state (batched) or per sequence (vmap)."""
     interpolation: Interpolation = "linear"
@@ -162,12 +172,15 @@ def load_data(config: TrainConfig) -> tuple[SequenceDataset, SequenceDataset]:
 
 
 def make_config_integrator(
-    config: TrainConfig, data: SequenceDataset, adjoint: AdjointName | None = None
+    config: TrainConfig,
+    datasets: tuple[SequenceDataset, ...],
+    adjoint: AdjointName | None = None,
+    backward_solver: SolverName | None = None,
 ) -> Integrator:
     """The [`ltc_jax.Integrator`][] a config asks for.
 
     Fixed steps when `dt0` is given without tolerances; then `max_steps` is the
-    number of steps the longest sequence of `data` needs, so `"full"` stores
+    number of steps the longest sequence of `datasets` needs, so `"full"` stores
     exactly the steps taken. Adaptive otherwise (default tolerances 1e-3/1e-4).
     """
     adaptive = config.rtol is not None or config.atol is not None or config.dt0 is None
@@ -179,33 +192,44 @@ def make_config_integrator(
     else:
         if not config.dt0 > 0:
             raise ValueError(f"--dt0 must be positive; got {config.dt0}.")
-        last = data.ts[np.arange(len(data)), data.lengths - 1]
-        durations = last - data.ts[:, 0]
-        max_steps = max(1, math.ceil(float(np.max(durations)) / config.dt0))
+        longest = max(
+            float(np.max(data.ts[np.arange(len(data)), data.lengths - 1] - data.ts[:, 0]))
+            for data in datasets
+        )
+        max_steps = max(1, math.ceil(longest / config.dt0))
+    adjoint = config.adjoint if adjoint is None else adjoint
     return make_integrator(
         config.solver,
-        config.adjoint if adjoint is None else adjoint,
+        adjoint,
         dt0=config.dt0,
         rtol=rtol,
         atol=atol,
         dtmin=config.dtmin,
         max_steps=max_steps,
-        checkpoints=config.checkpoints
-        if (adjoint or config.adjoint) == "checkpoint"
+        checkpoints=config.checkpoints if adjoint == "checkpoint" else None,
+        backward_solver=(backward_solver or config.backward_solver)
+        if adjoint == "backsolve"
         else None,
+        ode_unfolds=config.ode_unfolds,
         batching=config.batching,
     )
 
 
 def memory_by_mode(
-    model, optimizer, batch, config: TrainConfig, data: SequenceDataset
+    model, optimizer, batch, config: TrainConfig, datasets: tuple[SequenceDataset, ...]
 ) -> dict[str, dict[str, int] | None]:
     """Compiled memory of one training step under every gradient mode (same model,
-    batch and solver), from XLA's memory analysis; nothing is run."""
+    batch and solver), from XLA's memory analysis; nothing is run. With the fused
+    solver, backsolve's reverse solve uses `config.backward_solver` or Heun."""
     opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
+    backward = config.backward_solver
+    if config.solver == "fused" and backward is None:
+        backward = "heun"
     table = {}
     for mode in ADJOINT_NAMES:
-        integrator = make_config_integrator(config, data, adjoint=mode)
+        integrator = make_config_integrator(
+            config, datasets, adjoint=mode, backward_solver=backward
+        )
         step = train_step_fn(optimizer, integrator)
         memory = compiled_memory(step, model, opt_state, batch)
         table[mode] = None if memory is None else memory.asdict()
@@ -229,7 +253,7 @@ def train_and_evaluate(config: TrainConfig) -> dict[str, Any]:
     [`ltc_jax.datasets.TSFormatError`][] for a malformed `.ts` file.
     """
     train, test = load_data(config)
-    integrator = make_config_integrator(config, train)
+    integrator = make_config_integrator(config, (train, test))
     run_dir = make_run_dir(config.out, "train")
     with open(os.path.join(run_dir, "config.json"), "w") as file:
         json.dump(dataclasses.asdict(config), file, indent=2)
@@ -239,6 +263,8 @@ def train_and_evaluate(config: TrainConfig) -> dict[str, Any]:
         train.num_channels,
         config.hidden_size,
         output_size,
+        cell=config.cell,
+        wiring=config.wiring,
         tau_min=config.tau_min,
         key=jr.PRNGKey(config.seed),
     )
@@ -276,13 +302,15 @@ def train_and_evaluate(config: TrainConfig) -> dict[str, Any]:
         batch = next(
             batches(train, config.batch_size, interpolation=config.interpolation)
         )
-        memory = memory_by_mode(model, optimizer, batch, config, train)
+        memory = memory_by_mode(model, optimizer, batch, config, (train, test))
     metrics = dict(
         test_accuracy=result["accuracy"],
         test_loss=result["loss"],
         train_seconds=train_seconds,
         gradient_mode=integrator.adjoint_name,
         solver=config.solver,
+        cell=config.cell,
+        wiring=config.wiring if config.cell == "biophysical" else None,
         adaptive=integrator.is_adaptive,
         max_steps=integrator.max_steps,
         steps_per_sequence=result["num_steps"],

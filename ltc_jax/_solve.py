@@ -7,9 +7,20 @@ import diffrax
 import equinox as eqx
 import numpy as np
 
+from ._fused import FusedLTC
+
 
 SolverName = Literal[
-    "euler", "heun", "midpoint", "rk4", "bosh3", "tsit5", "dopri5", "dopri8", "kvaerno5"
+    "euler",
+    "heun",
+    "midpoint",
+    "rk4",
+    "bosh3",
+    "tsit5",
+    "dopri5",
+    "dopri8",
+    "kvaerno5",
+    "fused",
 ]
 AdjointName = Literal["checkpoint", "full", "backsolve", "direct"]
 Batching = Literal["batched", "vmap"]
@@ -68,7 +79,7 @@ _EXPLICIT = {
 _FIXED_ONLY = ("euler", "rk4")  # no error estimate
 
 
-def make_solver(name: str) -> diffrax.AbstractSolver:
+def make_solver(name: str, *, ode_unfolds: int = 6) -> diffrax.AbstractSolver:
     """The diffrax solver for a name.
 
     | name | method | order | stages | steps |
@@ -82,12 +93,14 @@ def make_solver(name: str) -> diffrax.AbstractSolver:
     | `dopri5` | Dormand-Prince 5(4) | 5 | 7 (FSAL) | fixed or adaptive |
     | `dopri8` | Dormand-Prince 8(7) | 8 | 14 | fixed or adaptive |
     | `kvaerno5` | Kvaerno 5(4), ESDIRK, implicit | 5 | 7 | adaptive only |
+    | `fused` | the original LTC step ([`ltc_jax.FusedLTC`][]) | 1 | `ode_unfolds` | fixed only |
 
     Explicit methods need a step inside their stability region: roughly
     `dt * max|eigenvalue| < 2` (Euler, Heun) to `2.8` (RK4, Tsit5) for a decaying
     field, where the LTC's fastest rate is `1/tau + 1`. `kvaerno5` is A-stable and
     suits stiff problems (small `tau`); its Newton iterations use the step-size
-    controller's tolerances.
+    controller's tolerances. `fused` is linearly implicit: stable for any step on
+    the LTC's decay, first order; `ode_unfolds` (default 6) sub-steps per step.
 
     **Raises:** `ValueError` for an unknown name.
     """
@@ -95,6 +108,8 @@ def make_solver(name: str) -> diffrax.AbstractSolver:
         return _EXPLICIT[name]()
     if name == "kvaerno5":
         return diffrax.Kvaerno5()
+    if name == "fused":
+        return FusedLTC(ode_unfolds)
     raise ValueError(f"Unknown solver {name!r}; choose one of {SOLVER_NAMES}.")
 
 
@@ -273,6 +288,7 @@ def make_integrator(
     max_steps: int = 4096,
     checkpoints: int | None = None,
     backward_solver: str | None = None,
+    ode_unfolds: int = 6,
     batching: str = "batched",
     throw: bool = True,
 ) -> Integrator:
@@ -295,7 +311,8 @@ def make_integrator(
         `"full"` and `"checkpoint"` is sized by it, not by the steps taken.
     - `checkpoints`: for `"checkpoint"`: number of checkpoints, default `None`.
     - `backward_solver`: for `"backsolve"`: the reverse solve's solver (default: the
-        forward one).
+        forward one; required with `"fused"`).
+    - `ode_unfolds`: for `"fused"`: sub-steps per step (default 6).
     - `batching`: `"batched"` (default): the batch is one ODE state
         `(batch, hidden_size)` with shared solver steps; exact, and 2-5x faster than
         `"vmap"`, which solves each sequence alone (each with its own adaptive
@@ -306,12 +323,23 @@ def make_integrator(
     **Raises:** `ValueError` for an unknown name, a non-positive `dt0`, `rtol`
     without `atol` (or the reverse), fixed steps without `dt0`, an adaptive
     controller with a solver that has no error estimate (`euler`, `rk4`), or fixed
-    steps with an implicit solver.
+    steps with an implicit solver, or `"fused"` with `"backsolve"` and no
+    `backward_solver`.
     """
     if isinstance(solver, str):
-        solver_obj = make_solver(solver)
+        solver_obj = make_solver(solver, ode_unfolds=ode_unfolds)
     else:
         solver_obj = solver
+    if (
+        isinstance(solver_obj, FusedLTC)
+        and adjoint == "backsolve"
+        and backward_solver is None
+    ):
+        raise ValueError(
+            "adjoint='backsolve' with the fused solver needs a backward_solver (e.g. "
+            "'heun'): the adjoint system is not of LTC form, so the fused step "
+            "cannot solve it."
+        )
     if (rtol is None) != (atol is None):
         raise ValueError(
             f"Pass both rtol and atol for adaptive steps, or neither for fixed steps; "

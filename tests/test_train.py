@@ -149,3 +149,20 @@ def test_cli_rejects_bad_arguments(tmp_path):
         cli.main(["train", "--dt0", "-1", "--out", str(tmp_path / "b")])
     with pytest.raises(SystemExit):
         cli.main(["train", "--solver", "rk45"])
+
+
+def test_cli_biophysical_cell_with_fused_solver(tmp_path):
+    train = _toy_ts(tmp_path / "train.ts", 16, 0)
+    test = _toy_ts(tmp_path / "test.ts", 8, 1)
+    out = tmp_path / "run"
+    cli.main([
+        "train", "--data", train, "--test-data", test, "--out", str(out),
+        "--cell", "biophysical", "--wiring", "ncp", "--hidden-size", "6",
+        "--solver", "fused", "--dt0", "1", "--ode-unfolds", "3",
+        "--epochs", "1", "--batch-size", "8", "--no-progress", "--no-memory-table",
+    ])
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["cell"] == "biophysical" and metrics["wiring"] == "ncp"
+    assert metrics["solver"] == "fused" and not metrics["adaptive"]
+    # Fixed steps of dt0 = 1 sample: max_steps covers the longest of train and test.
+    assert metrics["max_steps"] == 7
