@@ -135,11 +135,16 @@ class Trajectory(eqx.Module):
         batching) and `max_steps`.
     - `result`: a `diffrax.RESULTS`; `diffrax.RESULTS.successful` unless the solve
         failed with `throw=False`.
+    - `t_reached`: `(batch,)`, the time each sequence was integrated for (time
+        units since its first observation): its whole duration after a successful
+        solve; after a failed one (with `throw=False`), how far the solve got
+        (`save="final"`), or NaN (`save="observations"`).
     """
 
     ys: PyTree[Array]
     stats: dict
     result: diffrax.RESULTS
+    t_reached: Float[Array, " batch"]
 
 
 def integrate(
@@ -272,12 +277,17 @@ def _integrate_batch(vector_field, path, y0, integrator, save) -> Trajectory:
         max_steps=integrator.max_steps,
         throw=integrator.throw,
     )
+    clock = _thaw(clock)
     if save == "final":
         ys = jtu.tree_map(lambda a: a[-1], sol.ys)
-    elif path.shared_times:
-        ys = jtu.tree_map(lambda a: jnp.swapaxes(a, 0, 1), sol.ys)
+        t_reached = clock.time(sol.ts[-1]) - clock.t_start
     else:
-        position = jnp.searchsorted(saveat.subs.ts, save_s)  # (batch, times)
-        batch_index = jnp.arange(position.shape[0])[:, None]
-        ys = jtu.tree_map(lambda a: a[position, batch_index], sol.ys)
-    return Trajectory(ys=ys, stats=sol.stats, result=sol.result)
+        if path.shared_times:
+            ys = jtu.tree_map(lambda a: jnp.swapaxes(a, 0, 1), sol.ys)
+        else:
+            position = jnp.searchsorted(saveat.subs.ts, save_s)  # (batch, times)
+            batch_index = jnp.arange(position.shape[0])[:, None]
+            ys = jtu.tree_map(lambda a: a[position, batch_index], sol.ys)
+        ok = sol.result == diffrax.RESULTS.successful
+        t_reached = jnp.where(ok, clock.step * clock.num_steps, jnp.nan)
+    return Trajectory(ys=ys, stats=sol.stats, result=sol.result, t_reached=t_reached)

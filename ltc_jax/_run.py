@@ -26,8 +26,23 @@ from ._solve import (
     SolverName,
     make_integrator,
 )
-from ._train import batches, evaluate, fit, make_optimizer, train_step_fn
-from .datasets import SequenceDataset, load_japanese_vowels, read_ts, standardize
+from ._train import (
+    batches,
+    dataset_path,
+    evaluate,
+    fit,
+    list_checkpoints,
+    make_optimizer,
+    parameter_digest,
+    train_step_fn,
+)
+from .datasets import (
+    SequenceDataset,
+    drop_observations,
+    load_japanese_vowels,
+    read_ts,
+    standardize,
+)
 
 
 DEFAULT_RTOL = 1e-3
@@ -83,6 +98,13 @@ class TrainConfig:
     """Solve the batch as one state (batched) or per sequence (vmap)."""
     interpolation: Interpolation = "linear"
     """Input path between observations: linear or cubic (Hermite)."""
+    observation_mask: bool = False
+    """Add a 0/1 channel per input channel: observed (1) or NaN (0)."""
+    time_since_observation: bool = False
+    """Add a channel per input channel: time since its previous observation."""
+    drop_rate: float = 0.0
+    """Drop this fraction of each sequence's observations at random (train and
+    test, seeded by --seed): the irregular-sampling protocol of Kidger et al. 2020."""
     tau_min: float = 0.0
     """Floor on every time constant tau (time units)."""
     epochs: int = 100
@@ -95,6 +117,17 @@ class TrainConfig:
     warmup_steps: int = 0
     memory_table: bool = True
     """Measure the compiled training step's memory under every gradient mode."""
+    checkpoint_every: int | None = None
+    """Also checkpoint every N optimiser steps (always after each epoch)."""
+    on_failure: Literal["raise", "skip"] = "raise"
+    """On a failed solve or non-finite loss: stop (raise) or drop the update (skip)."""
+    max_consecutive_failures: int = 10
+    """With --on-failure skip: stop after this many failed steps in a row."""
+    x64: bool = False
+    """Run everything in float64."""
+    resume: str | None = None
+    """Continue the run in this folder from its newest good checkpoint, with its
+    saved configuration (other options are ignored, except --progress)."""
     progress: bool = True
     """Show a progress bar."""
 
@@ -149,9 +182,11 @@ def make_run_dir(out: str | None, prefix: str) -> str:
 
 
 def load_data(config: TrainConfig) -> tuple[SequenceDataset, SequenceDataset]:
-    """The standardised `(train, test)` pair named by `config`.
+    """The `(train, test)` pair named by `config`: observations dropped if
+    `drop_rate > 0`, then standardised with the training statistics.
 
-    **Raises:** `ValueError` if only one of `data` and `test_data` is given.
+    **Raises:** `ValueError` if only one of `data` and `test_data` is given, or the
+    two have different channels.
     """
     if config.data is None and config.test_data is None:
         train, test = load_japanese_vowels()
@@ -168,7 +203,19 @@ def load_data(config: TrainConfig) -> tuple[SequenceDataset, SequenceDataset]:
                 f"{config.test_data} has {test.num_channels} channels, "
                 f"{config.data} has {train.num_channels}."
             )
+    if config.drop_rate > 0:
+        train = drop_observations(train, config.drop_rate, seed=config.seed)
+        test = drop_observations(test, config.drop_rate, seed=config.seed + 1)
     return standardize(train, test)
+
+
+def path_options(config: TrainConfig) -> dict[str, Any]:
+    """The `InputPath` options a config asks for."""
+    return dict(
+        interpolation=config.interpolation,
+        observation_mask=config.observation_mask,
+        time_since_observation=config.time_since_observation,
+    )
 
 
 def make_config_integrator(
@@ -240,27 +287,48 @@ def train_and_evaluate(config: TrainConfig) -> dict[str, Any]:
     """Run the main job: load data, train, evaluate, and write the run folder.
 
     The folder (`config.out`, or a new `runs/train-<date>-<time>`) receives
-    `config.json`, `metrics.json` and `checkpoints/` (the last two epochs'
-    `(model, opt_state)`, written atomically).
+    `config.json`, `metrics.json` and `checkpoints/` (the newest two, written
+    atomically: model, optimiser state and position in the data). With
+    `config.resume`, the run in that folder continues from its newest good
+    checkpoint, with its saved configuration, and ends as an uninterrupted run
+    would have (bit for bit on CPU).
 
     **Returns:** the metrics dict, also written to `metrics.json`, with at least
     `test_accuracy`, `train_seconds`, `gradient_mode`, `solver`,
-    `steps_per_sequence` and `memory_bytes_by_mode`, plus `history` and
-    `environment`.
+    `steps_per_sequence` and `memory_bytes_by_mode`, plus `history`,
+    `parameters_sha256` (a digest of the final parameters) and `environment`.
 
     **Raises:** `ValueError` for inconsistent options; `FileExistsError` for a
-    non-empty `out`; [`ltc_jax.NonFiniteLossError`][] if training diverges;
+    non-empty `out`; `FileNotFoundError` for a `resume` folder without
+    `config.json`; the errors of [`ltc_jax.fit`][]; a
     [`ltc_jax.datasets.TSFormatError`][] for a malformed `.ts` file.
     """
+    resume = config.resume is not None
+    if resume:
+        run_dir = config.resume
+        saved_path = os.path.join(run_dir, "config.json")
+        if not os.path.isfile(saved_path):
+            raise FileNotFoundError(f"--resume {run_dir}: no config.json in it.")
+        with open(saved_path) as file:
+            saved = json.load(file)
+        config = dataclasses.replace(
+            TrainConfig(**saved), resume=None, progress=config.progress
+        )
+    if config.x64:
+        jax.config.update("jax_enable_x64", True)
     train, test = load_data(config)
     integrator = make_config_integrator(config, (train, test))
-    run_dir = make_run_dir(config.out, "train")
-    with open(os.path.join(run_dir, "config.json"), "w") as file:
-        json.dump(dataclasses.asdict(config), file, indent=2)
+    if not resume:
+        run_dir = make_run_dir(config.out, "train")
+        with open(os.path.join(run_dir, "config.json"), "w") as file:
+            json.dump(dataclasses.asdict(config), file, indent=2)
+    checkpoint_dir = os.path.join(run_dir, "checkpoints")
 
+    options = path_options(config)
+    train_path = dataset_path(train, **options)
     output_size = train.num_classes if train.is_classification else train.labels.shape[1]
     model = LTC(
-        train.num_channels,
+        train_path.input_size,
         config.hidden_size,
         output_size,
         cell=config.cell,
@@ -285,8 +353,12 @@ def train_and_evaluate(config: TrainConfig) -> dict[str, Any]:
         epochs=config.epochs,
         batch_size=config.batch_size,
         seed=config.seed,
-        interpolation=config.interpolation,
-        checkpoint_dir=os.path.join(run_dir, "checkpoints"),
+        path=train_path,
+        checkpoint_dir=checkpoint_dir,
+        checkpoint_every=config.checkpoint_every,
+        resume=resume and bool(list_checkpoints(checkpoint_dir)),
+        on_failure=config.on_failure,
+        max_consecutive_failures=config.max_consecutive_failures,
         progress=config.progress,
     )
     train_seconds = time.perf_counter() - start
@@ -295,13 +367,11 @@ def train_and_evaluate(config: TrainConfig) -> dict[str, Any]:
         test,
         integrator=integrator,
         batch_size=config.batch_size,
-        interpolation=config.interpolation,
+        path=dataset_path(test, **options),
     )
     memory = None
     if config.memory_table:
-        batch = next(
-            batches(train, config.batch_size, interpolation=config.interpolation)
-        )
+        batch = next(batches(train, config.batch_size, path=train_path))
         memory = memory_by_mode(model, optimizer, batch, config, (train, test))
     metrics = dict(
         test_accuracy=result["accuracy"],
@@ -315,9 +385,12 @@ def train_and_evaluate(config: TrainConfig) -> dict[str, Any]:
         max_steps=integrator.max_steps,
         steps_per_sequence=result["num_steps"],
         memory_bytes_by_mode=memory,
-        dataset=dict(train=train.name, test=test.name, train_size=len(train),
-                     test_size=len(test)),
+        dataset=dict(
+            train=train.name, test=test.name, train_size=len(train), test_size=len(test)
+        ),
         history=history,
+        parameters_sha256=parameter_digest(model),
+        resumed=resume,
         environment=environment(),
         run_dir=run_dir,
     )

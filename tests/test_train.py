@@ -166,3 +166,19 @@ def test_cli_biophysical_cell_with_fused_solver(tmp_path):
     assert metrics["solver"] == "fused" and not metrics["adaptive"]
     # Fixed steps of dt0 = 1 sample: max_steps covers the longest of train and test.
     assert metrics["max_steps"] == 7
+
+
+def test_cli_irregular_protocol_with_mask_and_time_channels(tmp_path):
+    train = _toy_ts(tmp_path / "train.ts", 16, 0)
+    test = _toy_ts(tmp_path / "test.ts", 8, 1)
+    out = tmp_path / "run"
+    cli.main([
+        "train", "--data", train, "--test-data", test, "--out", str(out),
+        "--drop-rate", "0.5", "--observation-mask", "--time-since-observation",
+        "--hidden-size", "4", "--epochs", "1", "--batch-size", "8", "--no-progress",
+        "--no-memory-table",
+    ])
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert "50% of observations dropped" in metrics["dataset"]["train"]
+    config = json.loads((out / "config.json").read_text())
+    assert config["drop_rate"] == 0.5 and config["observation_mask"]
