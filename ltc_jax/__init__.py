@@ -24,9 +24,11 @@ from ._solve import (
     RK4 as RK4,
     SOLVER_NAMES as SOLVER_NAMES,
     Integrator as Integrator,
+    ToleranceSchedule as ToleranceSchedule,
     make_adjoint as make_adjoint,
     make_integrator as make_integrator,
     make_solver as make_solver,
+    with_tolerances as with_tolerances,
 )
 from ._train import (
     Batch as Batch,

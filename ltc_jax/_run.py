@@ -24,6 +24,7 @@ from ._solve import (
     Batching,
     Integrator,
     SolverName,
+    ToleranceSchedule,
     make_integrator,
 )
 from ._train import (
@@ -87,6 +88,16 @@ class TrainConfig:
     """Absolute tolerance (adaptive steps). Default 1e-4 when dt0 is not given."""
     dtmin: float | None = None
     """Smallest adaptive step (time units); reaching it is an error."""
+    tighten_at: float | None = None
+    """Tolerance schedule: after this fraction of the epochs, switch to
+    --tight-rtol/--tight-atol (adaptive steps only)."""
+    tight_rtol: float = 1e-6
+    """Relative tolerance after --tighten-at."""
+    tight_atol: float = 1e-7
+    """Absolute tolerance after --tighten-at."""
+    seminorm: bool = False
+    """With --adjoint backsolve and adaptive steps: the reverse solve's error control
+    ignores the parameter-cotangent channels (diffrax's adjoint_rms_seminorm)."""
     max_steps: int = 4096
     """Most adaptive steps per solve (fixed steps: set from the data)."""
     checkpoints: int | None = None
@@ -257,8 +268,32 @@ def make_config_integrator(
         backward_solver=(backward_solver or config.backward_solver)
         if adjoint == "backsolve"
         else None,
+        seminorm=config.seminorm and adjoint == "backsolve",
         ode_unfolds=config.ode_unfolds,
         batching=config.batching,
+    )
+
+
+def training_schedule(
+    config: TrainConfig, integrator: Integrator
+) -> ToleranceSchedule | None:
+    """The two-phase tolerance schedule of `--tighten-at`, or `None`.
+
+    **Raises:** `ValueError` if `tighten_at` is outside (0, 1) or steps are fixed.
+    """
+    if config.tighten_at is None:
+        return None
+    if not 0.0 < config.tighten_at < 1.0:
+        raise ValueError(f"--tighten-at must lie in (0, 1); got {config.tighten_at}.")
+    if not integrator.is_adaptive:
+        raise ValueError("--tighten-at needs adaptive steps (no --dt0 alone).")
+    switch = max(1, min(config.epochs - 1, round(config.tighten_at * config.epochs)))
+    controller = integrator.stepsize_controller
+    return ToleranceSchedule(
+        integrator,
+        start_epochs=(0, switch),
+        rtols=(float(controller.rtol), config.tight_rtol),
+        atols=(float(controller.atol), config.tight_atol),
     )
 
 
@@ -344,11 +379,12 @@ def train_and_evaluate(config: TrainConfig) -> dict[str, Any]:
         clip_norm=config.clip_norm,
         weight_decay=config.weight_decay,
     )
+    schedule = training_schedule(config, integrator)
     start = time.perf_counter()
     model, history = fit(
         model,
         train,
-        integrator=integrator,
+        integrator=integrator if schedule is None else schedule,
         optimizer=optimizer,
         epochs=config.epochs,
         batch_size=config.batch_size,
@@ -362,6 +398,8 @@ def train_and_evaluate(config: TrainConfig) -> dict[str, Any]:
         progress=config.progress,
     )
     train_seconds = time.perf_counter() - start
+    if schedule is not None:
+        integrator = schedule.final
     result = evaluate(
         model,
         test,

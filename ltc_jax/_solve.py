@@ -288,6 +288,7 @@ def make_integrator(
     max_steps: int = 4096,
     checkpoints: int | None = None,
     backward_solver: str | None = None,
+    seminorm: bool = False,
     ode_unfolds: int = 6,
     batching: str = "batched",
     throw: bool = True,
@@ -312,6 +313,10 @@ def make_integrator(
     - `checkpoints`: for `"checkpoint"`: number of checkpoints, default `None`.
     - `backward_solver`: for `"backsolve"`: the reverse solve's solver (default: the
         forward one; required with `"fused"`).
+    - `seminorm`: for `"backsolve"` with adaptive steps: the reverse solve's error
+        control ignores the parameter-cotangent channels, whose error does not
+        feed back into the solve (`diffrax.adjoint_rms_seminorm`; Kidger, Chen and
+        Lyons 2021, "Hey, that's not an ODE"), so it takes fewer steps.
     - `ode_unfolds`: for `"fused"`: sub-steps per step (default 6).
     - `batching`: `"batched"` (default): the batch is one ODE state
         `(batch, hidden_size)` with shared solver steps; exact, and 2-5x faster than
@@ -356,6 +361,17 @@ def make_integrator(
         if dtmin is not None:
             raise ValueError("dtmin applies to adaptive steps (rtol/atol) only.")
         controller = diffrax.ConstantStepSize()
+    backward_controller = None
+    if seminorm:
+        if adjoint != "backsolve" or rtol is None:
+            raise ValueError(
+                "seminorm applies to adjoint='backsolve' with adaptive steps "
+                "(rtol/atol) only."
+            )
+        backward_controller = diffrax.PIDController(
+            rtol=rtol, atol=atol, dtmin=dtmin, force_dtmin=False,
+            norm=diffrax.adjoint_rms_seminorm,
+        )
     backward_obj = None
     if backward_solver is not None:
         backward_obj = make_solver(backward_solver)
@@ -366,6 +382,7 @@ def make_integrator(
         max_steps=max_steps,
         checkpoints=checkpoints,
         backward_solver=backward_obj,
+        backward_stepsize_controller=backward_controller,
     )
     return Integrator(
         solver=solver_obj,
@@ -376,3 +393,81 @@ def make_integrator(
         batching=batching,
         throw=throw,
     )
+
+
+def with_tolerances(integrator: Integrator, rtol: float, atol: float) -> Integrator:
+    """The same integrator with other tolerances: those of the adaptive step-size
+    controller, and of the reverse solve's controller under `"backsolve"` if it
+    has one (as with `seminorm`). Implicit solvers' Newton iterations follow the
+    controller's tolerances.
+
+    **Raises:** `ValueError` for fixed steps (no tolerances to change).
+    """
+    if not integrator.is_adaptive:
+        raise ValueError("Tolerances apply to adaptive steps; this integrator is fixed.")
+    integrator = eqx.tree_at(
+        lambda i: (i.stepsize_controller.rtol, i.stepsize_controller.atol),
+        integrator,
+        (rtol, atol),
+    )
+    backward = getattr(integrator.adjoint, "kwargs", {}).get("stepsize_controller")
+    if backward is not None:
+        integrator = eqx.tree_at(
+            lambda i: (
+                i.adjoint.kwargs["stepsize_controller"].rtol,
+                i.adjoint.kwargs["stepsize_controller"].atol,
+            ),
+            integrator,
+            (rtol, atol),
+        )
+    return integrator
+
+
+class ToleranceSchedule(eqx.Module):
+    """Piecewise-constant tolerances over the epochs of training: for example loose
+    while the model is far from a solution, tight at the end.
+
+    Called with an epoch (0-based), returns the [`ltc_jax.Integrator`][] for it;
+    [`ltc_jax.fit`][] accepts one in place of an integrator (each phase compiles
+    its training step once).
+
+    **Fields:**
+
+    - `integrator`: an adaptive integrator (its own tolerances are replaced).
+    - `start_epochs`: the epoch at which each phase starts; the first must be 0,
+        strictly increasing.
+    - `rtols`, `atols`: the tolerances of each phase.
+
+    **Raises:** `ValueError` (at construction) for a fixed-step integrator, phases
+    of different lengths, or `start_epochs` not starting at 0 or not increasing.
+    """
+
+    integrator: Integrator
+    start_epochs: tuple[int, ...] = eqx.field(static=True)
+    rtols: tuple[float, ...] = eqx.field(static=True)
+    atols: tuple[float, ...] = eqx.field(static=True)
+
+    def __check_init__(self):
+        if not self.integrator.is_adaptive:
+            raise ValueError("A tolerance schedule needs an adaptive integrator.")
+        if not len(self.start_epochs) == len(self.rtols) == len(self.atols) >= 1:
+            raise ValueError("start_epochs, rtols and atols need one entry per phase.")
+        if self.start_epochs[0] != 0 or any(
+            b <= a for a, b in zip(self.start_epochs, self.start_epochs[1:])
+        ):
+            raise ValueError(
+                f"start_epochs must start at 0 and increase; got {self.start_epochs}."
+            )
+
+    def phase(self, epoch: int) -> int:
+        """The index of the phase an epoch belongs to."""
+        return max(i for i, start in enumerate(self.start_epochs) if start <= epoch)
+
+    def __call__(self, epoch: int) -> Integrator:
+        i = self.phase(epoch)
+        return with_tolerances(self.integrator, self.rtols[i], self.atols[i])
+
+    @property
+    def final(self) -> Integrator:
+        """The last phase's integrator (for evaluation after training)."""
+        return self(self.start_epochs[-1])

@@ -22,7 +22,7 @@ from jaxtyping import Array, Float, Int, PyTree
 from tqdm.auto import tqdm
 
 from ._paths import InputPath
-from ._solve import Integrator
+from ._solve import Integrator, ToleranceSchedule
 from .datasets import SequenceDataset
 
 
@@ -435,7 +435,7 @@ def fit(
     model: eqx.Module,
     train: SequenceDataset,
     *,
-    integrator: Integrator,
+    integrator: Integrator | ToleranceSchedule,
     optimizer: optax.GradientTransformation,
     epochs: int,
     batch_size: int,
@@ -470,6 +470,9 @@ def fit(
     `max_consecutive_failures` failures in a row. With adaptive steps, a warning
     is issued when a solve uses more than 90% of `max_steps`.
 
+    **Tolerance schedules.** `integrator` may be a [`ltc_jax.ToleranceSchedule`][]:
+    each epoch then uses its phase's tolerances (recorded in the history).
+
     **Arguments:** `model`; `train`; `integrator`; `optimizer` (an optax
     transformation, e.g. from [`ltc_jax.make_optimizer`][]); `epochs`;
     `batch_size`; `seed` (data order); `path`: `dataset_path(train, ...)` when
@@ -480,7 +483,8 @@ def fit(
     **Returns:** `(model, history)`, one dict per epoch: `epoch`, `loss`,
     `accuracy`, `num_steps` (mean solver steps per batch), `max_num_steps`,
     `max_steps_used` (fraction of `max_steps` of the longest solve),
-    `num_rejected_steps`, `failures`, `seconds`.
+    `num_rejected_steps`, `failures`, `seconds`, and `rtol`, `atol` with
+    adaptive steps.
 
     **Raises:** [`ltc_jax.NonFiniteLossError`][], [`ltc_jax.SolverFailureError`][]
     (with `on_failure="raise"`), [`ltc_jax.TrainingFailedError`][] (with
@@ -493,7 +497,8 @@ def fit(
         raise ValueError("resume=True needs the checkpoint_dir to resume from.")
     if checkpoint_every is not None and checkpoint_every < 1:
         raise ValueError(f"checkpoint_every must be positive; got {checkpoint_every}.")
-    step_fn = make_train_step(optimizer, integrator)
+    schedule = integrator if isinstance(integrator, ToleranceSchedule) else None
+    step_fns = {}
     path = dataset_path(train) if path is None else path
     opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
     steps_per_epoch = math.ceil(len(train) / batch_size)
@@ -524,6 +529,11 @@ def fit(
     history = position["history"]
     while position["epoch"] < epochs:
         epoch, totals = position["epoch"], position["totals"]
+        current = integrator if schedule is None else schedule(epoch)
+        phase = 0 if schedule is None else schedule.phase(epoch)
+        if phase not in step_fns:
+            step_fns[phase] = make_train_step(optimizer, current)
+        step_fn = step_fns[phase]
         start = time.perf_counter()
         order = epoch_order(seed, epoch, len(train))
         for batch in batches(
@@ -543,13 +553,13 @@ def fit(
                 _accumulate(totals, metrics)
             else:
                 if failure == "non-finite":
-                    message = _non_finite_message(epoch, index, integrator)
+                    message = _non_finite_message(epoch, index, current)
                     if on_failure == "raise":
                         bar.close()
                         raise NonFiniteLossError(message)
                 else:
                     message = _solver_failure_message(
-                        epoch, index, model, batch, integrator, cause
+                        epoch, index, model, batch, current, cause
                     )
                     if on_failure == "raise":
                         bar.close()
@@ -574,12 +584,15 @@ def fit(
             step = epoch * steps_per_epoch + position["batch"]
             if checkpoint_every and step % checkpoint_every == 0:
                 save()
-        record = _epoch_record(epoch, totals, train, integrator)
+        record = _epoch_record(epoch, totals, train, current)
         record["seconds"] = time.perf_counter() - start
-        if integrator.is_adaptive and record["max_steps_used"] > 0.9:
+        if current.is_adaptive:
+            record["rtol"] = float(current.stepsize_controller.rtol)
+            record["atol"] = float(current.stepsize_controller.atol)
+        if current.is_adaptive and record["max_steps_used"] > 0.9:
             message = (
                 f"Epoch {epoch}: a solve took {int(totals['max_num_steps'])} of "
-                f"max_steps={integrator.max_steps} steps; raise max_steps before it "
+                f"max_steps={current.max_steps} steps; raise max_steps before it "
                 "becomes an error."
             )
             bar.write(message)
