@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from jaxtyping import Array, Float, Int, PyTree
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from ._paths import InputPath
 from ._solve import Integrator, ToleranceSchedule
