@@ -1001,17 +1001,19 @@ def format_table(
 
 
 _COLOURS = {
-    ("torchdiffeq", "odeint"): "#d62728",
-    ("torchdiffeq", "odeint_adjoint"): "#ff9896",
-    ("ltc_jax", "full"): "#1f77b4",
-    ("ltc_jax", "checkpoint"): "#6baed6",
-    ("ltc_jax", "backsolve"): "#9467bd",
-    ("ncps", "autograd"): "#2ca02c",
+    "torchdiffeq odeint": "#d62728",
+    "torchdiffeq odeint_adjoint": "#ff9896",
+    "ltc_jax full": "#1f77b4",
+    "ltc_jax checkpoint": "#6baed6",
+    "ltc_jax backsolve": "#9467bd",
+    SEQUENCE_MODELS["ncps"].description: "#2ca02c",
+    SEQUENCE_MODELS["ltc_jax-simplified"].description: "#17becf",
 }
 
 
 def plot(rows: list[dict], path: str) -> None:
-    """Bar charts of seconds per step and peak memory, per scheme and mode."""
+    """Bar charts (log scale) of seconds per step and peak memory of a step, one
+    cluster per scheme, one bar per stack and mode."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -1019,30 +1021,32 @@ def plot(rows: list[dict], path: str) -> None:
 
     ok = [r for r in rows if r["error"] is None]
     groups = list(dict.fromkeys(r["group"] for r in ok))
-    series = list(dict.fromkeys(_series(r) for r in ok))
-    width = 0.8 / max(len(series), 1)
-    fig, axes = plt.subplots(2, 1, figsize=(max(8, 1.3 * len(groups)), 8), sharex=True)
-    for i, name in enumerate(series):
-        for ax, key in zip(
-            axes, ("median_step_seconds", "peak_step_bytes"), strict=True
-        ):
-            xs, ys = [], []
-            for g, group in enumerate(groups):
-                found = [r for r in ok if r["group"] == group and _series(r) == name]
-                if found and found[0][key] is not None:
-                    xs.append(g - 0.4 + (i + 0.5) * width)
-                    value = found[0][key]
-                    ys.append(value / 2**20 if key == "peak_step_bytes" else value)
-            ax.bar(xs, ys, width, label=name, color=_colour(ok, name))
-    axes[0].set_ylabel("seconds per training step")
+    widest = max((sum(r["group"] == g for r in ok) for g in groups), default=1)
+    width = 0.8 / widest
+    fig, axes = plt.subplots(2, 1, figsize=(max(8, 1.4 * len(groups)), 8), sharex=True)
+    keys = ("median_step_seconds", "peak_step_bytes")
+    for g, group in enumerate(groups):
+        members = [r for r in ok if r["group"] == group]
+        for j, row in enumerate(members):
+            x = g - 0.4 * len(members) / widest + (j + 0.5) * width
+            name = _series(row)
+            for ax, key in zip(axes, keys, strict=True):
+                value = row[key]
+                if value:
+                    value = value / 2**20 if key == "peak_step_bytes" else value
+                    colour = _COLOURS.get(name, "#7f7f7f")
+                    ax.bar(x, value, width, color=colour, label=name)
+    axes[0].set_ylabel("seconds per training step (median)")
     axes[1].set_ylabel("peak memory of a step (MiB)")
     for ax in axes:
         ax.set_yscale("log")
         ax.grid(axis="y", alpha=0.3)
     axes[1].set_xticks(range(len(groups)), groups, rotation=20, ha="right")
-    axes[0].legend(fontsize=8, ncol=3)
+    handles, labels = axes[0].get_legend_handles_labels()
+    unique = dict(zip(labels, handles, strict=True))
+    fig.legend(unique.values(), unique.keys(), loc="lower center", ncol=3, fontsize=8)
     axes[0].set_title("ltc_jax vs PyTorch (torchdiffeq, ncps): one training step")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
@@ -1051,13 +1055,6 @@ def _series(row: dict) -> str:
     if row["sequence_model"] is not None:
         return SEQUENCE_MODELS[row["sequence_model"]].description
     return f"{row['stack']} {row['mode']}"
-
-
-def _colour(rows, name):
-    for r in rows:
-        if _series(r) == name:
-            return _COLOURS.get((r["stack"], r["mode"]), "#7f7f7f")
-    return "#7f7f7f"
 
 
 def machine() -> dict:
