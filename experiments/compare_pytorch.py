@@ -915,18 +915,21 @@ def ncps_memory(rows: list[dict], knots: int) -> dict | None:
 
 
 def target_check(comparisons: list[dict]) -> dict:
-    """Whether ltc_jax meets the stated target at RK4, N = 1000, judged on the
-    median wall time per step (the ratio of CPU times is reported beside it)."""
+    """Whether ltc_jax meets the stated target at RK4, N = 1000: `met` on the
+    median wall time per step, `met_cpu_time` on the median CPU time (the steadier
+    of the two on a machine shared with other programs)."""
     group = Scheme("rk4", steps=TARGET_STEPS).name
     checks = {}
     for mode, needed in TARGET_SPEEDUP.items():
         found = [c for c in comparisons if c["group"] == group and c["ltc_jax"] == mode]
         speedup = found[0]["speedup"] if found else None
+        cpu_speedup = found[0]["cpu_speedup"] if found else None
         checks[f"{mode} vs {PAIRS[mode]}"] = dict(
             needed=needed,
             measured=speedup,
-            measured_cpu_time=found[0]["cpu_speedup"] if found else None,
+            measured_cpu_time=cpu_speedup,
             met=None if speedup is None else speedup >= needed,
+            met_cpu_time=None if cpu_speedup is None else cpu_speedup >= needed,
         )
     return dict(scheme=group, checks=checks)
 
@@ -995,8 +998,12 @@ def format_table(
             else f"{check['measured']:.1f}x ({check['measured_cpu_time']:.1f}x in CPU "
             "time)"
         )
-        verdict = {True: "met", False: "not met", None: "not measured"}[check["met"]]
-        lines.append(f"  {name}: {measured} (needed {check['needed']:.0f}x): {verdict}")
+        verdict = {True: "met", False: "not met", None: "not measured"}
+        lines.append(
+            f"  {name}: {measured}, needed {check['needed']:.0f}x: "
+            f"{verdict[check['met']]} on wall time, "
+            f"{verdict[check['met_cpu_time']]} on CPU time"
+        )
     return "\n".join(lines)
 
 
