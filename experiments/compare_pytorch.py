@@ -421,15 +421,29 @@ class _Counter:
 
 
 class _Counted(eqx.Module):
-    """A vector field that reports every evaluation to the host. The callback takes
-    the evaluation's time as an operand, so XLA cannot hoist it out of a loop."""
+    """A cell that reports every evaluation to the host, whichever way a solver
+    evaluates it (`cell(t, y, args)`, or `derivative_and_decay` where the cell has
+    one). The callback takes the evaluation's time as an operand, so XLA cannot
+    hoist it out of a loop."""
 
     cell: eqx.Module
     counter: _Counter = eqx.field(static=True)
 
+    @property
+    def hidden_size(self) -> int:
+        return self.cell.hidden_size
+
+    @property
+    def input_size(self) -> int:
+        return self.cell.input_size
+
     def __call__(self, t, y, args):
         jax.debug.callback(self.counter, t)
         return self.cell(t, y, args)
+
+    def derivative_and_decay(self, t, y, args):
+        jax.debug.callback(self.counter, t)
+        return self.cell.derivative_and_decay(t, y, args)
 
 
 def _loss(model, batch, integrator):
