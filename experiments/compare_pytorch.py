@@ -207,8 +207,35 @@ def _simplified_ltc_euler(config: Config, length: int, key: PRNGKeyArray):
     return model, integrator
 
 
+def _biophysical_fused(config: Config, length: int, key: PRNGKeyArray):
+    """ltc_jax's biophysical cell (fully connected wiring, as ncps's default here)
+    with the same fused step: one solver step per input step, `ode_unfolds`
+    sub-steps each, every step stored (`full`), as autograd does."""
+    model = ltc_jax.LTC(
+        config.input_size,
+        config.hidden_size,
+        config.output_size,
+        cell="biophysical",
+        wiring="fc",
+        key=key,
+    )
+    integrator = ltc_jax.make_integrator(
+        "fused",
+        "full",
+        dt0=1.0,
+        ode_unfolds=config.ode_unfolds,
+        max_steps=max(length - 1, 1),
+    )
+    return model, integrator
+
+
 SEQUENCE_MODELS: dict[str, SequenceModel] = {
     "ncps": SequenceModel("ncps", "ncps LTC (biophysical, fused step), autograd"),
+    "ltc_jax-biophysical": SequenceModel(
+        "ltc_jax",
+        "ltc_jax biophysical LTC, same fused step, full",
+        _biophysical_fused,
+    ),
     "ltc_jax-simplified": SequenceModel(
         "ltc_jax",
         "ltc_jax simplified LTC, Euler at the same step, full",
@@ -1029,6 +1056,7 @@ _COLOURS = {
     "ltc_jax backsolve": "#9467bd",
     SEQUENCE_MODELS["ncps"].description: "#2ca02c",
     SEQUENCE_MODELS["ltc_jax-simplified"].description: "#17becf",
+    SEQUENCE_MODELS["ltc_jax-biophysical"].description: "#9467bd",
 }
 
 

@@ -12,7 +12,7 @@ from jaxtyping import Array, Float, PRNGKeyArray
 from ._integrate import Trajectory, integrate
 from ._paths import InputPath
 from ._solve import Integrator
-from ._vector_field import AbstractLTCField, BiophysicalLTCVectorField, LTCVectorField
+from ._vector_field import BiophysicalLTCVectorField, LTCVectorField
 from ._wiring import Wiring, make_wiring
 
 
@@ -39,11 +39,13 @@ class _EncodedField(eqx.Module):
         return self.cell(t, y, self._input(args))
 
     def derivative_and_decay(self, t, y, args):
-        """`(dh/dt, decay)`, for the fused solver (cells in LTC form only)."""
-        if not isinstance(self.cell, AbstractLTCField):
+        """`(dh/dt, decay)`, for the fused solver (cells in LTC form only, such as
+        an [`ltc_jax.AbstractLTCField`][]: anything with this method)."""
+        if not hasattr(self.cell, "derivative_and_decay"):
             raise ValueError(
-                f"The fused solver needs a cell in LTC form (an AbstractLTCField); "
-                f"got {type(self.cell).__name__}."
+                "The fused solver needs a cell in LTC form, with a "
+                f"derivative_and_decay(t, y, args) method; {type(self.cell).__name__} "
+                "has none."
             )
         return self.cell.derivative_and_decay(t, y, self._input(args))
 
