@@ -7,6 +7,13 @@ import importlib.metadata
 
 from . import datasets as datasets
 from ._integrate import Trajectory as Trajectory, integrate as integrate
+from ._measure import (
+    Measurement as Measurement,
+    flatten_gradient as flatten_gradient,
+    gradient_relative_error as gradient_relative_error,
+    loss_gradient as loss_gradient,
+    measure as measure,
+)
 from ._memory import (
     CompiledMemory as CompiledMemory,
     compiled_memory as compiled_memory,
@@ -17,7 +24,11 @@ from ._memory import (
 )
 from ._model import LTC as LTC
 from ._paths import InputPath as InputPath
-from ._run import TrainConfig as TrainConfig, train_and_evaluate as train_and_evaluate
+from ._run import (
+    TrainConfig as TrainConfig,
+    environment as environment,
+    train_and_evaluate as train_and_evaluate,
+)
 from ._solve import (
     ADJOINT_NAMES as ADJOINT_NAMES,
     RK4 as RK4,
@@ -26,6 +37,10 @@ from ._solve import (
     make_adjoint as make_adjoint,
     make_integrator as make_integrator,
     make_solver as make_solver,
+)
+from ._subprocess import (
+    SubprocessError as SubprocessError,
+    call_in_subprocess as call_in_subprocess,
 )
 from ._train import (
     Batch as Batch,

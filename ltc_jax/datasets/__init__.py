@@ -2,4 +2,9 @@
 
 from ._bundled import load_japanese_vowels as load_japanese_vowels
 from ._dataset import SequenceDataset as SequenceDataset, standardize as standardize
+from ._ecg import (
+    MITBIH_208_SAMPLE_RATE_HZ as MITBIH_208_SAMPLE_RATE_HZ,
+    forecast_windows as forecast_windows,
+    load_mitbih_208 as load_mitbih_208,
+)
 from ._ts_format import TSFormatError as TSFormatError, read_ts as read_ts
