@@ -84,6 +84,12 @@ class Config:
     """Window of that adaptive solve (cubic input, Tsit5, rtol 1e-3, atol 1e-4)."""
     saves: tuple[int, ...] = (1, 360, 3_600)
     """Saved outputs per sequence at a fixed 3,600 steps (10 s at 360 Hz)."""
+    cost_solver: str = "dopri5"
+    """Adaptive solver of the adjoint-cost comparison (the write-up's case)."""
+    cost_rtol: float = 1e-5
+    """Its relative tolerance (atol = rtol / 100)."""
+    cost_window_seconds: float = 2.0
+    """Its window (cubic input); short enough for backsolve to stay finite."""
     isolate: bool = True
     """Measure each configuration in a fresh process (needed for runtime peaks)."""
 
@@ -98,6 +104,7 @@ QUICK = dict(
     estimate_steps=(21_600_000,),
     adaptive_max_steps=(),
     saves=(),
+    cost_window_seconds=0.0,
     isolate=False,
 )
 
@@ -205,6 +212,7 @@ def reference_gradient(
     seed: int,
     substeps: int,
     out_file: str,
+    interpolation: str = "linear",
 ) -> dict:
     """The float64 gradient of exact backpropagation through RK4 with `substeps`
     steps per sample (a discretisation error `substeps**4` times smaller than the
@@ -224,6 +232,7 @@ def reference_gradient(
             horizon_seconds=horizon_seconds,
             seed=seed,
             dtype="float64",
+            interpolation=interpolation,
         )
         integrator = ltc_jax.make_integrator(
             "rk4",
@@ -254,17 +263,36 @@ def measure_configuration(
     seed: int,
     timed_steps: int,
     reference_file: str | None,
+    rtol: float | None = None,
+    max_steps: int = 4_096,
 ) -> dict:
-    """Measure one gradient mode at one size: the [`ltc_jax.Measurement`][] as a
-    dict, with the input's size and the effective number of checkpoints."""
+    """Measure one gradient mode on windows of `steps + 1` samples: the
+    [`ltc_jax.Measurement`][] as a dict, with the input's size and the number of
+    stored states.
+
+    Fixed steps of one sample by default (`max_steps` is then the number of
+    samples less one); with `rtol`, adaptive steps (atol = rtol / 100, at most
+    `max_steps`) on the cubic interpolation of the samples, so the controller
+    chooses the steps."""
     model, batch = make_problem(
         steps,
         batch_size=batch_size,
         hidden_size=hidden_size,
         horizon_seconds=horizon_seconds,
         seed=seed,
+        interpolation="linear" if rtol is None else "cubic",
     )
-    integrator = fixed_integrator(solver, mode, steps, checkpoints, SAMPLE_RATE_HZ)
+    if rtol is None:
+        integrator = fixed_integrator(solver, mode, steps, checkpoints, SAMPLE_RATE_HZ)
+    else:
+        integrator = ltc_jax.make_integrator(
+            solver,
+            mode,
+            rtol=rtol,
+            atol=rtol / 100,
+            max_steps=max_steps,
+            checkpoints=checkpoints if mode == "checkpoint" else None,
+        )
     reference = None if reference_file is None else np.load(reference_file)
     # The first run (which gives the runtime peak) is the warm-up.
     measurement = ltc_jax.measure(
@@ -277,9 +305,9 @@ def measure_configuration(
     )
     return dict(
         measurement.asdict(),
-        kind="measured",
+        kind="measured" if rtol is None else "adaptive",
         label=mode_label(mode, checkpoints),
-        stored_checkpoints=stored_checkpoints(mode, checkpoints, steps),
+        stored_checkpoints=stored_checkpoints(mode, checkpoints, integrator.max_steps),
         input_bytes=_input_bytes(batch),
         hidden_size=hidden_size,
     )
@@ -529,6 +557,41 @@ def main(config: Config) -> dict:
             _write_record(run_dir, record)
             print(_progress(record))
 
+    adaptive_cost = []
+    if config.cost_window_seconds > 0:
+        steps = round(config.cost_window_seconds * SAMPLE_RATE_HZ)
+        reference_file = os.path.join(run_dir, "records", "reference-adaptive.npy")
+        _call(
+            config,
+            "reference_gradient",
+            dict(
+                problem,
+                steps=steps,
+                substeps=config.reference_substeps,
+                out_file=reference_file,
+                interpolation="cubic",
+            ),
+            env={"JAX_ENABLE_X64": "1"},
+        )
+        for mode in config.modes:
+            record = _call(
+                config,
+                "measure_configuration",
+                dict(
+                    problem,
+                    mode=mode,
+                    checkpoints=None,
+                    steps=steps,
+                    solver=config.cost_solver,
+                    timed_steps=config.timed_steps,
+                    reference_file=reference_file,
+                    rtol=config.cost_rtol,
+                ),
+            )
+            adaptive_cost.append(record)
+            _write_record(run_dir, record)
+            print(_progress(record))
+
     estimates = []
     for steps in config.estimate_steps:
         for mode, checkpoints in [*variants, ("backsolve-naive", None)]:
@@ -553,6 +616,7 @@ def main(config: Config) -> dict:
     metrics = dict(
         records=records,
         estimates=estimates,
+        adaptive_cost=adaptive_cost,
         adaptive_max_steps=adaptive,
         saves_versus_steps=saves,
         cost_ratios=cost_ratios(records),
@@ -574,7 +638,7 @@ def main(config: Config) -> dict:
 def _progress(r: dict) -> str:
     line = f"{r['kind']:>9} {r['label']:<20} {r['num_steps']:>9} steps"
     line += f"  temp {_mib(r['temp_bytes'])} MiB"
-    if r["kind"] == "measured":
+    if r["kind"] != "estimated":
         line += f"  step {r['step_seconds']:.3f} s"
         line += f"  grad error {_error(r['gradient_relative_error'])}"
     return line
@@ -777,6 +841,39 @@ def format_report(metrics: dict, config: Config) -> str:
             ),
         )
     )
+    if metrics["adaptive_cost"]:
+        sections.append(
+            (
+                f"Cost of the gradient with adaptive {config.cost_solver} (rtol "
+                f"{config.cost_rtol:g}, atol {config.cost_rtol / 100:g}) on "
+                f"{config.cost_window_seconds:g} s windows (cubic input); steps are "
+                "the forward solve's, accepted + rejected:",
+                table(
+                    metrics["adaptive_cost"],
+                    [
+                        ("mode", lambda r: r["label"]),
+                        ("steps", lambda r: r["num_steps"]),
+                        ("rejected", lambda r: r["num_rejected_steps"]),
+                        ("max_steps", lambda r: r["max_steps"]),
+                        ("temp MiB", lambda r: _mib(r["temp_bytes"])),
+                        ("fwd evals", lambda r: r["forward_evaluations"]),
+                        ("bwd evals", lambda r: r["backward_evaluations"]),
+                        (
+                            "bwd/fwd evals",
+                            lambda r: f"{r['backward_forward_evaluation_ratio']:.2f}",
+                        ),
+                        (
+                            "bwd/fwd time",
+                            lambda r: f"{r['backward_forward_time_ratio']:.2f}",
+                        ),
+                        (
+                            "grad rel. error",
+                            lambda r: _error(r["gradient_relative_error"]),
+                        ),
+                    ],
+                ),
+            )
+        )
     text = "\n\n".join(f"{title}\n{body}" for title, body in sections)
     return (
         text + f"\n\nTotal {metrics['seconds']:.0f} s; run folder {metrics['run_dir']}"
