@@ -220,6 +220,14 @@ def measure(
             f"Counting evaluations wraps the model's vector field `cell`; "
             f"{type(model).__name__} has none. Pass count_evaluations=False."
         )
+    if reference_gradient is not None:
+        parameters = flatten_gradient(eqx.filter(model, eqx.is_inexact_array)).size
+        reference_size = flatten_gradient(reference_gradient).size
+        if reference_size != parameters:
+            raise ValueError(
+                f"reference_gradient has {reference_size} entries but the model has "
+                f"{parameters} parameters; compute it for the same model."
+            )
     if optimizer is None:
         optimizer = make_optimizer(1e-3, 1)
     opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
