@@ -8,6 +8,13 @@ import importlib.metadata
 from . import datasets as datasets
 from ._integrate import Trajectory as Trajectory, integrate as integrate
 from ._fused import FusedLTC as FusedLTC, LTCTerm as LTCTerm
+from ._measure import (
+    Measurement as Measurement,
+    flatten_gradient as flatten_gradient,
+    gradient_relative_error as gradient_relative_error,
+    loss_gradient as loss_gradient,
+    measure as measure,
+)
 from ._memory import (
     CompiledMemory as CompiledMemory,
     compiled_memory as compiled_memory,
@@ -18,7 +25,11 @@ from ._memory import (
 )
 from ._model import LTC as LTC, LinearReadout as LinearReadout, MotorReadout as MotorReadout
 from ._paths import InputPath as InputPath
-from ._run import TrainConfig as TrainConfig, train_and_evaluate as train_and_evaluate
+from ._run import (
+    TrainConfig as TrainConfig,
+    environment as environment,
+    train_and_evaluate as train_and_evaluate,
+)
 from ._solve import (
     ADJOINT_NAMES as ADJOINT_NAMES,
     RK4 as RK4,
@@ -29,6 +40,10 @@ from ._solve import (
     make_integrator as make_integrator,
     make_solver as make_solver,
     with_tolerances as with_tolerances,
+)
+from ._subprocess import (
+    SubprocessError as SubprocessError,
+    call_in_subprocess as call_in_subprocess,
 )
 from ._train import (
     Batch as Batch,

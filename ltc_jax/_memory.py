@@ -1,7 +1,6 @@
 """Measurement: XLA's compiled memory analysis, and runtime peak memory."""
 
 import dataclasses
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -59,12 +58,33 @@ def compiled_memory(fn: Callable[..., Any], *args: Any) -> CompiledMemory | None
 
     Source: `jax.stages.Compiled.memory_analysis` (XLA's buffer assignment).
     """
+    compiled, _ = compile_ahead(fn, *args)
+    return memory_of(compiled)
+
+
+def compile_ahead(fn: Callable[..., Any], *args: Any) -> tuple[Any, Any]:
+    """Compile `fn(*args)` ahead of time, without running it.
+
+    Array leaves of `args` (and `jax.ShapeDtypeStruct` leaves) become the compiled
+    program's arguments; every other leaf is a compile-time constant, as
+    `eqx.filter_jit` does.
+
+    **Returns:** `(compiled, dynamic)`: a `jax.stages.Compiled`, called as
+    `compiled(dynamic)` (with concrete arrays in place of any
+    `ShapeDtypeStruct`), and the array part of `args`.
+    """
     dynamic, static = eqx.partition(args, _is_array_like)
 
     def call(dynamic_args):
         return fn(*eqx.combine(dynamic_args, static))
 
-    analysis = jax.jit(call).lower(dynamic).compile().memory_analysis()
+    return jax.jit(call).lower(dynamic).compile(), dynamic
+
+
+def memory_of(compiled: Any) -> CompiledMemory | None:
+    """The [`ltc_jax.CompiledMemory`][] of a `jax.stages.Compiled`, or `None` where
+    the backend reports no memory analysis."""
+    analysis = compiled.memory_analysis()
     if analysis is None:
         return None
     return CompiledMemory(
@@ -129,7 +149,10 @@ def runtime_peak_bytes(compiled: Callable[..., Any], *args: Any) -> int | None:
     - GPU (and any backend with allocator statistics): `peak_bytes_in_use` after
         the call minus `bytes_in_use` before it. The device's peak counter cannot
         be reset, so call this once per process, on a function compiled ahead of
-        time and not yet run: otherwise an earlier, larger peak hides this one.
+        time and not yet run, with its arguments placed on the device without
+        large temporaries (build them on the host, then `jax.device_put`): if the
+        call does not raise the device's peak, an earlier, larger peak hides this
+        one, and the result is `None`.
     - CPU: the process's resident high-water mark during the call (reset just
         before it) minus its resident memory just before it.
 
@@ -141,6 +164,8 @@ def runtime_peak_bytes(compiled: Callable[..., Any], *args: Any) -> int | None:
     if before is not None and "peak_bytes_in_use" in before:
         jax.block_until_ready(compiled(*args))
         after = device_memory_stats(device)
+        if int(after["peak_bytes_in_use"]) <= int(before["peak_bytes_in_use"]):
+            return None  # an earlier, larger peak hides this call's
         return int(after["peak_bytes_in_use"]) - int(before["bytes_in_use"])
     if not reset_process_peak():
         return None

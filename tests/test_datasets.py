@@ -1,6 +1,10 @@
+import hashlib
+import importlib.resources
+
 import numpy as np
 import pytest
 
+import ltc_jax
 from ltc_jax.datasets import (
     TSFormatError,
     drop_observations,
@@ -105,3 +109,45 @@ def test_drop_observations_keeps_a_random_ordered_subset():
     np.testing.assert_array_equal(again.ts, dropped.ts)
     with pytest.raises(ValueError, match="rate"):
         drop_observations(train, 1.0)
+
+
+def test_mitbih_208_is_the_documented_file_in_millivolts():
+    resource = importlib.resources.files("ltc_jax.datasets") / "data"
+    blob = (resource / "mitbih_208_ecg.dat").read_bytes()
+    readme = (resource / "README.md").read_text()
+    assert hashlib.sha256(blob).hexdigest() in readme
+    ts, millivolts = ltc_jax.datasets.load_mitbih_208()
+    assert ts.shape == millivolts.shape == (108_000,)
+    assert ts.dtype == millivolts.dtype == np.float64
+    np.testing.assert_allclose(np.diff(ts), 1 / 360, rtol=1e-9)
+    assert ts[0] == 0.0 and ts[-1] == pytest.approx(107_999 / 360)
+    # The first raw values are 975, 981, 987 (ADC units, zero 1024, gain 200/mV).
+    np.testing.assert_allclose(millivolts[:3], [-0.245, -0.215, -0.185])
+
+
+def test_forecast_windows():
+    ts = np.arange(10) * 0.5
+    values = np.arange(10.0) ** 2
+    data = ltc_jax.datasets.forecast_windows(
+        ts, values, window=3, horizon=2, starts=np.array([0, 5])
+    )
+    np.testing.assert_array_equal(data.ts, [[0.0, 0.5, 1.0], [2.5, 3.0, 3.5]])
+    np.testing.assert_array_equal(data.xs[..., 0], [[0, 1, 4], [25, 36, 49]])
+    np.testing.assert_array_equal(data.labels, [[16.0], [81.0]])  # 2 samples on
+    np.testing.assert_array_equal(data.lengths, [3, 3])
+    assert not data.is_classification
+    with pytest.raises(ValueError, match=r"needs starts in \[0, 5\]"):
+        ltc_jax.datasets.forecast_windows(ts, values, window=3, horizon=2,
+                                          starts=np.array([6]))
+    with pytest.raises(ValueError, match="window must be at least 2"):
+        ltc_jax.datasets.forecast_windows(ts, values, window=1, horizon=1,
+                                          starts=np.array([0]))
+    with pytest.raises(ValueError, match="horizon must be at least 1"):
+        ltc_jax.datasets.forecast_windows(ts, values, window=2, horizon=0,
+                                          starts=np.array([0]))
+    with pytest.raises(ValueError, match="same n"):
+        ltc_jax.datasets.forecast_windows(ts[:-1], values, window=2, horizon=1,
+                                          starts=np.array([0]))
+    with pytest.raises(ValueError, match="1-D integer array"):
+        ltc_jax.datasets.forecast_windows(ts, values, window=2, horizon=1,
+                                          starts=np.array([0.5]))

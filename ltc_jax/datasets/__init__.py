@@ -6,4 +6,9 @@ from ._dataset import (
     drop_observations as drop_observations,
     standardize as standardize,
 )
+from ._ecg import (
+    MITBIH_208_SAMPLE_RATE_HZ as MITBIH_208_SAMPLE_RATE_HZ,
+    forecast_windows as forecast_windows,
+    load_mitbih_208 as load_mitbih_208,
+)
 from ._ts_format import TSFormatError as TSFormatError, read_ts as read_ts

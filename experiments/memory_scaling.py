@@ -1,0 +1,968 @@
+"""Memory, time, function evaluations and gradient error of the four gradient modes,
+measured on the MIT-BIH ECG from 1e2 to 1e5 solver steps, and estimated from the
+compiled program up to 21.6 million steps (24 hours at 250 Hz).
+
+Task: an LTC reads a window of one ECG lead (millivolts, time in seconds) and
+forecasts the signal `horizon_seconds` after the window's end; windows grow with the
+number of steps (one fixed RK4 step per 1/360 s sample). Each configuration is
+measured in its own process ([`ltc_jax.call_in_subprocess`][]), so that its
+runtime peak is its own.
+
+    python experiments/memory_scaling.py          # default size, ~12 min, 2 CPU cores
+    python experiments/memory_scaling.py --quick    # smoke test, under a minute
+
+Writes `results/memory_scaling/<run>/`: `config.json`, `records/*.json` (one per
+measured or estimated configuration), `metrics.json` (all records, the tables and
+the environment), `memory_scaling.png`, and prints the tables.
+"""
+
+import dataclasses
+import datetime
+import json
+import math
+import os
+import time
+from collections.abc import Callable
+from typing import Literal
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import tyro
+
+import ltc_jax
+
+
+Mode = Literal["full", "checkpoint", "backsolve", "direct"]
+SAMPLE_RATE_HZ = ltc_jax.datasets.MITBIH_208_SAMPLE_RATE_HZ
+GIB = 2**30
+MIB = 2**20
+# A window of n sample intervals takes ceil(duration / dt0) steps; a step a hair
+# longer than one sample keeps float32 rounding of the times from adding a step.
+STEP_SLACK = 1.0 + 1e-6
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Measure the gradient modes on the MIT-BIH ECG, from short windows to a day."""
+
+    out: str | None = None
+    """Run folder. Default: results/memory_scaling/<date>-<time>. Never overwritten."""
+    quick: bool = False
+    """Smoke-test sizes (under a minute): replaces the sizes and lists below by tiny
+    ones, and measures in this process instead of one process per configuration."""
+    seed: int = 0
+    """Seeds the model's parameters."""
+    hidden_size: int = 32
+    """LTC units."""
+    batch_size: int = 8
+    """Windows per batch (evenly spaced start times over the recording)."""
+    horizon_seconds: float = 0.1
+    """How far past a window's end the target lies (seconds)."""
+    steps: tuple[int, ...] = (100, 1_000, 10_000, 100_000)
+    """Measured sizes: solver steps per solve (a window of steps + 1 samples)."""
+    checkpoints: tuple[int, ...] = (100, 1_000)
+    """Checkpoint counts measured besides diffrax's default, for mode checkpoint."""
+    modes: tuple[Mode, ...] = ("full", "checkpoint", "backsolve", "direct")
+    """Gradient modes."""
+    timed_steps: int = 3
+    """Timed training steps (and forward solves) per configuration, after warm-up."""
+    reference_substeps: int = 4
+    """RK4 steps per sample of the float64 reference gradient."""
+    estimate_steps: tuple[int, ...] = (1_000_000, 21_600_000)
+    """Compile-only sizes: steps, with an input of as many samples."""
+    estimate_rate_hz: float = 250.0
+    """Sampling rate (and 1 / step) of the compile-only inputs."""
+    budgets_gib: tuple[float, ...] = (24.0, 80.0)
+    """Device memory sizes to check the compile-only estimates against (GiB)."""
+    adaptive_max_steps: tuple[int, ...] = (64, 512, 4_096, 16_384)
+    """max_steps of the adaptive solve whose memory is compared with its steps."""
+    adaptive_window_seconds: float = 1.0
+    """Window of that adaptive solve (cubic input, Tsit5, rtol 1e-3, atol 1e-4)."""
+    saves: tuple[int, ...] = (1, 360, 3_600)
+    """Saved outputs per sequence at a fixed 3,600 steps (10 s at 360 Hz)."""
+    cost_solver: str = "dopri5"
+    """Adaptive solver of the adjoint-cost comparison (the write-up's case)."""
+    cost_rtol: float = 1e-5
+    """Its relative tolerance (atol = rtol / 100)."""
+    cost_window_seconds: float = 2.0
+    """Its window (cubic input); short enough for backsolve to stay finite."""
+    isolate: bool = True
+    """Measure each configuration in a fresh process (needed for runtime peaks)."""
+
+
+QUICK = dict(
+    hidden_size=8,
+    batch_size=2,
+    steps=(100,),
+    checkpoints=(),
+    modes=("checkpoint", "backsolve"),
+    timed_steps=3,
+    estimate_steps=(21_600_000,),
+    adaptive_max_steps=(),
+    saves=(),
+    cost_window_seconds=0.0,
+    isolate=False,
+)
+
+
+# --- the problem -----------------------------------------------------------------
+
+
+def make_problem(
+    steps: int,
+    *,
+    batch_size: int,
+    hidden_size: int,
+    horizon_seconds: float,
+    seed: int,
+    dtype: str = "float32",
+    interpolation: str = "linear",
+) -> tuple[ltc_jax.LTC, ltc_jax.Batch]:
+    """The model and a batch of ECG forecasting windows of `steps + 1` samples.
+
+    Built in float32 on the host whatever `dtype` is, then cast and placed on the
+    default device, so that a float64 reference sees exactly the same parameters
+    and inputs, and no temporary of building the batch sets the device's peak.
+    Times count seconds from each window's start.
+    """
+    ts, millivolts = ltc_jax.datasets.load_mitbih_208()
+    window = steps + 1
+    horizon = max(1, round(horizon_seconds * SAMPLE_RATE_HZ))
+    last_start = ts.shape[0] - window - horizon
+    if last_start < batch_size - 1:
+        raise ValueError(
+            f"{batch_size} windows of {window} samples with a target {horizon} "
+            f"samples ahead do not fit in the recording's {ts.shape[0]} samples; "
+            f"use at most {ts.shape[0] - horizon - batch_size} steps."
+        )
+    starts = np.linspace(0, last_start, batch_size).astype(np.int64)
+    data = ltc_jax.datasets.forecast_windows(
+        ts, millivolts, window=window, horizon=horizon, starts=starts
+    )
+    host = jax.devices("cpu")[0]
+    with jax.enable_x64(False), jax.default_device(host):
+        model = float32_model(hidden_size, seed)
+        path = ltc_jax.InputPath(
+            jnp.asarray(data.ts - data.ts[:, :1], jnp.float32),
+            jnp.asarray(data.xs, jnp.float32),
+            interpolation=interpolation,
+        )
+        batch = ltc_jax.Batch(
+            path,
+            jnp.asarray(data.labels, jnp.float32),
+            jnp.ones((batch_size,), jnp.float32),
+        )
+    model, batch = cast((model, batch), dtype)
+    return jax.device_put((model, batch), jax.devices()[0])
+
+
+def float32_model(hidden_size: int, seed: int) -> ltc_jax.LTC:
+    """The LTC of every configuration: float32, whatever JAX's default float."""
+    with jax.enable_x64(False):
+        return ltc_jax.LTC(1, hidden_size, 1, key=jr.PRNGKey(seed))
+
+
+def cast(tree, dtype: str):
+    """Every floating-point array of `tree` cast to `dtype`."""
+
+    def convert(x):
+        return x.astype(dtype) if eqx.is_inexact_array(x) else x
+
+    return jax.tree.map(convert, tree)
+
+
+def fixed_integrator(
+    solver: str, mode: str, steps: int, checkpoints: int | None, rate_hz: float
+) -> ltc_jax.Integrator:
+    """Fixed steps of one sample (1 / rate_hz seconds); `max_steps` is exactly the
+    steps taken."""
+    return ltc_jax.make_integrator(
+        solver,
+        mode,
+        dt0=STEP_SLACK / rate_hz,
+        max_steps=steps,
+        checkpoints=checkpoints if mode == "checkpoint" else None,
+    )
+
+
+def default_checkpoints(max_steps: int) -> int:
+    """Checkpoints diffrax stores by default: the least `c` with
+    `2 * max_steps < (c + 1) * (c + 2)`, about `sqrt(2 * max_steps)` (Stumm and
+    Walther 2010, Eq. 2.2, as `equinox.internal.checkpointed_while_loop` uses it)."""
+    if max_steps == 1:
+        return 1
+    c = 1
+    while 2 * max_steps >= (c + 1) * (c + 2):
+        c += 1
+    return c
+
+
+# --- one configuration (run in its own process) ------------------------------------
+
+
+def reference_gradient(
+    steps: int,
+    batch_size: int,
+    hidden_size: int,
+    horizon_seconds: float,
+    seed: int,
+    substeps: int,
+    out_file: str,
+    interpolation: str = "linear",
+) -> dict:
+    """The float64 gradient of exact backpropagation through RK4 with `substeps`
+    steps per sample (a discretisation error `substeps**4` times smaller than the
+    measured runs'), saved flat to `out_file` (`.npy`).
+
+    Computed with checkpointing, which gives the same numbers as full storage
+    (both backpropagate through the same discrete solve) in a fraction of the
+    memory. Fixed steps, not an adaptive solve: with linear inputs an adaptive
+    solve stops at every observation through diffrax's `ClipStepSizeController`,
+    which carries the observation times in its state, and checkpointing then
+    stores a copy of them per checkpoint."""
+    with jax.enable_x64(True):
+        model, batch = make_problem(
+            steps,
+            batch_size=batch_size,
+            hidden_size=hidden_size,
+            horizon_seconds=horizon_seconds,
+            seed=seed,
+            dtype="float64",
+            interpolation=interpolation,
+        )
+        integrator = ltc_jax.make_integrator(
+            "rk4",
+            "checkpoint",
+            dt0=STEP_SLACK / (substeps * SAMPLE_RATE_HZ),
+            max_steps=substeps * steps,
+        )
+        start = time.perf_counter()
+        gradient = ltc_jax.loss_gradient(model, batch, integrator)
+        flat = ltc_jax.flatten_gradient(gradient)
+        seconds = time.perf_counter() - start
+    if not np.all(np.isfinite(flat)):
+        raise FloatingPointError(
+            f"The reference gradient at {steps} steps is not finite."
+        )
+    np.save(out_file, flat)
+    return dict(steps=steps, seconds=seconds, norm=float(np.linalg.norm(flat)))
+
+
+def measure_configuration(
+    mode: str,
+    checkpoints: int | None,
+    steps: int,
+    solver: str,
+    batch_size: int,
+    hidden_size: int,
+    horizon_seconds: float,
+    seed: int,
+    timed_steps: int,
+    reference_file: str | None,
+    rtol: float | None = None,
+    max_steps: int = 4_096,
+) -> dict:
+    """Measure one gradient mode on windows of `steps + 1` samples: the
+    [`ltc_jax.Measurement`][] as a dict, with the input's size and the number of
+    stored states.
+
+    Fixed steps of one sample by default (`max_steps` is then the number of
+    samples less one); with `rtol`, adaptive steps (atol = rtol / 100, at most
+    `max_steps`) on the cubic interpolation of the samples, so the controller
+    chooses the steps."""
+    model, batch = make_problem(
+        steps,
+        batch_size=batch_size,
+        hidden_size=hidden_size,
+        horizon_seconds=horizon_seconds,
+        seed=seed,
+        interpolation="linear" if rtol is None else "cubic",
+    )
+    if rtol is None:
+        integrator = fixed_integrator(solver, mode, steps, checkpoints, SAMPLE_RATE_HZ)
+    else:
+        integrator = ltc_jax.make_integrator(
+            solver,
+            mode,
+            rtol=rtol,
+            atol=rtol / 100,
+            max_steps=max_steps,
+            checkpoints=checkpoints if mode == "checkpoint" else None,
+        )
+    reference = None if reference_file is None else np.load(reference_file)
+    # The first run (which gives the runtime peak) is the warm-up.
+    measurement = ltc_jax.measure(
+        model,
+        batch,
+        integrator,
+        warmup_steps=0,
+        timed_steps=timed_steps,
+        reference_gradient=reference,
+    )
+    return dict(
+        measurement.asdict(),
+        kind="measured" if rtol is None else "adaptive",
+        label=mode_label(mode, checkpoints),
+        stored_checkpoints=stored_checkpoints(mode, checkpoints, integrator.max_steps),
+        input_bytes=_input_bytes(batch),
+        hidden_size=hidden_size,
+    )
+
+
+def estimate_configuration(
+    mode: str,
+    checkpoints: int | None,
+    steps: int,
+    solver: str,
+    batch_size: int,
+    hidden_size: int,
+    rate_hz: float,
+) -> dict:
+    """Compile (never run) one training step on an input of `steps + 1` samples at
+    `rate_hz`, and read its memory. The input is abstract (`jax.ShapeDtypeStruct`),
+    an argument of the step, so building the path costs nothing here. Mode
+    `"backsolve-naive"` is diffrax's `BacksolveAdjoint` with the observations among
+    its differentiable `args`, as a plain diffrax user would write it."""
+    times = steps + 1
+    model = float32_model(hidden_size, 0)
+    ts = jax.ShapeDtypeStruct((times,), jnp.float32)
+    xs = jax.ShapeDtypeStruct((batch_size, times, 1), jnp.float32)
+    path = jax.eval_shape(lambda ts, xs: ltc_jax.InputPath(ts, xs), ts, xs)
+    labels = jax.ShapeDtypeStruct((batch_size, 1), jnp.float32)
+    weights = jax.ShapeDtypeStruct((batch_size,), jnp.float32)
+    batch = ltc_jax.Batch(path, labels, weights)
+    start = time.perf_counter()
+    if mode == "backsolve-naive":
+        fn, args = _naive_backsolve_gradient(solver, steps, rate_hz), (model, batch)
+    else:
+        integrator = fixed_integrator(solver, mode, steps, checkpoints, rate_hz)
+        optimizer = ltc_jax.make_optimizer(1e-3, 1)
+        opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
+        fn = ltc_jax.train_step_fn(optimizer, integrator)
+        args = (model, opt_state, batch)
+    memory = ltc_jax.compiled_memory(fn, *args)
+    return dict(
+        kind="estimated",
+        label=mode_label(mode, checkpoints),
+        gradient_mode=mode,
+        checkpoints=checkpoints,
+        stored_checkpoints=stored_checkpoints(mode, checkpoints, steps),
+        num_steps=steps,
+        max_steps=steps,
+        num_observations=times,
+        num_saved_outputs=1,
+        batch_size=batch_size,
+        hidden_size=hidden_size,
+        rate_hz=rate_hz,
+        input_bytes=_input_bytes(batch),
+        compile_seconds=time.perf_counter() - start,
+        **(memory.asdict() if memory is not None else {}),
+    )
+
+
+def _naive_backsolve_gradient(solver: str, steps: int, rate_hz: float):
+    def loss(model, batch):
+        path = jax.lax.stop_gradient(batch.path)
+        sol = diffrax.diffeqsolve(
+            diffrax.ODETerm(model.cell),
+            ltc_jax.make_solver(solver),
+            t0=0.0,
+            t1=steps / rate_hz,
+            dt0=1.0 / rate_hz,
+            y0=jnp.zeros((batch.labels.shape[0], model.hidden_size), jnp.float32),
+            args=path,
+            adjoint=diffrax.BacksolveAdjoint(),
+            max_steps=steps,
+        )
+        outputs = model.outputs(sol.ys[-1])
+        return jnp.mean((outputs - batch.labels) ** 2)
+
+    return eqx.filter_grad(loss)
+
+
+def _input_bytes(batch: ltc_jax.Batch) -> int:
+    leaves = jax.tree.leaves(batch.path)
+    return int(sum(math.prod(x.shape) * jnp.dtype(x.dtype).itemsize for x in leaves))
+
+
+def mode_label(mode: str, checkpoints: int | None) -> str:
+    if mode == "checkpoint":
+        return (
+            "checkpoint (default)"
+            if checkpoints is None
+            else f"checkpoint ({checkpoints})"
+        )
+    return mode
+
+
+def stored_checkpoints(
+    mode: str, checkpoints: int | None, max_steps: int
+) -> int | None:
+    """Checkpoints (copies of the solver state) that a mode stores for a solve."""
+    if mode == "full":
+        return max_steps
+    if mode == "checkpoint":
+        requested = (
+            default_checkpoints(max_steps) if checkpoints is None else checkpoints
+        )
+        return min(requested, max_steps)
+    return None
+
+
+# --- the two demonstrations done in this process -----------------------------------
+
+
+def adaptive_max_steps_demo(config: Config) -> list[dict]:
+    """An adaptive solve that takes ~20 steps, compiled for growing `max_steps`:
+    `full` and `checkpoint` memory follow `max_steps`, not the steps taken (the
+    solve, and so the steps it takes, is the same for every `max_steps`)."""
+    steps = round(config.adaptive_window_seconds * SAMPLE_RATE_HZ)
+    model, batch = make_problem(
+        steps,
+        batch_size=config.batch_size,
+        hidden_size=config.hidden_size,
+        horizon_seconds=config.horizon_seconds,
+        seed=config.seed,
+        interpolation="cubic",
+    )
+    optimizer = ltc_jax.make_optimizer(1e-3, 1)
+    opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
+    rows = []
+    for max_steps in config.adaptive_max_steps:
+        for mode in ("full", "checkpoint"):
+            integrator = ltc_jax.make_integrator(
+                "tsit5", mode, rtol=1e-3, atol=1e-4, max_steps=max_steps
+            )
+            step = ltc_jax.train_step_fn(optimizer, integrator)
+            memory = ltc_jax.compiled_memory(step, model, opt_state, batch)
+            rows.append(
+                dict(
+                    gradient_mode=mode,
+                    max_steps=max_steps,
+                    num_observations=steps + 1,
+                    stored_checkpoints=stored_checkpoints(mode, None, max_steps),
+                    temp_bytes=memory.temp_bytes,
+                )
+            )
+    # The steps taken, from one forward solve (the largest max_steps allows it).
+    _, metrics = eqx.filter_jit(ltc_jax.loss_and_metrics)(model, batch, integrator)
+    for row in rows:
+        row["num_steps"] = int(metrics["num_steps"])
+        row["num_rejected_steps"] = int(metrics["num_rejected_steps"])
+    return rows
+
+
+def saves_versus_steps(config: Config) -> list[dict]:
+    """Compiled gradient memory at a fixed 3,600 solver steps (RK4, 10 s at 360 Hz)
+    with 1 to 3,600 saved outputs: the two counts are different things."""
+    steps = 3_600
+    model = float32_model(config.hidden_size, config.seed)
+    ts_all, millivolts = ltc_jax.datasets.load_mitbih_208()
+    rows = []
+    for saves in config.saves:
+        # The solve spans 10 s whatever `saves` is. With one save the input has
+        # two observations (start and end) and the solve saves the final state;
+        # otherwise it has `saves` evenly spaced observations, saved at each.
+        times = max(saves, 2)
+        index = np.round(np.linspace(0, steps, times)).astype(int)
+        ts = jnp.asarray(ts_all[index], jnp.float32)
+        xs = np.tile(millivolts[index][None, :, None], (config.batch_size, 1, 1))
+        path = ltc_jax.InputPath(ts, jnp.asarray(xs, jnp.float32))
+        for mode in [m for m in config.modes if m != "direct"]:
+            integrator = fixed_integrator("rk4", mode, steps, None, SAMPLE_RATE_HZ)
+
+            def loss(model, path, integrator=integrator, sequence=saves > 1):
+                outputs = model(path, integrator=integrator, sequence=sequence)
+                return jnp.mean(outputs**2)
+
+            memory = ltc_jax.compiled_memory(eqx.filter_grad(loss), model, path)
+            rows.append(
+                dict(
+                    gradient_mode=mode,
+                    num_steps=steps,
+                    num_saved_outputs=saves,
+                    num_observations=times,
+                    temp_bytes=memory.temp_bytes,
+                )
+            )
+    return rows
+
+
+# --- driver --------------------------------------------------------------------------
+
+
+def main(config: Config) -> dict:
+    """Run the experiment; returns (and writes to `metrics.json`) every record, the
+    tables and the environment."""
+    if config.quick:
+        config = dataclasses.replace(config, **QUICK)
+    run_dir = _make_run_dir(config.out)
+    with open(os.path.join(run_dir, "config.json"), "w") as file:
+        json.dump(dataclasses.asdict(config), file, indent=2)
+    os.makedirs(os.path.join(run_dir, "records"))
+    started = time.perf_counter()
+    variants = [
+        (mode, checkpoints)
+        for mode in config.modes
+        for checkpoints in (
+            (None, *config.checkpoints) if mode == "checkpoint" else (None,)
+        )
+    ]
+
+    def measured_variants(steps):
+        # `checkpoints >= steps` stores every step: the same program as full.
+        return [(m, c) for m, c in variants if c is None or c < steps]
+
+    problem = dict(
+        batch_size=config.batch_size,
+        hidden_size=config.hidden_size,
+        horizon_seconds=config.horizon_seconds,
+        seed=config.seed,
+    )
+
+    records = []
+    for steps in config.steps:
+        reference_file = os.path.join(run_dir, "records", f"reference-{steps}.npy")
+        reference = _call(
+            config,
+            "reference_gradient",
+            dict(
+                problem,
+                steps=steps,
+                substeps=config.reference_substeps,
+                out_file=reference_file,
+            ),
+            env={"JAX_ENABLE_X64": "1"},
+        )
+        print(f"reference gradient, {steps} steps: {reference['seconds']:.1f} s")
+        for mode, checkpoints in measured_variants(steps):
+            record = _call(
+                config,
+                "measure_configuration",
+                dict(
+                    problem,
+                    mode=mode,
+                    checkpoints=checkpoints,
+                    steps=steps,
+                    solver="rk4",
+                    timed_steps=config.timed_steps,
+                    reference_file=reference_file,
+                ),
+            )
+            records.append(record)
+            _write_record(run_dir, record)
+            print(_progress(record))
+
+    adaptive_cost = []
+    if config.cost_window_seconds > 0:
+        steps = round(config.cost_window_seconds * SAMPLE_RATE_HZ)
+        reference_file = os.path.join(run_dir, "records", "reference-adaptive.npy")
+        _call(
+            config,
+            "reference_gradient",
+            dict(
+                problem,
+                steps=steps,
+                substeps=config.reference_substeps,
+                out_file=reference_file,
+                interpolation="cubic",
+            ),
+            env={"JAX_ENABLE_X64": "1"},
+        )
+        for mode in config.modes:
+            record = _call(
+                config,
+                "measure_configuration",
+                dict(
+                    problem,
+                    mode=mode,
+                    checkpoints=None,
+                    steps=steps,
+                    solver=config.cost_solver,
+                    timed_steps=config.timed_steps,
+                    reference_file=reference_file,
+                    rtol=config.cost_rtol,
+                ),
+            )
+            adaptive_cost.append(record)
+            _write_record(run_dir, record)
+            print(_progress(record))
+
+    estimates = []
+    for steps in config.estimate_steps:
+        for mode, checkpoints in [*variants, ("backsolve-naive", None)]:
+            record = estimate_configuration(
+                mode,
+                checkpoints,
+                steps,
+                "rk4",
+                config.batch_size,
+                config.hidden_size,
+                config.estimate_rate_hz,
+            )
+            for budget in config.budgets_gib:
+                record[f"fits_{budget:g}_gib"] = record["peak_bytes"] <= budget * GIB
+            estimates.append(record)
+            _write_record(run_dir, record)
+            print(_progress(record))
+
+    adaptive = adaptive_max_steps_demo(config) if config.adaptive_max_steps else []
+    saves = saves_versus_steps(config) if config.saves else []
+
+    metrics = dict(
+        records=records,
+        estimates=estimates,
+        adaptive_cost=adaptive_cost,
+        adaptive_max_steps=adaptive,
+        saves_versus_steps=saves,
+        cost_ratios=cost_ratios(records),
+        reductions=reductions(estimates),
+        environment=ltc_jax.environment(),
+        seconds=time.perf_counter() - started,
+        run_dir=run_dir,
+    )
+    report = format_report(metrics, config)
+    print(report)
+    with open(os.path.join(run_dir, "report.txt"), "w") as file:
+        file.write(report)
+    with open(os.path.join(run_dir, "metrics.json"), "w") as file:
+        json.dump(metrics, file, indent=2)
+    plot(metrics, config, os.path.join(run_dir, "memory_scaling.png"))
+    return metrics
+
+
+def _progress(r: dict) -> str:
+    line = f"{r['kind']:>9} {r['label']:<20} {r['num_steps']:>9} steps"
+    line += f"  temp {_mib(r['temp_bytes'])} MiB"
+    if r["kind"] != "estimated":
+        line += f"  step {r['step_seconds']:.3f} s"
+        line += f"  grad error {_error(r['gradient_relative_error'])}"
+    return line
+
+
+def _call(config: Config, function: str, kwargs: dict, env: dict | None = None):
+    if config.isolate:
+        return ltc_jax.call_in_subprocess(
+            f"{os.path.abspath(__file__)}:{function}", kwargs, env=env
+        )
+    return globals()[function](**kwargs)
+
+
+def _make_run_dir(out: str | None) -> str:
+    if out is None:
+        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+        out = os.path.join("results", "memory_scaling", stamp)
+    if os.path.isdir(out) and os.listdir(out):
+        raise FileExistsError(f"{out} already holds files; runs are never overwritten.")
+    os.makedirs(out, exist_ok=True)
+    return out
+
+
+def _write_record(run_dir: str, record: dict) -> None:
+    name = f"{record['kind']}-{record['label']}-{record['num_steps']}"
+    name = name.replace(" ", "_").replace("(", "").replace(")", "")
+    with open(os.path.join(run_dir, "records", name + ".json"), "w") as file:
+        json.dump(record, file, indent=2)
+
+
+def cost_ratios(records: list[dict]) -> list[dict]:
+    """Backward/forward time and evaluation ratios per mode, at each measured size."""
+    return [
+        dict(
+            label=r["label"],
+            num_steps=r["num_steps"],
+            backward_forward_time_ratio=r["backward_forward_time_ratio"],
+            backward_forward_evaluation_ratio=r["backward_forward_evaluation_ratio"],
+        )
+        for r in records
+    ]
+
+
+def reductions(estimates: list[dict]) -> list[dict]:
+    """Temp memory of `full` divided by that of each other mode, per estimated size."""
+    rows = []
+    for steps in sorted({e["num_steps"] for e in estimates}):
+        at = {e["label"]: e for e in estimates if e["num_steps"] == steps}
+        if "full" not in at:
+            continue
+        for label, e in at.items():
+            rows.append(
+                dict(
+                    num_steps=steps,
+                    label=label,
+                    temp_bytes=e["temp_bytes"],
+                    full_over_this=at["full"]["temp_bytes"] / max(e["temp_bytes"], 1),
+                )
+            )
+    return rows
+
+
+# --- report --------------------------------------------------------------------------
+
+
+def _mib(n: int | None) -> str:
+    return "-" if n is None else f"{n / MIB:.2f}"
+
+
+def _error(value: float | None) -> str:
+    return "non-finite" if value is None else f"{value:.1e}"
+
+
+def table(rows: list[dict], columns: list[tuple[str, Callable[[dict], object]]]) -> str:
+    """A plain-text table: one column per `(header, row -> value)`, right-aligned."""
+    cells = [[header for header, _ in columns]]
+    cells += [[str(value(row)) for _, value in columns] for row in rows]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
+    return "\n".join(
+        "  ".join(
+            cell.ljust(width) if i == 0 else cell.rjust(width)
+            for i, (cell, width) in enumerate(zip(line, widths, strict=True))
+        )
+        for line in cells
+    )
+
+
+MEASURED_COLUMNS = [
+    ("mode", lambda r: r["label"]),
+    ("steps", lambda r: r["num_steps"]),
+    ("observations", lambda r: r["num_observations"]),
+    ("saved", lambda r: r["num_saved_outputs"]),
+    ("temp MiB", lambda r: _mib(r["temp_bytes"])),
+    ("args MiB", lambda r: _mib(r["argument_bytes"])),
+    ("runtime peak MiB", lambda r: _mib(r["runtime_peak_bytes"])),
+    ("compile s", lambda r: f"{r['compile_seconds']:.1f}"),
+    ("step s", lambda r: f"{r['step_seconds']:.3f}"),
+    ("forward s", lambda r: f"{r['forward_seconds']:.3f}"),
+    ("bwd/fwd time", lambda r: f"{r['backward_forward_time_ratio']:.2f}"),
+    ("fwd evals", lambda r: r["forward_evaluations"]),
+    ("bwd evals", lambda r: r["backward_evaluations"]),
+    ("bwd/fwd evals", lambda r: f"{r['backward_forward_evaluation_ratio']:.2f}"),
+    ("grad rel. error", lambda r: _error(r["gradient_relative_error"])),
+]
+
+
+def format_report(metrics: dict, config: Config) -> str:
+    """The tables printed at the end of a run (also written to `report.txt`)."""
+    environment = metrics["environment"]
+    sections = [
+        (
+            f"Measured on the ECG ({environment['backend']}, {environment['device']}; "
+            "times are medians; gradient error against the float64 reference):",
+            table(metrics["records"], MEASURED_COLUMNS),
+        )
+    ]
+    budgets = [
+        (f"fits {b:g} GiB", lambda r, b=b: "yes" if r[f"fits_{b:g}_gib"] else "no")
+        for b in config.budgets_gib
+    ]
+    sections.append(
+        (
+            "Compile-only estimates (an input of as many samples at "
+            f"{config.estimate_rate_hz:g} Hz; peak = temp + arguments + outputs):",
+            table(
+                metrics["estimates"],
+                [
+                    ("mode", lambda r: r["label"]),
+                    ("steps", lambda r: r["num_steps"]),
+                    ("temp MiB", lambda r: _mib(r["temp_bytes"])),
+                    ("input MiB", lambda r: _mib(r["input_bytes"])),
+                    ("peak MiB", lambda r: _mib(r["peak_bytes"])),
+                    *budgets,
+                ],
+            ),
+        )
+    )
+    if metrics["reductions"]:
+        sections.append(
+            (
+                "Temp memory of full storage divided by each mode's:",
+                table(
+                    metrics["reductions"],
+                    [
+                        ("mode", lambda r: r["label"]),
+                        ("steps", lambda r: r["num_steps"]),
+                        ("full / mode", lambda r: f"{r['full_over_this']:.1f}x"),
+                    ],
+                ),
+            )
+        )
+    if metrics["adaptive_max_steps"]:
+        sections.append(
+            (
+                "Adaptive Tsit5 on a "
+                f"{config.adaptive_window_seconds:g} s window (cubic input): memory "
+                "follows max_steps, not the steps taken:",
+                table(
+                    metrics["adaptive_max_steps"],
+                    [
+                        ("mode", lambda r: r["gradient_mode"]),
+                        ("max_steps", lambda r: r["max_steps"]),
+                        ("steps taken", lambda r: r["num_steps"]),
+                        ("rejected", lambda r: r["num_rejected_steps"]),
+                        ("stored states", lambda r: r["stored_checkpoints"]),
+                        ("temp MiB", lambda r: _mib(r["temp_bytes"])),
+                    ],
+                ),
+            )
+        )
+    if metrics["saves_versus_steps"]:
+        sections.append(
+            (
+                "Saved outputs are not solver steps (RK4, 3,600 steps over 10 s):",
+                table(
+                    metrics["saves_versus_steps"],
+                    [
+                        ("mode", lambda r: r["gradient_mode"]),
+                        ("solver steps", lambda r: r["num_steps"]),
+                        ("saved outputs", lambda r: r["num_saved_outputs"]),
+                        ("temp MiB", lambda r: _mib(r["temp_bytes"])),
+                    ],
+                ),
+            )
+        )
+    largest = max(r["num_steps"] for r in metrics["records"])
+    sections.append(
+        (
+            f"Cost of the gradient at {largest} steps (backward / forward):",
+            table(
+                [r for r in metrics["cost_ratios"] if r["num_steps"] == largest],
+                [
+                    ("mode", lambda r: r["label"]),
+                    ("time", lambda r: f"{r['backward_forward_time_ratio']:.2f}x"),
+                    (
+                        "evaluations",
+                        lambda r: f"{r['backward_forward_evaluation_ratio']:.2f}x",
+                    ),
+                ],
+            ),
+        )
+    )
+    if metrics["adaptive_cost"]:
+        sections.append(
+            (
+                f"Cost of the gradient with adaptive {config.cost_solver} (rtol "
+                f"{config.cost_rtol:g}, atol {config.cost_rtol / 100:g}) on "
+                f"{config.cost_window_seconds:g} s windows (cubic input); steps are "
+                "the forward solve's, accepted + rejected:",
+                table(
+                    metrics["adaptive_cost"],
+                    [
+                        ("mode", lambda r: r["label"]),
+                        ("steps", lambda r: r["num_steps"]),
+                        ("rejected", lambda r: r["num_rejected_steps"]),
+                        ("max_steps", lambda r: r["max_steps"]),
+                        ("temp MiB", lambda r: _mib(r["temp_bytes"])),
+                        ("fwd evals", lambda r: r["forward_evaluations"]),
+                        ("bwd evals", lambda r: r["backward_evaluations"]),
+                        (
+                            "bwd/fwd evals",
+                            lambda r: f"{r['backward_forward_evaluation_ratio']:.2f}",
+                        ),
+                        (
+                            "bwd/fwd time",
+                            lambda r: f"{r['backward_forward_time_ratio']:.2f}",
+                        ),
+                        (
+                            "grad rel. error",
+                            lambda r: _error(r["gradient_relative_error"]),
+                        ),
+                    ],
+                ),
+            )
+        )
+    text = "\n\n".join(f"{title}\n{body}" for title, body in sections)
+    return (
+        text + f"\n\nTotal {metrics['seconds']:.0f} s; run folder {metrics['run_dir']}"
+    )
+
+
+def plot(metrics: dict, config: Config, path: str) -> None:
+    """Log-log compiled temp memory against internal solver steps (one line per
+    mode: measured solid, compile-only dashed), and median step time."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = list(dict.fromkeys(r["label"] for r in metrics["records"]))
+    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colours = {label: palette[i % len(palette)] for i, label in enumerate(labels)}
+    figure, (memory_axis, time_axis) = plt.subplots(1, 2, figsize=(12, 4.6))
+    for label in labels:
+        measured = sorted(
+            (r["num_steps"], r["temp_bytes"], r["step_seconds"])
+            for r in metrics["records"]
+            if r["label"] == label
+        )
+        estimated = sorted(
+            (r["num_steps"], r["temp_bytes"])
+            for r in metrics["estimates"]
+            if r["label"] == label
+        )
+        x, memory, seconds = zip(*measured, strict=True)
+        memory_axis.loglog(x, memory, "o-", color=colours[label], label=label)
+        if estimated:
+            ex, ememory = zip(*estimated, strict=True)
+            memory_axis.loglog(
+                [x[-1], *ex],
+                [memory[-1], *ememory],
+                "s--",
+                color=colours[label],
+                mfc="none",
+            )
+        time_axis.loglog(x, seconds, "o-", color=colours[label], label=label)
+    naive = sorted(
+        (r["num_steps"], r["temp_bytes"])
+        for r in metrics["estimates"]
+        if r["label"] == "backsolve-naive"
+    )
+    if naive:
+        memory_axis.loglog(
+            *zip(*naive, strict=True),
+            "x:",
+            color="grey",
+            label="backsolve, data not frozen",
+        )
+    inputs = sorted(
+        {
+            (r["num_steps"], r["input_bytes"])
+            for r in metrics["records"] + metrics["estimates"]
+        }
+    )
+    memory_axis.loglog(
+        *zip(*inputs, strict=True), color="black", lw=0.8, ls="-.", label="input data"
+    )
+    for budget in config.budgets_gib:
+        memory_axis.axhline(budget * GIB, color="red", lw=0.8, ls=":")
+        memory_axis.text(
+            110, budget * GIB * 1.15, f"{budget:g} GiB", color="red", fontsize=8
+        )
+    memory_axis.set_xlabel(
+        "internal solver steps per solve (1 saved output per sequence)"
+    )
+    memory_axis.set_ylabel("compiled temp bytes of one training step")
+    memory_axis.set_title(
+        f"Memory (batch {config.batch_size}, {config.hidden_size} units, RK4, "
+        "float32)\n"
+        "solid: measured on ECG; dashed: compile-only",
+        fontsize=10,
+    )
+    memory_axis.legend(fontsize=7)
+    time_axis.set_xlabel("internal solver steps per solve")
+    time_axis.set_ylabel("median training-step seconds")
+    backend = metrics["environment"]["backend"]
+    time_axis.set_title(
+        f"Time ({backend}, {metrics['environment']['device']})", fontsize=10
+    )
+    time_axis.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Config))

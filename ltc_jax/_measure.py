@@ -1,0 +1,448 @@
+"""Measure one training step: memory, time, function evaluations, gradient error."""
+
+import dataclasses
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import equinox as eqx
+import jax
+import numpy as np
+import optax
+from jaxtyping import PyTree
+
+from ._memory import compile_ahead, device_memory_stats, memory_of, runtime_peak_bytes
+from ._solve import Integrator
+from ._train import Batch, loss_and_metrics, make_optimizer, train_step_fn
+
+
+@dataclasses.dataclass(frozen=True)
+class Measurement:
+    """What [`ltc_jax.measure`][] returns: one training step, measured.
+
+    Every field is either configuration or a measured figure; each name carries
+    its unit (`_bytes`, `_seconds`) or says it is a count (`num_`, `_evaluations`).
+    A figure the backend does not report is `None`, never a guess.
+
+    **Configuration:**
+
+    - `gradient_mode`: `"checkpoint"`, `"full"`, `"backsolve"` or `"direct"`.
+    - `solver`: the diffrax solver's class name.
+    - `adaptive`: whether steps were chosen by an error controller.
+    - `max_steps`: the solve's step limit; `full` and `checkpoint` allocate for it.
+    - `checkpoints`: the requested number of checkpoints of `"checkpoint"`
+        (`None`: diffrax's default, about `sqrt(2 * max_steps)`); `None` for the
+        other modes.
+    - `batch_size`: sequences per batch.
+    - `num_observations`: observation times per sequence (the input's length).
+    - `num_saved_outputs`: states the solve saves per sequence: 1, since the
+        training loss reads each sequence's final state. Not the number of solver
+        steps, which is `num_steps`.
+    - `dtype`: the floating dtype of the inputs, e.g. `"float32"`.
+    - `backend`: JAX's backend, `"cpu"` or `"gpu"`.
+
+    **Memory** (XLA's compiled memory analysis of the jitted training step;
+    deterministic):
+
+    - `temp_bytes`: scratch memory: intermediates, stored steps, checkpoints.
+    - `argument_bytes`: the inputs: model, optimiser state, batch.
+    - `output_bytes`: the outputs.
+    - `runtime_peak_bytes`: measured at the step's first run. GPU: the
+        allocator's `peak_bytes_in_use` after the run minus `bytes_in_use` before
+        it (after compilation). CPU: the process's resident high-water mark,
+        reset after compilation, minus its resident memory before the run.
+        `None` where the backend reports neither, or where an earlier, larger
+        peak of this process hides the step's (measure in a fresh process: see
+        [`ltc_jax.call_in_subprocess`][]).
+    - `runtime_peak_source`: `"device allocator"`, `"process high-water mark"`,
+        or `None`.
+
+    **Time** (wall clock, after compilation and warm-up):
+
+    - `compile_seconds`: lowering and compiling the training step.
+    - `step_seconds`: median of `step_seconds_all`, the timed training steps.
+    - `forward_seconds`: median time of the loss alone (the forward solve, no
+        gradient), over as many timed runs.
+    - `backward_seconds`: `step_seconds - forward_seconds`: what the gradient adds
+        to the forward solve (the optimiser update included; it is tiny beside a
+        solve).
+
+    **Counts:**
+
+    - `num_steps`, `num_accepted_steps`, `num_rejected_steps`: internal solver
+        steps of the forward solve, from diffrax's `sol.stats` (`num_steps` counts
+        accepted and rejected steps; the most over the batch under `"vmap"`
+        batching).
+    - `forward_evaluations`: vector-field evaluations of the forward pass of one
+        gradient, counted at run time; `None` if not counted.
+    - `backward_evaluations`: evaluations of the backward pass of the same
+        gradient: recomputation of the forward solve from stored steps or
+        checkpoints and, under `"backsolve"`, the reverse solve (each of its
+        evaluations inside a vector-Jacobian product). Both counts are of
+        evaluations of the whole batch's state (each sequence separately under
+        `"vmap"` batching).
+    - `loss`: the training loss at the measured parameters.
+
+    **Gradient error:**
+
+    - `gradient_relative_error`: `|g - g_ref| / |g_ref|` (Euclidean norms over
+        all parameters) against the reference given to `measure`; `None` without
+        a reference or when the gradient is not finite.
+    - `gradient_is_finite`: whether every gradient entry is finite; `None` if the
+        gradient was not computed.
+    """
+
+    gradient_mode: str
+    solver: str
+    adaptive: bool
+    max_steps: int
+    checkpoints: int | None
+    batch_size: int
+    num_observations: int
+    num_saved_outputs: int
+    dtype: str
+    backend: str
+    temp_bytes: int | None
+    argument_bytes: int | None
+    output_bytes: int | None
+    runtime_peak_bytes: int | None
+    runtime_peak_source: str | None
+    compile_seconds: float
+    step_seconds: float
+    step_seconds_all: tuple[float, ...]
+    forward_seconds: float
+    backward_seconds: float
+    num_steps: int
+    num_accepted_steps: int
+    num_rejected_steps: int
+    forward_evaluations: int | None
+    backward_evaluations: int | None
+    loss: float
+    gradient_relative_error: float | None
+    gradient_is_finite: bool | None
+
+    @property
+    def backward_forward_time_ratio(self) -> float:
+        """`backward_seconds / forward_seconds`: the cost of the gradient in units
+        of forward solves."""
+        return self.backward_seconds / self.forward_seconds
+
+    @property
+    def backward_forward_evaluation_ratio(self) -> float | None:
+        """`backward_evaluations / forward_evaluations`, or `None` if not counted."""
+        if self.forward_evaluations is None or self.backward_evaluations is None:
+            return None
+        return self.backward_evaluations / self.forward_evaluations
+
+    def asdict(self) -> dict[str, Any]:
+        """The fields and both ratios, as a JSON-serialisable dict."""
+        record = dataclasses.asdict(self)
+        record["step_seconds_all"] = list(self.step_seconds_all)
+        record["backward_forward_time_ratio"] = self.backward_forward_time_ratio
+        record["backward_forward_evaluation_ratio"] = (
+            self.backward_forward_evaluation_ratio
+        )
+        return record
+
+
+def measure(
+    model: eqx.Module,
+    batch: Batch,
+    integrator: Integrator,
+    *,
+    optimizer: optax.GradientTransformation | None = None,
+    warmup_steps: int = 1,
+    timed_steps: int = 3,
+    count_evaluations: bool = True,
+    reference_gradient: PyTree | np.ndarray | None = None,
+) -> Measurement:
+    """Measure one training step of `model` on `batch`: memory, time, step counts,
+    function evaluations and gradient error.
+
+    In order: the training step ([`ltc_jax.train_step_fn`][]) is compiled ahead of
+    time and its memory analysis read; its first run gives the runtime peak; after
+    `warmup_steps` more runs, `timed_steps` runs are timed. The loss alone (the
+    forward solve) is compiled, warmed up and timed the same way. Then, so that
+    counting never disturbs a timing, a separate counting run of one gradient: the
+    model's vector field is wrapped so that each evaluation calls back to the host
+    (`jax.debug.callback(..., ordered=True)`), and a marker placed on the loss
+    splits the calls into the forward and the backward pass. The gradient of that
+    run is compared with `reference_gradient`.
+
+    Run one measurement per process ([`ltc_jax.call_in_subprocess`][]): the runtime
+    peak is only this step's in a process that has not yet held more, and on GPU
+    build the batch on the host and `jax.device_put` it, so that no temporary of
+    building it sets the device's peak first.
+
+    **Arguments:**
+
+    - `model`: an [`ltc_jax.LTC`][] (anything with its `solve`/`outputs` interface;
+        counting evaluations needs its `cell`, the vector field that is solved).
+    - `batch`: an [`ltc_jax.Batch`][]: the input path, labels and weights.
+    - `integrator`: the solver configuration and gradient mode, an
+        [`ltc_jax.Integrator`][].
+    - `optimizer`: the optax optimiser of the step; default
+        [`ltc_jax.make_optimizer`][]`(1e-3, 1)` (Adam with gradient clipping).
+    - `warmup_steps`: untimed runs after the first (default 1).
+    - `timed_steps`: timed runs of the step and of the forward solve, at least 1
+        (default 3).
+    - `count_evaluations`: count vector-field evaluations (default True). Each
+        evaluation costs a host callback (about 10 microseconds on CPU), so the
+        counting run of a long solve takes longer than the step.
+    - `reference_gradient`: the gradient to compare with, as a pytree shaped like
+        [`ltc_jax.loss_gradient`][]'s result or a flat array from
+        [`ltc_jax.flatten_gradient`][]; typically the float64 gradient of exact
+        backpropagation (`"full"` or `"checkpoint"`) at tight tolerance. Default
+        none: no gradient error.
+
+    **Returns:** a [`ltc_jax.Measurement`][].
+
+    **Raises:**
+
+    - `ValueError` if `timed_steps < 1` or `warmup_steps < 0`, if counting is asked
+        of a model without a `cell`, or if `reference_gradient` does not match the
+        model's parameters in size.
+    - Whatever the solve raises, e.g. `equinox.EquinoxRuntimeError` when it needs
+        more than `max_steps` steps.
+
+    Method: XLA's buffer assignment (`jax.stages.Compiled.memory_analysis`);
+    process high-water marks from Linux's `/proc/self/status` (`VmHWM`, reset via
+    `/proc/self/clear_refs`); device allocator statistics
+    (`jax.Device.memory_stats`); diffrax's `sol.stats`.
+    """
+    if timed_steps < 1:
+        raise ValueError(f"timed_steps must be at least 1; got {timed_steps}.")
+    if warmup_steps < 0:
+        raise ValueError(f"warmup_steps must be non-negative; got {warmup_steps}.")
+    if count_evaluations and not hasattr(model, "cell"):
+        raise ValueError(
+            f"Counting evaluations wraps the model's vector field `cell`; "
+            f"{type(model).__name__} has none. Pass count_evaluations=False."
+        )
+    if reference_gradient is not None:
+        parameters = flatten_gradient(eqx.filter(model, eqx.is_inexact_array)).size
+        reference_size = flatten_gradient(reference_gradient).size
+        if reference_size != parameters:
+            raise ValueError(
+                f"reference_gradient has {reference_size} entries but the model has "
+                f"{parameters} parameters; compute it for the same model."
+            )
+    if optimizer is None:
+        optimizer = make_optimizer(1e-3, 1)
+    opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
+
+    start = time.perf_counter()
+    step, step_args = compile_ahead(
+        train_step_fn(optimizer, integrator), model, opt_state, batch
+    )
+    compile_seconds = time.perf_counter() - start
+    memory = memory_of(step)
+    peak_source = _runtime_peak_source()
+    peak = runtime_peak_bytes(step, step_args)
+    if peak is None:
+        peak_source = None
+    step_seconds_all = _timed_runs(step, step_args, warmup_steps, timed_steps)
+
+    forward, forward_args = compile_ahead(_forward_loss(integrator), model, batch)
+    loss, metrics = forward(forward_args)
+    forward_seconds = statistics.median(
+        _timed_runs(forward, forward_args, warmup_steps, timed_steps)
+    )
+    num_steps = int(metrics["num_steps"])
+    num_rejected = int(metrics["num_rejected_steps"])
+
+    forward_evaluations = backward_evaluations = gradient = None
+    if count_evaluations:
+        forward_evaluations, backward_evaluations, gradient = _count_evaluations(
+            model, batch, integrator
+        )
+    elif reference_gradient is not None:
+        gradient = loss_gradient(model, batch, integrator)
+
+    error = finite = None
+    if gradient is not None:
+        finite = bool(np.all(np.isfinite(flatten_gradient(gradient))))
+    if reference_gradient is not None and finite:
+        error = gradient_relative_error(gradient, reference_gradient)
+
+    step_seconds = statistics.median(step_seconds_all)
+    checkpoints = None
+    if integrator.adjoint_name == "checkpoint":
+        checkpoints = integrator.adjoint.checkpoints
+    return Measurement(
+        gradient_mode=integrator.adjoint_name,
+        solver=type(integrator.solver).__name__,
+        adaptive=integrator.is_adaptive,
+        max_steps=integrator.max_steps,
+        checkpoints=checkpoints,
+        batch_size=int(batch.path.lengths.shape[0]),
+        num_observations=int(batch.path.ts.shape[1]),
+        num_saved_outputs=1,
+        dtype=str(batch.path.ts.dtype),
+        backend=jax.default_backend(),
+        temp_bytes=None if memory is None else memory.temp_bytes,
+        argument_bytes=None if memory is None else memory.argument_bytes,
+        output_bytes=None if memory is None else memory.output_bytes,
+        runtime_peak_bytes=peak,
+        runtime_peak_source=peak_source,
+        compile_seconds=compile_seconds,
+        step_seconds=step_seconds,
+        step_seconds_all=tuple(step_seconds_all),
+        forward_seconds=forward_seconds,
+        backward_seconds=step_seconds - forward_seconds,
+        num_steps=num_steps,
+        num_accepted_steps=num_steps - num_rejected,
+        num_rejected_steps=num_rejected,
+        forward_evaluations=forward_evaluations,
+        backward_evaluations=backward_evaluations,
+        loss=float(loss),
+        gradient_relative_error=error,
+        gradient_is_finite=finite,
+    )
+
+
+def loss_gradient(model: eqx.Module, batch: Batch, integrator: Integrator) -> PyTree:
+    """The gradient of the training loss ([`ltc_jax.loss_and_metrics`][]) with
+    respect to the model's inexact arrays, jitted.
+
+    **Returns:** a pytree shaped like `model`: gradients at its inexact arrays,
+    `None` elsewhere. Same gradient as one training step uses (computed with
+    `eqx.filter_value_and_grad`, so a solve past `max_steps` raises).
+    """
+    return _gradient(integrator)(model, batch)[1]
+
+
+def flatten_gradient(gradient: PyTree | np.ndarray) -> np.ndarray:
+    """All inexact array leaves of `gradient`, raveled and concatenated in pytree
+    order, as `float64[parameters]`; a 1-D NumPy array passes through (as
+    float64). Use it to store a reference gradient (e.g. with `np.save`)."""
+    if isinstance(gradient, np.ndarray) and gradient.ndim == 1:
+        return gradient.astype(np.float64)
+    leaves = jax.tree.leaves(eqx.filter(gradient, eqx.is_inexact_array))
+    if not leaves:
+        return np.zeros(0)
+    return np.concatenate([np.ravel(np.asarray(x, np.float64)) for x in leaves])
+
+
+def gradient_relative_error(
+    gradient: PyTree | np.ndarray, reference: PyTree | np.ndarray
+) -> float:
+    """`|gradient - reference| / |reference|`, Euclidean norms over all parameters,
+    computed in float64.
+
+    **Arguments:** two gradients, each a pytree (e.g. from
+    [`ltc_jax.loss_gradient`][]) or a flat array from
+    [`ltc_jax.flatten_gradient`][], with the same number of entries in the same
+    order.
+
+    **Returns:** the relative error; `inf` or `nan` if `gradient` is not finite.
+
+    **Raises:** `ValueError` if the sizes differ or `reference` is zero.
+    """
+    g, r = flatten_gradient(gradient), flatten_gradient(reference)
+    if g.shape != r.shape:
+        raise ValueError(
+            f"The gradient has {g.size} entries and the reference {r.size}; they "
+            "must come from the same model."
+        )
+    norm = float(np.linalg.norm(r))
+    if norm == 0.0:
+        raise ValueError("The reference gradient is zero; no relative error exists.")
+    with np.errstate(invalid="ignore", over="ignore"):
+        return float(np.linalg.norm(g - r)) / norm
+
+
+# --- internals ---------------------------------------------------------------------
+
+
+def _runtime_peak_source() -> str | None:
+    stats = device_memory_stats()
+    if stats is not None and "peak_bytes_in_use" in stats:
+        return "device allocator"
+    return "process high-water mark"
+
+
+def _timed_runs(compiled, args, warmup: int, timed: int) -> list[float]:
+    for _ in range(warmup):
+        jax.block_until_ready(compiled(args))
+    seconds = []
+    for _ in range(timed):
+        start = time.perf_counter()
+        jax.block_until_ready(compiled(args))
+        seconds.append(time.perf_counter() - start)
+    return seconds
+
+
+def _forward_loss(integrator: Integrator) -> Callable:
+    def forward(model, batch):
+        return loss_and_metrics(model, batch, integrator)
+
+    return forward
+
+
+def _gradient(integrator: Integrator) -> Callable:
+    @eqx.filter_jit
+    def value_and_gradient(model, batch):
+        (loss, _), grads = eqx.filter_value_and_grad(loss_and_metrics, has_aux=True)(
+            model, batch, integrator
+        )
+        return loss, grads
+
+    return value_and_gradient
+
+
+class _Counter:
+    """Host-side counts of vector-field evaluations, split where the loss is
+    computed: evaluations before it belong to the forward pass."""
+
+    def __init__(self):
+        self.calls = 0
+        self.forward_calls: int | None = None
+
+    def count(self):
+        self.calls += 1
+
+    def mark_end_of_forward(self):
+        self.forward_calls = self.calls
+
+
+class _CountingField(eqx.Module):
+    """A vector field that reports each of its evaluations to a host counter."""
+
+    field: eqx.Module
+    counter: _Counter = eqx.field(static=True)
+
+    def __call__(self, t, y, args):
+        jax.debug.callback(self.counter.count, ordered=True)
+        return self.field(t, y, args)
+
+
+def _count_evaluations(model, batch, integrator) -> tuple[int, int, PyTree]:
+    """Vector-field evaluations of the forward and the backward pass of one
+    gradient, counted at run time; and that gradient.
+
+    The callbacks are ordered (`ordered=True`), so the host sees them in program
+    order: every evaluation of the forward solve, then a marker placed on the
+    loss, then the backward pass's evaluations (recomputation from checkpoints,
+    the reverse solve of `"backsolve"`).
+    """
+    counter = _Counter()
+    counted = eqx.tree_at(lambda m: m.cell, model, _CountingField(model.cell, counter))
+
+    def marked_loss(model, batch, integrator):
+        loss, metrics = loss_and_metrics(model, batch, integrator)
+        jax.debug.callback(counter.mark_end_of_forward, ordered=True)
+        return loss, metrics
+
+    @eqx.filter_jit
+    def gradient(model, batch):
+        return eqx.filter_grad(marked_loss, has_aux=True)(model, batch, integrator)
+
+    grads, _ = gradient(counted, batch)
+    jax.block_until_ready(grads)
+    jax.effects_barrier()
+    if counter.forward_calls is None:
+        raise RuntimeError("The end-of-forward marker never ran; cannot split counts.")
+    grads = eqx.tree_at(lambda m: m.cell, grads, grads.cell.field)
+    return counter.forward_calls, counter.calls - counter.forward_calls, grads

@@ -1,0 +1,123 @@
+"""How the compiled memory of a training step grows with the number of solver steps,
+per gradient mode: deterministic figures from XLA's memory analysis (nothing runs).
+
+Every step here is compiled on abstract inputs (`jax.ShapeDtypeStruct`) of as many
+samples as steps, so the sizes can reach a day of ECG at 250 Hz without allocating
+it; the input is an argument of the step and never counts as temp memory.
+"""
+
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import pytest
+
+import ltc_jax
+
+
+BATCH, HIDDEN = 2, 8
+RATE_HZ = 250.0
+GIB = 2**30
+
+
+def _temp_bytes(mode, steps, *, max_steps=None, checkpoints=None, batch=BATCH):
+    """Compiled temp bytes of one float32 training step over `steps` RK4 steps of
+    1/250 s, on an abstract ECG-like input of `steps + 1` samples."""
+    with jax.enable_x64(False):
+        model = ltc_jax.LTC(1, HIDDEN, 1, key=jr.PRNGKey(0))
+    ts = jax.ShapeDtypeStruct((steps + 1,), jnp.float32)
+    xs = jax.ShapeDtypeStruct((batch, steps + 1, 1), jnp.float32)
+    path = jax.eval_shape(lambda ts, xs: ltc_jax.InputPath(ts, xs), ts, xs)
+    data = ltc_jax.Batch(
+        path,
+        jax.ShapeDtypeStruct((batch, 1), jnp.float32),
+        jax.ShapeDtypeStruct((batch,), jnp.float32),
+    )
+    integrator = ltc_jax.make_integrator(
+        "rk4",
+        mode,
+        dt0=1 / RATE_HZ,
+        max_steps=steps if max_steps is None else max_steps,
+        checkpoints=checkpoints,
+    )
+    optimizer = ltc_jax.make_optimizer(1e-3, 1)
+    opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
+    step = ltc_jax.train_step_fn(optimizer, integrator)
+    return ltc_jax.compiled_memory(step, model, opt_state, data).temp_bytes
+
+
+def _state_bytes(batch=BATCH):
+    return batch * HIDDEN * 4  # one float32 state of the batch
+
+
+def test_backsolve_memory_is_flat_in_steps():
+    """Done when: backsolve's temp bytes at 1e5 steps are at most 1.05x those at
+    1e2 steps."""
+    assert _temp_bytes("backsolve", 100_000) <= 1.05 * _temp_bytes("backsolve", 100)
+
+
+def test_full_storage_grows_linearly_in_steps():
+    """Every step stores the solver state: temp is affine in the steps, with a slope
+    of at least one batch state (float32) per step."""
+    small, medium, large = (_temp_bytes("full", n) for n in (1_000, 2_000, 4_000))
+    slope = (medium - small) / 1_000
+    assert large - medium == pytest.approx(2 * (medium - small), rel=0.01)
+    assert _state_bytes() <= slope <= 4 * _state_bytes()
+
+
+def _default_checkpoints(max_steps):
+    """Checkpoints diffrax stores by default, derived from Stumm and Walther (2010,
+    Eq. 2.2): the least c with 2 * max_steps < (c + 1)(c + 2)."""
+    c = 1
+    while (c + 1) * (c + 2) <= 2 * max_steps:
+        c += 1
+    return c
+
+
+@pytest.mark.slow
+def test_default_checkpointing_grows_like_sqrt_of_max_steps_not_log():
+    """diffrax's default `RecursiveCheckpointAdjoint(checkpoints=None)` stores
+    c(max_steps) ~ sqrt(2 max_steps) states, not O(log max_steps): temp is affine
+    in c. Going from 1,024 to 16,384 max_steps adds four times what going from 64
+    to 1,024 adds (136 against 34 checkpoints); a logarithmic law would add the
+    same."""
+    sizes = (64, 1_024, 16_384)
+    counts = [_default_checkpoints(n) for n in sizes]
+    assert counts == [10, 44, 180]
+    temps = [_temp_bytes("checkpoint", 16, max_steps=n) for n in sizes]
+    per_checkpoint = (temps[2] - temps[1]) / (counts[2] - counts[1])
+    assert (temps[1] - temps[0]) == pytest.approx(
+        per_checkpoint * (counts[1] - counts[0]), rel=0.05
+    )
+    assert per_checkpoint >= _state_bytes()
+    # Memory follows max_steps, not the 16 steps the solve takes.
+    assert temps[2] > 10 * temps[0]
+
+
+@pytest.mark.slow
+def test_logarithmic_checkpoints_give_logarithmic_memory():
+    """Asking for ceil(log2(max_steps)) checkpoints gives memory logarithmic in
+    max_steps: each doubling adds one stored state."""
+    sizes = (1_024, 4_096, 16_384)
+    temps = [
+        _temp_bytes("checkpoint", n, checkpoints=math.ceil(math.log2(n))) for n in sizes
+    ]
+    increments = (temps[1] - temps[0], temps[2] - temps[1])
+    assert increments[0] == increments[1]  # 2 checkpoints each
+    assert _state_bytes() <= increments[0] / 2 <= 4 * _state_bytes()
+
+
+@pytest.mark.slow
+def test_a_day_of_ecg_at_250_hz_fits_in_under_a_gib_beyond_the_input():
+    """21.6 million steps (24 h at 250 Hz), batch 1, with an input of as many
+    samples: backsolve and default checkpointing each need under 1 GiB of temp
+    memory, while full storage needs a state per step."""
+    steps = 21_600_000
+    backsolve = _temp_bytes("backsolve", steps, batch=1)
+    checkpoint = _temp_bytes("checkpoint", steps, batch=1)
+    assert backsolve < GIB and checkpoint < GIB
+    assert backsolve < 1e-3 * steps  # not even a byte per step
+    full = _temp_bytes("full", steps, batch=1)
+    assert full >= steps * _state_bytes(batch=1)
