@@ -19,6 +19,7 @@ After its end a sequence receives zero time increments: its state is frozen, and
 padding never enters the solve.
 """
 
+import dataclasses
 from typing import Literal
 
 import diffrax
@@ -120,6 +121,46 @@ class _ClockTerm(diffrax.AbstractTerm):
             return v * control.reshape(control.shape + (1,) * (v.ndim - 1))
 
         return jtu.tree_map(scale, vf)
+
+
+class _ClipToJumps(diffrax.ClipStepSizeController):
+    """`diffrax.ClipStepSizeController` with its jump times kept out of the solver
+    state.
+
+    diffrax 0.7.2 carries `jump_ts` in the controller state, so every state a
+    checkpointing adjoint stores holds a copy of all observation times: memory
+    `checkpoints x observations`. Here the state keeps only the index of the next
+    jump, and the times are read from the controller itself, which is not part of
+    the loop state. Stepping is unchanged.
+    """
+
+    def _strip(self, state):
+        index, _ = state.jump_info
+        return dataclasses.replace(state, jump_info=(index, None))
+
+    def _restore(self, state, t):
+        index, _ = state.jump_info
+        jump_ts = self.jump_ts.astype(jnp.result_type(t))
+        return dataclasses.replace(state, jump_info=(index, jump_ts))
+
+    def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
+        t1, state = super().init(terms, t0, t1, y0, dt0, args, func, error_order)
+        return t1, self._strip(state)
+
+    def adapt_step_size(
+        self, t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state
+    ):
+        *decision, state, result = super().adapt_step_size(
+            t0,
+            t1,
+            y0,
+            y1_candidate,
+            args,
+            y_error,
+            error_order,
+            self._restore(controller_state, t0),
+        )
+        return (*decision, self._strip(state), result)
 
 
 class Trajectory(eqx.Module):
@@ -234,7 +275,7 @@ def _integrate_batch(vector_field, path, y0, integrator, save) -> Trajectory:
         if isinstance(path.interpolation, diffrax.LinearInterpolation):
             knots = path.ts - path.t_start[:, None]
             jumps.append(jnp.where(path.valid, knots, 0).ravel())
-        controller = diffrax.ClipStepSizeController(
+        controller = _ClipToJumps(
             integrator.stepsize_controller, jump_ts=jnp.sort(jnp.concatenate(jumps))
         )
     else:
