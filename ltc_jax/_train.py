@@ -1,6 +1,7 @@
 """Training with optax: batches, loss, a jitted step, evaluation, checkpoints, `fit`."""
 
 import dataclasses
+import functools as ft
 import hashlib
 import io
 import json
@@ -202,12 +203,18 @@ def train_step_fn(
     return step
 
 
+@eqx.filter_jit
+def _jitted_train_step(model, opt_state, batch, optimizer, integrator):
+    return train_step_fn(optimizer, integrator)(model, opt_state, batch)
+
+
 def make_train_step(
     optimizer: optax.GradientTransformation, integrator: Integrator
 ) -> Callable:
     """[`ltc_jax.train_step_fn`][] under `eqx.filter_jit`: compiled once per batch
-    shape."""
-    return eqx.filter_jit(train_step_fn(optimizer, integrator))
+    shape, optimiser and integrator; later calls with the same optimiser object
+    and an equal integrator (a new `fit`, another seed) reuse the compilation."""
+    return ft.partial(_jitted_train_step, optimizer=optimizer, integrator=integrator)
 
 
 def make_optimizer(
@@ -280,11 +287,12 @@ def evaluate(
 
 
 def _eval_step(integrator):
-    @eqx.filter_jit
-    def step(model, batch):
-        return loss_and_metrics(model, batch, integrator)
+    return ft.partial(_jitted_loss_and_metrics, integrator=integrator)
 
-    return step
+
+@eqx.filter_jit
+def _jitted_loss_and_metrics(model, batch, integrator):
+    return loss_and_metrics(model, batch, integrator)
 
 
 # --- checkpoints ------------------------------------------------------------------
