@@ -24,7 +24,6 @@ Run `python -m experiments.compare_pytorch` (default sizes, ~20 minutes on a
 import ctypes
 import ctypes.util
 import dataclasses
-import datetime
 import importlib.metadata
 import importlib.util
 import json
@@ -1148,10 +1147,7 @@ def main(config: Config) -> dict:
         }
         config = dataclasses.replace(config, **preset)
     _check(config)
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    run_dir = make_run_dir(
-        config.out or os.path.join("results", EXPERIMENT, stamp), EXPERIMENT
-    )
+    run_dir = make_run_dir(config.out, os.path.join("results", EXPERIMENT))
     with open(os.path.join(run_dir, "config.json"), "w") as file:
         json.dump(dataclasses.asdict(config), file, indent=2)
     arrays, data = make_inputs(config)

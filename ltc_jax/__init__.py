@@ -28,6 +28,7 @@ from ._paths import InputPath as InputPath
 from ._run import (
     TrainConfig as TrainConfig,
     environment as environment,
+    make_run_dir as make_run_dir,
     train_and_evaluate as train_and_evaluate,
 )
 from ._solve import (

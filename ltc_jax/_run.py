@@ -63,7 +63,7 @@ class TrainConfig:
     test_data: str | None = None
     """Test set (.ts); required with --data."""
     out: str | None = None
-    """Run folder. Default: runs/train-<date>-<time>. An existing non-empty folder is
+    """Run folder. Default: runs/train/<date>-<time>. An existing non-empty folder is
     never overwritten."""
     seed: int = 0
     """Seeds parameter initialisation and data order."""
@@ -169,23 +169,23 @@ def environment() -> dict[str, Any]:
     )
 
 
-def make_run_dir(out: str | None, prefix: str) -> str:
-    """Create a fresh run folder: `out`, or `runs/<prefix>-<date>-<time>`.
+def make_run_dir(out: str | None, parent: str) -> str:
+    """Create a fresh run folder: `out`, or `<parent>/<date>-<time>` (with a
+    numeric suffix if that exists already).
 
     **Raises:** `FileExistsError` if `out` exists and is not empty (an earlier run
     is never overwritten).
     """
     if out is None:
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        out = os.path.join("runs", f"{prefix}-{stamp}")
+        out = base = os.path.join(parent, stamp)
         suffix = 1
-        base = out
         while os.path.exists(out):
             suffix += 1
             out = f"{base}-{suffix}"
     elif os.path.isdir(out) and os.listdir(out):
         raise FileExistsError(
-            f"--out {out} already holds files; choose a new folder (runs are never "
+            f"{out} already holds files; choose a new folder (runs are never "
             "overwritten)."
         )
     os.makedirs(out, exist_ok=True)
@@ -321,7 +321,7 @@ def memory_by_mode(
 def train_and_evaluate(config: TrainConfig) -> dict[str, Any]:
     """Run the main job: load data, train, evaluate, and write the run folder.
 
-    The folder (`config.out`, or a new `runs/train-<date>-<time>`) receives
+    The folder (`config.out`, or a new `runs/train/<date>-<time>`) receives
     `config.json`, `metrics.json` and `checkpoints/` (the newest two, written
     atomically: model, optimiser state and position in the data). With
     `config.resume`, the run in that folder continues from its newest good
@@ -354,7 +354,7 @@ def train_and_evaluate(config: TrainConfig) -> dict[str, Any]:
     train, test = load_data(config)
     integrator = make_config_integrator(config, (train, test))
     if not resume:
-        run_dir = make_run_dir(config.out, "train")
+        run_dir = make_run_dir(config.out, os.path.join("runs", "train"))
         with open(os.path.join(run_dir, "config.json"), "w") as file:
             json.dump(dataclasses.asdict(config), file, indent=2)
     checkpoint_dir = os.path.join(run_dir, "checkpoints")
