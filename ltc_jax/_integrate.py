@@ -11,7 +11,8 @@ variable, so every sequence is integrated exactly as if it were solved alone:
 
 - fixed steps: the clock counts steps (`s = 0, 1, 2, ...`) and sequence `b` takes
   `num_steps[b] = ceil(duration / dt0)` equal steps of `step[b] = duration /
-  num_steps[b]` time units;
+  num_steps[b]` time units (a duration within round-off of a multiple of `dt0`
+  takes that multiple);
 - adaptive steps: the clock is time since each sequence's start (`step = 1`) and the
   controller stops at every sequence's end and observation times (`jump_ts`).
 
@@ -245,9 +246,12 @@ def _make_clock(path: InputPath, integrator: Integrator) -> _Clock:
     if integrator.is_adaptive:
         return _Clock(path.t_start, jnp.ones_like(duration), duration)
     dt0 = jnp.asarray(integrator.dt0, duration.dtype)
-    # As diffrax's ConstantStepSize: `nextafter` keeps an exact multiple of dt0 from
-    # costing an extra step to round-off.
-    num_steps = jnp.ceil(duration / jnp.nextafter(dt0, jnp.inf))
+    # Round-off in the times (say, float32 sample times 1/360 s apart) must not
+    # cost an extra step: a duration within a relative 64 machine epsilons of a
+    # multiple of dt0 takes that many steps (each then at most that much longer
+    # than dt0).
+    slack = 1 - 64 * jnp.finfo(duration.dtype).eps
+    num_steps = jnp.ceil(duration / dt0 * slack)
     step = duration / jnp.maximum(num_steps, 1)
     return _Clock(path.t_start, step, num_steps)
 

@@ -111,12 +111,13 @@ class LTC(eqx.Module):
     the result equals solving it alone.
 
     **Fields:** `cell` (the vector field), `encoder` (`None` or a module applied to
-    $x(t)$ inside the vector field), `readout`.
+    $x(t)$ inside the vector field), `readout`, `hidden_size` (static int).
     """
 
     cell: eqx.Module
     encoder: Callable | None
     readout: eqx.Module
+    hidden_size: int = eqx.field(static=True)
 
     def __init__(
         self,
@@ -181,10 +182,7 @@ class LTC(eqx.Module):
         self.cell = cell
         self.encoder = encoder
         self.readout = readout
-
-    @property
-    def hidden_size(self) -> int:
-        return self.cell.hidden_size
+        self.hidden_size = hidden_size
     def solve(
         self, path: InputPath, *, integrator: Integrator, sequence: bool = False
     ) -> Trajectory:
