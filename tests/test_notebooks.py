@@ -13,6 +13,13 @@ NOTEBOOKS = pathlib.Path(__file__).parent.parent / "notebooks"
 # "parameters"; the overrides go into a cell right after it).
 TINY = {
     "01_quickstart.ipynb": dict(hidden_size=4, epochs=1, batch_size=16, train_size=32),
+    "02_adjoint_vs_checkpoint.ipynb": dict(
+        lengths=(10, 30), batch_size=2, hidden_size=4, timed_steps=1
+    ),
+    "03_solvers_and_tolerances.ipynb": dict(
+        hidden_size=4, batch_size=2, tolerances=(1e-2, 1e-4), fixed_steps=(0.5, 0.25),
+        stiff_tau=0.1,
+    ),
 }
 
 
