@@ -8,7 +8,7 @@ number of steps (one fixed RK4 step per 1/360 s sample). Each configuration is
 measured in its own process ([`ltc_jax.call_in_subprocess`][]), so that its
 runtime peak is its own.
 
-    python experiments/memory_scaling.py          # default size, ~12 min, 2 CPU cores
+    python experiments/memory_scaling.py          # default size, ~50 min on 2 cores
     python experiments/memory_scaling.py --quick    # smoke test, under a minute
 
 Writes `results/memory_scaling/<run>/`: `config.json`, `records/*.json` (one per
@@ -370,9 +370,10 @@ def _naive_backsolve_gradient(solver: str, steps: int, rate_hz: float):
         sol = diffrax.diffeqsolve(
             diffrax.ODETerm(model.cell),
             ltc_jax.make_solver(solver),
-            t0=0.0,
-            t1=steps / rate_hz,
-            dt0=1.0 / rate_hz,
+            # float32 times, like the data, whatever JAX's default float.
+            t0=jnp.asarray(0.0, jnp.float32),
+            t1=jnp.asarray(steps / rate_hz, jnp.float32),
+            dt0=jnp.asarray(1.0 / rate_hz, jnp.float32),
             y0=jnp.zeros((batch.labels.shape[0], model.hidden_size), jnp.float32),
             args=path,
             adjoint=diffrax.BacksolveAdjoint(),
