@@ -220,10 +220,7 @@ def reference_gradient(
 
     Computed with checkpointing, which gives the same numbers as full storage
     (both backpropagate through the same discrete solve) in a fraction of the
-    memory. Fixed steps, not an adaptive solve: with linear inputs an adaptive
-    solve stops at every observation through diffrax's `ClipStepSizeController`,
-    which carries the observation times in its state, and checkpointing then
-    stores a copy of them per checkpoint."""
+    memory."""
     with jax.enable_x64(True):
         model, batch = make_problem(
             steps,

@@ -11,7 +11,8 @@ variable, so every sequence is integrated exactly as if it were solved alone:
 
 - fixed steps: the clock counts steps (`s = 0, 1, 2, ...`) and sequence `b` takes
   `num_steps[b] = ceil(duration / dt0)` equal steps of `step[b] = duration /
-  num_steps[b]` time units;
+  num_steps[b]` time units (a duration within round-off of a multiple of `dt0`
+  takes that multiple);
 - adaptive steps: the clock is time since each sequence's start (`step = 1`) and the
   controller stops at every sequence's end and observation times (`jump_ts`).
 
@@ -19,6 +20,7 @@ After its end a sequence receives zero time increments: its state is frozen, and
 padding never enters the solve.
 """
 
+import dataclasses
 from typing import Literal
 
 import diffrax
@@ -28,6 +30,7 @@ import jax.numpy as jnp
 import jax.tree_util as jtu
 from jaxtyping import Array, Float, PyTree
 
+from ._fused import FusedLTC
 from ._paths import InputPath
 from ._solve import Integrator
 
@@ -92,22 +95,73 @@ class _Clock(eqx.Module):
 
 
 class _ClockTerm(diffrax.AbstractTerm):
-    """`dy = vector_field(t_b(s), y, path) dt_b(s)`, one time increment per sequence."""
+    """`dy = vector_field(t_b(s), y, path) dt_b(s)`, one time increment per sequence.
+
+    With `with_decay` (for [`ltc_jax.FusedLTC`][]) the vector-field value is the
+    pair `(dy/dt, decay)` of a field in LTC form, and `prod` uses `dy/dt` alone.
+    """
 
     vector_field: eqx.Module
     clock: _Clock | _Frozen
+    with_decay: bool = eqx.field(static=True, default=False)
 
     def vf(self, t, y, args):
-        return self.vector_field(_thaw(self.clock).time(t), y, _thaw(args))
+        time, path = _thaw(self.clock).time(t), _thaw(args)
+        if self.with_decay:
+            return self.vector_field.derivative_and_decay(time, y, path)
+        return self.vector_field(time, y, path)
 
     def contr(self, t0, t1, **kwargs):
         return _thaw(self.clock).increment(t0, t1)
 
     def prod(self, vf, control):
+        if self.with_decay:
+            vf, _ = vf
+
         def scale(v):
             return v * control.reshape(control.shape + (1,) * (v.ndim - 1))
 
         return jtu.tree_map(scale, vf)
+
+
+class _ClipToJumps(diffrax.ClipStepSizeController):
+    """`diffrax.ClipStepSizeController` with its jump times kept out of the solver
+    state.
+
+    diffrax 0.7.2 carries `jump_ts` in the controller state, so every state a
+    checkpointing adjoint stores holds a copy of all observation times: memory
+    `checkpoints x observations`. Here the state keeps only the index of the next
+    jump, and the times are read from the controller itself, which is not part of
+    the loop state. Stepping is unchanged.
+    """
+
+    def _strip(self, state):
+        index, _ = state.jump_info
+        return dataclasses.replace(state, jump_info=(index, None))
+
+    def _restore(self, state, t):
+        index, _ = state.jump_info
+        jump_ts = self.jump_ts.astype(jnp.result_type(t))
+        return dataclasses.replace(state, jump_info=(index, jump_ts))
+
+    def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
+        t1, state = super().init(terms, t0, t1, y0, dt0, args, func, error_order)
+        return t1, self._strip(state)
+
+    def adapt_step_size(
+        self, t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state
+    ):
+        *decision, state, result = super().adapt_step_size(
+            t0,
+            t1,
+            y0,
+            y1_candidate,
+            args,
+            y_error,
+            error_order,
+            self._restore(controller_state, t0),
+        )
+        return (*decision, self._strip(state), result)
 
 
 class Trajectory(eqx.Module):
@@ -123,11 +177,16 @@ class Trajectory(eqx.Module):
         batching) and `max_steps`.
     - `result`: a `diffrax.RESULTS`; `diffrax.RESULTS.successful` unless the solve
         failed with `throw=False`.
+    - `t_reached`: `(batch,)`, the time each sequence was integrated for (time
+        units since its first observation): its whole duration after a successful
+        solve; after a failed one (with `throw=False`), how far the solve got
+        (`save="final"`), or NaN (`save="observations"`).
     """
 
     ys: PyTree[Array]
     stats: dict
     result: diffrax.RESULTS
+    t_reached: Float[Array, " batch"]
 
 
 def integrate(
@@ -187,9 +246,12 @@ def _make_clock(path: InputPath, integrator: Integrator) -> _Clock:
     if integrator.is_adaptive:
         return _Clock(path.t_start, jnp.ones_like(duration), duration)
     dt0 = jnp.asarray(integrator.dt0, duration.dtype)
-    # As diffrax's ConstantStepSize: `nextafter` keeps an exact multiple of dt0 from
-    # costing an extra step to round-off.
-    num_steps = jnp.ceil(duration / jnp.nextafter(dt0, jnp.inf))
+    # Round-off in the times (say, float32 sample times 1/360 s apart) must not
+    # cost an extra step: a duration within a relative 64 machine epsilons of a
+    # multiple of dt0 takes that many steps (each then at most that much longer
+    # than dt0).
+    slack = 1 - 64 * jnp.finfo(duration.dtype).eps
+    num_steps = jnp.ceil(duration / dt0 * slack)
     step = duration / jnp.maximum(num_steps, 1)
     return _Clock(path.t_start, step, num_steps)
 
@@ -217,7 +279,7 @@ def _integrate_batch(vector_field, path, y0, integrator, save) -> Trajectory:
         if isinstance(path.interpolation, diffrax.LinearInterpolation):
             knots = path.ts - path.t_start[:, None]
             jumps.append(jnp.where(path.valid, knots, 0).ravel())
-        controller = diffrax.ClipStepSizeController(
+        controller = _ClipToJumps(
             integrator.stepsize_controller, jump_ts=jnp.sort(jnp.concatenate(jumps))
         )
     else:
@@ -240,8 +302,14 @@ def _integrate_batch(vector_field, path, y0, integrator, save) -> Trajectory:
         args = jax.lax.stop_gradient(path)
         clock = jax.lax.stop_gradient(clock)
 
+    with_decay = isinstance(integrator.solver, FusedLTC)
+    if with_decay and not hasattr(vector_field, "derivative_and_decay"):
+        raise ValueError(
+            "The fused solver needs a vector field in LTC form, with a "
+            "derivative_and_decay(t, y, path) method (ltc_jax.LTC models have one)."
+        )
     sol = diffrax.diffeqsolve(
-        _ClockTerm(vector_field, clock),
+        _ClockTerm(vector_field, clock, with_decay),
         integrator.solver,
         t0=0.0,
         t1=s_end,
@@ -254,12 +322,17 @@ def _integrate_batch(vector_field, path, y0, integrator, save) -> Trajectory:
         max_steps=integrator.max_steps,
         throw=integrator.throw,
     )
+    clock = _thaw(clock)
     if save == "final":
         ys = jtu.tree_map(lambda a: a[-1], sol.ys)
-    elif path.shared_times:
-        ys = jtu.tree_map(lambda a: jnp.swapaxes(a, 0, 1), sol.ys)
+        t_reached = clock.time(sol.ts[-1]) - clock.t_start
     else:
-        position = jnp.searchsorted(saveat.subs.ts, save_s)  # (batch, times)
-        batch_index = jnp.arange(position.shape[0])[:, None]
-        ys = jtu.tree_map(lambda a: a[position, batch_index], sol.ys)
-    return Trajectory(ys=ys, stats=sol.stats, result=sol.result)
+        if path.shared_times:
+            ys = jtu.tree_map(lambda a: jnp.swapaxes(a, 0, 1), sol.ys)
+        else:
+            position = jnp.searchsorted(saveat.subs.ts, save_s)  # (batch, times)
+            batch_index = jnp.arange(position.shape[0])[:, None]
+            ys = jtu.tree_map(lambda a: a[position, batch_index], sol.ys)
+        ok = sol.result == diffrax.RESULTS.successful
+        t_reached = jnp.where(ok, clock.step * clock.num_steps, jnp.nan)
+    return Trajectory(ys=ys, stats=sol.stats, result=sol.result, t_reached=t_reached)

@@ -417,6 +417,11 @@ class _CountingField(eqx.Module):
         jax.debug.callback(self.counter.count, ordered=True)
         return self.field(t, y, args)
 
+    def derivative_and_decay(self, t, y, args):
+        """As the field's, counted: the evaluation the fused solver makes."""
+        jax.debug.callback(self.counter.count, ordered=True)
+        return self.field.derivative_and_decay(t, y, args)
+
 
 def _count_evaluations(model, batch, integrator) -> tuple[int, int, PyTree]:
     """Vector-field evaluations of the forward and the backward pass of one

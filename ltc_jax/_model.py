@@ -1,5 +1,6 @@
 """The LTC sequence model: optional encoder -> LTC solve -> linear readout."""
 
+import math
 from collections.abc import Callable
 
 import equinox as eqx
@@ -11,7 +12,8 @@ from jaxtyping import Array, Float, PRNGKeyArray
 from ._integrate import Trajectory, integrate
 from ._paths import InputPath
 from ._solve import Integrator
-from ._vector_field import LTCVectorField
+from ._vector_field import BiophysicalLTCVectorField, LTCVectorField
+from ._wiring import Wiring, make_wiring
 
 
 class _Encoded(eqx.Module):
@@ -30,38 +32,92 @@ class _EncodedField(eqx.Module):
     cell: eqx.Module
     encoder: Callable | None
 
+    def _input(self, args):
+        return args if self.encoder is None else _Encoded(args, self.encoder)
+
     def __call__(self, t, y, args):
-        if self.encoder is not None:
-            args = _Encoded(args, self.encoder)
-        return self.cell(t, y, args)
+        return self.cell(t, y, self._input(args))
+
+    def derivative_and_decay(self, t, y, args):
+        """`(dh/dt, decay)`, for the fused solver (cells in LTC form only, such as
+        an [`ltc_jax.AbstractLTCField`][]: anything with this method)."""
+        if not hasattr(self.cell, "derivative_and_decay"):
+            raise ValueError(
+                "The fused solver needs a cell in LTC form, with a "
+                f"derivative_and_decay(t, y, args) method; {type(self.cell).__name__} "
+                "has none."
+            )
+        return self.cell.derivative_and_decay(t, y, self._input(args))
+
+
+class LinearReadout(eqx.Module):
+    """`outputs = ys @ weight.T + bias` on the last axis, for states of any leading
+    shape. Initialised as `eqx.nn.Linear`: U(-1/sqrt(hidden), 1/sqrt(hidden)).
+
+    **Fields:** `weight`: `(output_size, hidden_size)`; `bias`: `(output_size,)`.
+    """
+
+    weight: Float[Array, "output_size hidden_size"]
+    bias: Float[Array, " output_size"]
+
+    def __init__(self, hidden_size: int, output_size: int, *, dtype=None, key):
+        dtype = jnp.zeros(()).dtype if dtype is None else dtype
+        limit = 1.0 / math.sqrt(hidden_size)
+        w_key, b_key = jr.split(key)
+        self.weight = jr.uniform(w_key, (output_size, hidden_size), dtype, -limit, limit)
+        self.bias = jr.uniform(b_key, (output_size,), dtype, -limit, limit)
+
+    def __call__(self, ys: Float[Array, "*batch hidden_size"]) -> Float[Array, "*batch output_size"]:
+        return ys @ self.weight.T + self.bias
+
+
+class MotorReadout(eqx.Module):
+    """The original authors' affine output mapping: the first `output_size` units
+    (the motor neurons) scaled and shifted, `outputs = ys[..., :k] * weight + bias`.
+    Initialised to the identity (`weight = 1`, `bias = 0`), as in `ncps`.
+
+    **Fields:** `weight`, `bias`: `(output_size,)`.
+    """
+
+    weight: Float[Array, " output_size"]
+    bias: Float[Array, " output_size"]
+
+    def __init__(self, output_size: int, *, dtype=None):
+        dtype = jnp.zeros(()).dtype if dtype is None else dtype
+        self.weight = jnp.ones((output_size,), dtype)
+        self.bias = jnp.zeros((output_size,), dtype)
+
+    def __call__(self, ys: Float[Array, "*batch units"]) -> Float[Array, "*batch output_size"]:
+        return ys[..., : self.weight.shape[0]] * self.weight + self.bias
 
 
 class LTC(eqx.Module):
     """A continuous-time sequence model built on an LTC vector field.
 
     For each sequence of a batch, the hidden state starts at zero at the first
-    observation time and follows $dh/dt = \\text{cell}(t, h, x(t))$ up to the last
+    observation time and follows $dh/dt = \text{cell}(t, h, x(t))$ up to the last
     observation, driven by the interpolated input $x(t)$ (optionally passed through
-    an encoder first); a linear readout maps the final state (or the state at every
+    an encoder first); a readout maps the final state (or the state at every
     observation time) to the outputs: logits for classification, values for
     regression.
+
+    Two cells: `"ltc"`, the simplified [`ltc_jax.LTCVectorField`][] with a linear
+    readout of all units; and `"biophysical"`, the original authors'
+    [`ltc_jax.BiophysicalLTCVectorField`][] on a sparse [`ltc_jax.Wiring`][], read
+    out through its motor neurons ([`ltc_jax.MotorReadout`][]).
 
     The batch is solved as one `(batch, hidden_size)` state by default (see
     [`ltc_jax.integrate`][]); each sequence still runs on its own time interval and
     the result equals solving it alone.
 
-    **Fields:**
-
-    - `cell`: the vector field, by default an [`ltc_jax.LTCVectorField`][]; any
-        Equinox module called as `cell(t, h, path)` with batched `h` works.
-    - `encoder`: `None`, or a module mapping one input `(input_size,)` to the cell's
-        input `(cell_input_size,)`, applied to $x(t)$ inside the vector field.
-    - `readout`: `eqx.nn.Linear(hidden_size, output_size)`.
+    **Fields:** `cell` (the vector field), `encoder` (`None` or a module applied to
+    $x(t)$ inside the vector field), `readout`, `hidden_size` (static int).
     """
 
     cell: eqx.Module
     encoder: Callable | None
-    readout: eqx.nn.Linear
+    readout: eqx.Module
+    hidden_size: int = eqx.field(static=True)
 
     def __init__(
         self,
@@ -69,39 +125,64 @@ class LTC(eqx.Module):
         hidden_size: int,
         output_size: int,
         *,
+        cell: str | eqx.Module = "ltc",
+        wiring: str | Wiring = "fc",
         encoder: Callable | None = None,
         encoded_size: int | None = None,
         tau_init: tuple[float, float] = (0.1, 10.0),
         tau_min: float = 0.0,
-        cell: eqx.Module | None = None,
         key: PRNGKeyArray,
     ):
         """**Arguments:**
 
         - `input_size`: channels of the observations.
-        - `hidden_size`: LTC units.
-        - `output_size`: classes (logits) or regression targets.
+        - `hidden_size`: units.
+        - `output_size`: classes (logits) or regression targets; for the
+            biophysical cell, the number of motor neurons.
+        - `cell`: `"ltc"` (default), `"biophysical"`, or a vector-field module of
+            your own (called as `cell(t, h, path)` with batched `h`; it gets a
+            linear readout).
+        - `wiring`: for `"biophysical"`: `"fc"` (default), `"random"`, `"ncp"` (see
+            [`ltc_jax.make_wiring`][]) or an [`ltc_jax.Wiring`][].
         - `encoder`, `encoded_size`: an optional encoder and its output size (then
             the cell's input size); `encoded_size` defaults to `input_size`.
-        - `tau_init`, `tau_min`: passed to [`ltc_jax.LTCVectorField`][] (time units).
-        - `cell`: use this vector field instead of building an `LTCVectorField`
-            (it must have `hidden_size` units).
+        - `tau_init`, `tau_min`: for `"ltc"`: see [`ltc_jax.LTCVectorField`][].
         - `key`: a `jax.random.PRNGKey`.
+
+        **Raises:** `ValueError` for an unknown cell or wiring name, or a wiring
+        whose sizes do not match.
         """
-        cell_key, readout_key = jr.split(key)
-        if cell is None:
-            cell_input = input_size if encoded_size is None else encoded_size
+        cell_key, readout_key, wiring_key = jr.split(key, 3)
+        cell_input = input_size if encoded_size is None else encoded_size
+        if cell == "ltc":
             cell = LTCVectorField(
                 cell_input, hidden_size, tau_init=tau_init, tau_min=tau_min, key=cell_key
             )
+            readout = LinearReadout(hidden_size, output_size, key=readout_key)
+        elif cell == "biophysical":
+            if isinstance(wiring, str):
+                seed = int(jr.randint(wiring_key, (), 0, 2**31 - 1))
+                wiring = make_wiring(wiring, hidden_size, output_size, cell_input, seed=seed)
+            if (wiring.units, wiring.input_size, wiring.output_size) != (
+                hidden_size,
+                cell_input,
+                output_size,
+            ):
+                raise ValueError(
+                    f"The wiring has {wiring.units} units, {wiring.input_size} inputs "
+                    f"and {wiring.output_size} outputs; the model needs {hidden_size}, "
+                    f"{cell_input} and {output_size}."
+                )
+            cell = BiophysicalLTCVectorField(wiring, key=cell_key)
+            readout = MotorReadout(output_size)
+        elif isinstance(cell, str):
+            raise ValueError(f"Unknown cell {cell!r}; choose 'ltc' or 'biophysical'.")
+        else:
+            readout = LinearReadout(hidden_size, output_size, key=readout_key)
         self.cell = cell
         self.encoder = encoder
-        self.readout = eqx.nn.Linear(hidden_size, output_size, key=readout_key)
-
-    @property
-    def hidden_size(self) -> int:
-        return self.readout.in_features
-
+        self.readout = readout
+        self.hidden_size = hidden_size
     def solve(
         self, path: InputPath, *, integrator: Integrator, sequence: bool = False
     ) -> Trajectory:
@@ -142,5 +223,5 @@ class LTC(eqx.Module):
     def outputs(
         self, ys: Float[Array, "*batch hidden_size"]
     ) -> Float[Array, "*batch output_size"]:
-        """The linear readout applied to states `ys` of shape `(*batch, hidden_size)`."""
-        return ys @ self.readout.weight.T + self.readout.bias
+        """The readout applied to states `ys` of shape `(*batch, hidden_size)`."""
+        return self.readout(ys)

@@ -57,6 +57,9 @@ class InputPath(eqx.Module):
         lengths: ArrayLike | None = None,
         *,
         interpolation: str = "linear",
+        observation_mask: bool = False,
+        time_since_observation: bool = False,
+        empty_channel_fill: float | None = None,
     ):
         """Shapes are checked here, with errors that name the problem (the arguments
         are annotated loosely for that reason).
@@ -66,10 +69,25 @@ class InputPath(eqx.Module):
         - `ts`: observation times, `(times,)` when all sequences share them, or
             `(batch, times)`. Must be strictly increasing within each sequence's
             length. Integer times are converted to the dtype of `xs`.
-        - `xs`: observed values, `(batch, times, input_size)`, floating point.
+        - `xs`: observed values, `(batch, times, channels)`, floating point. NaN
+            means "not observed": each channel is interpolated through its own
+            observed points only; before its first observation it holds its first
+            observed value, after its last its last (diffrax's
+            `linear_interpolation` / `backward_hermite_coefficients` NaN filling).
         - `lengths`: `(batch,)` integers in `[1, times]`; default: every sequence
             has `times` observations.
         - `interpolation`: `"linear"` (default) or `"cubic"`.
+        - `observation_mask`: append one channel per input channel: 1 where that
+            channel was observed at an observation time, 0 where it was NaN.
+        - `time_since_observation`: append one channel per input channel: the time
+            since the channel's previous observation, as in GRU-D (Che et al.
+            2018): `0` at the first time, else `t_i - t_{i-1}` plus the previous
+            value if the channel was missing at `t_{i-1}`.
+        - `empty_channel_fill`: value for a channel with no observation at all in
+            a sequence; by default such a channel is an error.
+
+        The path has `channels * (1 + observation_mask + time_since_observation)`
+        channels, in the order values, masks, times since observation.
 
         **Raises:**
 
@@ -77,8 +95,9 @@ class InputPath(eqx.Module):
             two time columns, an integer `xs`, or an unknown `interpolation`.
         - `equinox.EquinoxRuntimeError` (when the values are checked, eagerly or
             under `jit`) if times are not strictly increasing or are not finite, if
-            a value is not finite (NaN or inf), or if a length is out of range.
-            Only positions inside each sequence's length are checked.
+            a value is infinite, if a channel of a sequence has no observed value
+            (unless `empty_channel_fill`), or if a length is out of range. Only
+            positions inside each sequence's length are checked.
         """
         if interpolation not in _INTERPOLATIONS:
             raise ValueError(
@@ -130,15 +149,45 @@ class InputPath(eqx.Module):
         ts = _check_times(ts, valid)
         xs = eqx.error_if(
             xs,
-            jnp.any(valid[..., None] & ~jnp.isfinite(xs)),
-            "xs holds a NaN or infinite value inside a sequence's length; every "
-            "observed value must be finite.",
+            jnp.any(valid[..., None] & jnp.isinf(xs)),
+            "xs holds an infinite value inside a sequence's length (NaN marks a "
+            "missing value; infinity is not allowed).",
         )
-        ts, xs = _pad_after_end(ts, xs, lengths, valid)
-        if interpolation == "linear":
-            self.interpolation = jax.vmap(diffrax.LinearInterpolation)(ts, xs)
+        observed = valid[..., None] & ~jnp.isnan(xs)
+        empty = ~jnp.any(observed, axis=1, keepdims=True)  # (batch, 1, channels)
+        if empty_channel_fill is None:
+            xs = eqx.error_if(
+                xs,
+                jnp.any(empty),
+                "A channel has no observed value (all NaN) in some sequence; pass "
+                "empty_channel_fill to give such channels a constant value.",
+            )
         else:
-            coeffs = jax.vmap(diffrax.backward_hermite_coefficients)(ts, xs)
+            fill = jnp.asarray(empty_channel_fill, xs.dtype)
+            xs = jnp.where(empty & valid[..., None], fill, xs)
+            observed = observed | (empty & valid[..., None])
+        extra = []
+        if observation_mask:
+            extra.append(observed.astype(xs.dtype))
+        if time_since_observation:
+            extra.append(_time_since_observation(ts, observed))
+        if extra:
+            xs = jnp.concatenate([xs, *extra], axis=-1)
+        ts, xs = _pad_after_end(ts, xs, lengths, valid)
+        start = _first_observed(xs)
+        if interpolation == "linear":
+            filled = jax.vmap(
+                lambda t, x, x0: diffrax.linear_interpolation(
+                    t, x, fill_forward_nans_at_end=True, replace_nans_at_start=x0
+                )
+            )(ts, xs, start)
+            self.interpolation = jax.vmap(diffrax.LinearInterpolation)(ts, filled)
+        else:
+            coeffs = jax.vmap(
+                lambda t, x, x0: diffrax.backward_hermite_coefficients(
+                    t, x, fill_forward_nans_at_end=True, replace_nans_at_start=x0
+                )
+            )(ts, xs, start)
             self.interpolation = jax.vmap(diffrax.CubicInterpolation)(ts, coeffs)
         self.lengths = lengths
         self.shared_times = shared_times
@@ -147,6 +196,13 @@ class InputPath(eqx.Module):
     def ts(self) -> Float[Array, "batch times"]:
         """Knot times, padding replaced by times after each sequence's end."""
         return self.interpolation.ts
+
+    @property
+    def input_size(self) -> int:
+        """Channels of the path (input channels plus any mask and time channels)."""
+        return self.interpolation.ys.shape[-1] if isinstance(
+            self.interpolation, diffrax.LinearInterpolation
+        ) else self.interpolation.coeffs[0].shape[-1]
 
     @property
     def t_start(self) -> Float[Array, " batch"]:
@@ -196,6 +252,30 @@ def _check_times(
         "ts must be finite and strictly increasing within each sequence's length "
         "(found a repeated, decreasing, NaN or infinite timestamp).",
     )
+
+
+def _first_observed(xs: Float[Array, "batch times channels"]) -> Float[Array, "batch channels"]:
+    """Each channel's first non-NaN value (NaN if it has none)."""
+    first = jnp.argmax(~jnp.isnan(xs), axis=1)  # (batch, channels)
+    return jnp.take_along_axis(xs, first[:, None, :], axis=1)[:, 0, :]
+
+
+def _time_since_observation(
+    ts: Float[Array, "batch times"], observed: Bool[Array, "batch times channels"]
+) -> Float[Array, "batch times channels"]:
+    """GRU-D's delta (Che et al. 2018): time since each channel's previous
+    observation, at every observation time."""
+    gaps = jnp.diff(ts, axis=1, prepend=ts[:, :1])  # 0 at the first time
+
+    def step(previous, inputs):
+        gap, was_observed = inputs
+        delta = gap[:, None] + jnp.where(was_observed, 0, previous)
+        return delta, delta
+
+    zeros = jnp.zeros(observed.shape[::2], ts.dtype)  # (batch, channels)
+    shifted = jnp.concatenate([jnp.ones_like(observed[:, :1]), observed[:, :-1]], axis=1)
+    _, deltas = jax.lax.scan(step, zeros, (gaps.T, jnp.swapaxes(shifted, 0, 1)))
+    return jnp.swapaxes(deltas, 0, 1)
 
 
 def _pad_after_end(ts, xs, lengths, valid):

@@ -7,7 +7,7 @@ import math
 import os
 import platform
 import time
-from typing import Any
+from typing import Any, Literal
 
 import equinox as eqx
 import jax
@@ -24,10 +24,26 @@ from ._solve import (
     Batching,
     Integrator,
     SolverName,
+    ToleranceSchedule,
     make_integrator,
 )
-from ._train import batches, evaluate, fit, make_optimizer, train_step_fn
-from .datasets import SequenceDataset, load_japanese_vowels, read_ts, standardize
+from ._train import (
+    batches,
+    dataset_path,
+    evaluate,
+    fit,
+    list_checkpoints,
+    make_optimizer,
+    parameter_digest,
+    train_step_fn,
+)
+from .datasets import (
+    SequenceDataset,
+    drop_observations,
+    load_japanese_vowels,
+    read_ts,
+    standardize,
+)
 
 
 DEFAULT_RTOL = 1e-3
@@ -47,14 +63,21 @@ class TrainConfig:
     test_data: str | None = None
     """Test set (.ts); required with --data."""
     out: str | None = None
-    """Run folder. Default: runs/train-<date>-<time>. An existing non-empty folder is
+    """Run folder. Default: runs/train/<date>-<time>. An existing non-empty folder is
     never overwritten."""
     seed: int = 0
     """Seeds parameter initialisation and data order."""
     hidden_size: int = 64
     """LTC units."""
+    cell: Literal["ltc", "biophysical"] = "ltc"
+    """ltc: the simplified LTC (Hasani et al. 2021, Eq. 1); biophysical: the original
+    authors' cell on a sparse wiring."""
+    wiring: Literal["fc", "random", "ncp"] = "fc"
+    """Wiring of the biophysical cell: fully connected, random, or NCP."""
     solver: SolverName = "tsit5"
-    """ODE solver."""
+    """ODE solver; fused is the original authors' semi-implicit step."""
+    ode_unfolds: int = 6
+    """Sub-steps per step of the fused solver."""
     adjoint: AdjointName = "checkpoint"
     """Gradient mode: checkpoint, full, backsolve or direct."""
     dt0: float | None = None
@@ -65,14 +88,34 @@ class TrainConfig:
     """Absolute tolerance (adaptive steps). Default 1e-4 when dt0 is not given."""
     dtmin: float | None = None
     """Smallest adaptive step (time units); reaching it is an error."""
+    tighten_at: float | None = None
+    """Tolerance schedule: after this fraction of the epochs, switch to
+    --tight-rtol/--tight-atol (adaptive steps only)."""
+    tight_rtol: float = 1e-6
+    """Relative tolerance after --tighten-at."""
+    tight_atol: float = 1e-7
+    """Absolute tolerance after --tighten-at."""
+    seminorm: bool = False
+    """With --adjoint backsolve and adaptive steps: the reverse solve's error control
+    ignores the parameter-cotangent channels (diffrax's adjoint_rms_seminorm)."""
     max_steps: int = 4096
     """Most adaptive steps per solve (fixed steps: set from the data)."""
     checkpoints: int | None = None
     """Checkpoints for --adjoint checkpoint (default: diffrax's choice)."""
+    backward_solver: SolverName | None = None
+    """Reverse-solve solver for --adjoint backsolve (default: the forward one;
+    needed with --solver fused)."""
     batching: Batching = "batched"
     """Solve the batch as one state (batched) or per sequence (vmap)."""
     interpolation: Interpolation = "linear"
     """Input path between observations: linear or cubic (Hermite)."""
+    observation_mask: bool = False
+    """Add a 0/1 channel per input channel: observed (1) or NaN (0)."""
+    time_since_observation: bool = False
+    """Add a channel per input channel: time since its previous observation."""
+    drop_rate: float = 0.0
+    """Drop this fraction of each sequence's observations at random (train and
+    test, seeded by --seed): the irregular-sampling protocol of Kidger et al. 2020."""
     tau_min: float = 0.0
     """Floor on every time constant tau (time units)."""
     epochs: int = 100
@@ -85,6 +128,17 @@ class TrainConfig:
     warmup_steps: int = 0
     memory_table: bool = True
     """Measure the compiled training step's memory under every gradient mode."""
+    checkpoint_every: int | None = None
+    """Also checkpoint every N optimiser steps (always after each epoch)."""
+    on_failure: Literal["raise", "skip"] = "raise"
+    """On a failed solve or non-finite loss: stop (raise) or drop the update (skip)."""
+    max_consecutive_failures: int = 10
+    """With --on-failure skip: stop after this many failed steps in a row."""
+    x64: bool = False
+    """Run everything in float64."""
+    resume: str | None = None
+    """Continue the run in this folder from its newest good checkpoint, with its
+    saved configuration (other options are ignored, except --progress)."""
     progress: bool = True
     """Show a progress bar."""
 
@@ -115,23 +169,23 @@ def environment() -> dict[str, Any]:
     )
 
 
-def make_run_dir(out: str | None, prefix: str) -> str:
-    """Create a fresh run folder: `out`, or `runs/<prefix>-<date>-<time>`.
+def make_run_dir(out: str | None, parent: str) -> str:
+    """Create a fresh run folder: `out`, or `<parent>/<date>-<time>` (with a
+    numeric suffix if that exists already).
 
     **Raises:** `FileExistsError` if `out` exists and is not empty (an earlier run
     is never overwritten).
     """
     if out is None:
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        out = os.path.join("runs", f"{prefix}-{stamp}")
+        out = base = os.path.join(parent, stamp)
         suffix = 1
-        base = out
         while os.path.exists(out):
             suffix += 1
             out = f"{base}-{suffix}"
     elif os.path.isdir(out) and os.listdir(out):
         raise FileExistsError(
-            f"--out {out} already holds files; choose a new folder (runs are never "
+            f"{out} already holds files; choose a new folder (runs are never "
             "overwritten)."
         )
     os.makedirs(out, exist_ok=True)
@@ -139,9 +193,11 @@ def make_run_dir(out: str | None, prefix: str) -> str:
 
 
 def load_data(config: TrainConfig) -> tuple[SequenceDataset, SequenceDataset]:
-    """The standardised `(train, test)` pair named by `config`.
+    """The `(train, test)` pair named by `config`: observations dropped if
+    `drop_rate > 0`, then standardised with the training statistics.
 
-    **Raises:** `ValueError` if only one of `data` and `test_data` is given.
+    **Raises:** `ValueError` if only one of `data` and `test_data` is given, or the
+    two have different channels.
     """
     if config.data is None and config.test_data is None:
         train, test = load_japanese_vowels()
@@ -158,16 +214,31 @@ def load_data(config: TrainConfig) -> tuple[SequenceDataset, SequenceDataset]:
                 f"{config.test_data} has {test.num_channels} channels, "
                 f"{config.data} has {train.num_channels}."
             )
+    if config.drop_rate > 0:
+        train = drop_observations(train, config.drop_rate, seed=config.seed)
+        test = drop_observations(test, config.drop_rate, seed=config.seed + 1)
     return standardize(train, test)
 
 
+def path_options(config: TrainConfig) -> dict[str, Any]:
+    """The `InputPath` options a config asks for."""
+    return dict(
+        interpolation=config.interpolation,
+        observation_mask=config.observation_mask,
+        time_since_observation=config.time_since_observation,
+    )
+
+
 def make_config_integrator(
-    config: TrainConfig, data: SequenceDataset, adjoint: AdjointName | None = None
+    config: TrainConfig,
+    datasets: tuple[SequenceDataset, ...],
+    adjoint: AdjointName | None = None,
+    backward_solver: SolverName | None = None,
 ) -> Integrator:
     """The [`ltc_jax.Integrator`][] a config asks for.
 
     Fixed steps when `dt0` is given without tolerances; then `max_steps` is the
-    number of steps the longest sequence of `data` needs, so `"full"` stores
+    number of steps the longest sequence of `datasets` needs, so `"full"` stores
     exactly the steps taken. Adaptive otherwise (default tolerances 1e-3/1e-4).
     """
     adaptive = config.rtol is not None or config.atol is not None or config.dt0 is None
@@ -179,33 +250,68 @@ def make_config_integrator(
     else:
         if not config.dt0 > 0:
             raise ValueError(f"--dt0 must be positive; got {config.dt0}.")
-        last = data.ts[np.arange(len(data)), data.lengths - 1]
-        durations = last - data.ts[:, 0]
-        max_steps = max(1, math.ceil(float(np.max(durations)) / config.dt0))
+        longest = max(
+            float(np.max(data.ts[np.arange(len(data)), data.lengths - 1] - data.ts[:, 0]))
+            for data in datasets
+        )
+        max_steps = max(1, math.ceil(longest / config.dt0))
+    adjoint = config.adjoint if adjoint is None else adjoint
     return make_integrator(
         config.solver,
-        config.adjoint if adjoint is None else adjoint,
+        adjoint,
         dt0=config.dt0,
         rtol=rtol,
         atol=atol,
         dtmin=config.dtmin,
         max_steps=max_steps,
-        checkpoints=config.checkpoints
-        if (adjoint or config.adjoint) == "checkpoint"
+        checkpoints=config.checkpoints if adjoint == "checkpoint" else None,
+        backward_solver=(backward_solver or config.backward_solver)
+        if adjoint == "backsolve"
         else None,
+        seminorm=config.seminorm and adjoint == "backsolve",
+        ode_unfolds=config.ode_unfolds,
         batching=config.batching,
     )
 
 
+def training_schedule(
+    config: TrainConfig, integrator: Integrator
+) -> ToleranceSchedule | None:
+    """The two-phase tolerance schedule of `--tighten-at`, or `None`.
+
+    **Raises:** `ValueError` if `tighten_at` is outside (0, 1) or steps are fixed.
+    """
+    if config.tighten_at is None:
+        return None
+    if not 0.0 < config.tighten_at < 1.0:
+        raise ValueError(f"--tighten-at must lie in (0, 1); got {config.tighten_at}.")
+    if not integrator.is_adaptive:
+        raise ValueError("--tighten-at needs adaptive steps (no --dt0 alone).")
+    switch = max(1, min(config.epochs - 1, round(config.tighten_at * config.epochs)))
+    controller = integrator.stepsize_controller
+    return ToleranceSchedule(
+        integrator,
+        start_epochs=(0, switch),
+        rtols=(float(controller.rtol), config.tight_rtol),
+        atols=(float(controller.atol), config.tight_atol),
+    )
+
+
 def memory_by_mode(
-    model, optimizer, batch, config: TrainConfig, data: SequenceDataset
+    model, optimizer, batch, config: TrainConfig, datasets: tuple[SequenceDataset, ...]
 ) -> dict[str, dict[str, int] | None]:
     """Compiled memory of one training step under every gradient mode (same model,
-    batch and solver), from XLA's memory analysis; nothing is run."""
+    batch and solver), from XLA's memory analysis; nothing is run. With the fused
+    solver, backsolve's reverse solve uses `config.backward_solver` or Heun."""
     opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
+    backward = config.backward_solver
+    if config.solver == "fused" and backward is None:
+        backward = "heun"
     table = {}
     for mode in ADJOINT_NAMES:
-        integrator = make_config_integrator(config, data, adjoint=mode)
+        integrator = make_config_integrator(
+            config, datasets, adjoint=mode, backward_solver=backward
+        )
         step = train_step_fn(optimizer, integrator)
         memory = compiled_memory(step, model, opt_state, batch)
         table[mode] = None if memory is None else memory.asdict()
@@ -215,30 +321,53 @@ def memory_by_mode(
 def train_and_evaluate(config: TrainConfig) -> dict[str, Any]:
     """Run the main job: load data, train, evaluate, and write the run folder.
 
-    The folder (`config.out`, or a new `runs/train-<date>-<time>`) receives
-    `config.json`, `metrics.json` and `checkpoints/` (the last two epochs'
-    `(model, opt_state)`, written atomically).
+    The folder (`config.out`, or a new `runs/train/<date>-<time>`) receives
+    `config.json`, `metrics.json` and `checkpoints/` (the newest two, written
+    atomically: model, optimiser state and position in the data). With
+    `config.resume`, the run in that folder continues from its newest good
+    checkpoint, with its saved configuration, and ends as an uninterrupted run
+    would have (bit for bit on CPU).
 
     **Returns:** the metrics dict, also written to `metrics.json`, with at least
     `test_accuracy`, `train_seconds`, `gradient_mode`, `solver`,
-    `steps_per_sequence` and `memory_bytes_by_mode`, plus `history` and
-    `environment`.
+    `steps_per_sequence` and `memory_bytes_by_mode`, plus `history`,
+    `parameters_sha256` (a digest of the final parameters) and `environment`.
 
     **Raises:** `ValueError` for inconsistent options; `FileExistsError` for a
-    non-empty `out`; [`ltc_jax.NonFiniteLossError`][] if training diverges;
+    non-empty `out`; `FileNotFoundError` for a `resume` folder without
+    `config.json`; the errors of [`ltc_jax.fit`][]; a
     [`ltc_jax.datasets.TSFormatError`][] for a malformed `.ts` file.
     """
+    resume = config.resume is not None
+    if resume:
+        run_dir = config.resume
+        saved_path = os.path.join(run_dir, "config.json")
+        if not os.path.isfile(saved_path):
+            raise FileNotFoundError(f"--resume {run_dir}: no config.json in it.")
+        with open(saved_path) as file:
+            saved = json.load(file)
+        config = dataclasses.replace(
+            TrainConfig(**saved), resume=None, progress=config.progress
+        )
+    if config.x64:
+        jax.config.update("jax_enable_x64", True)
     train, test = load_data(config)
-    integrator = make_config_integrator(config, train)
-    run_dir = make_run_dir(config.out, "train")
-    with open(os.path.join(run_dir, "config.json"), "w") as file:
-        json.dump(dataclasses.asdict(config), file, indent=2)
+    integrator = make_config_integrator(config, (train, test))
+    if not resume:
+        run_dir = make_run_dir(config.out, os.path.join("runs", "train"))
+        with open(os.path.join(run_dir, "config.json"), "w") as file:
+            json.dump(dataclasses.asdict(config), file, indent=2)
+    checkpoint_dir = os.path.join(run_dir, "checkpoints")
 
+    options = path_options(config)
+    train_path = dataset_path(train, **options)
     output_size = train.num_classes if train.is_classification else train.labels.shape[1]
     model = LTC(
-        train.num_channels,
+        train_path.input_size,
         config.hidden_size,
         output_size,
+        cell=config.cell,
+        wiring=config.wiring,
         tau_min=config.tau_min,
         key=jr.PRNGKey(config.seed),
     )
@@ -250,46 +379,56 @@ def train_and_evaluate(config: TrainConfig) -> dict[str, Any]:
         clip_norm=config.clip_norm,
         weight_decay=config.weight_decay,
     )
+    schedule = training_schedule(config, integrator)
     start = time.perf_counter()
     model, history = fit(
         model,
         train,
-        integrator=integrator,
+        integrator=integrator if schedule is None else schedule,
         optimizer=optimizer,
         epochs=config.epochs,
         batch_size=config.batch_size,
         seed=config.seed,
-        interpolation=config.interpolation,
-        checkpoint_dir=os.path.join(run_dir, "checkpoints"),
+        path=train_path,
+        checkpoint_dir=checkpoint_dir,
+        checkpoint_every=config.checkpoint_every,
+        resume=resume and bool(list_checkpoints(checkpoint_dir)),
+        on_failure=config.on_failure,
+        max_consecutive_failures=config.max_consecutive_failures,
         progress=config.progress,
     )
     train_seconds = time.perf_counter() - start
+    if schedule is not None:
+        integrator = schedule.final
     result = evaluate(
         model,
         test,
         integrator=integrator,
         batch_size=config.batch_size,
-        interpolation=config.interpolation,
+        path=dataset_path(test, **options),
     )
     memory = None
     if config.memory_table:
-        batch = next(
-            batches(train, config.batch_size, interpolation=config.interpolation)
-        )
-        memory = memory_by_mode(model, optimizer, batch, config, train)
+        batch = next(batches(train, config.batch_size, path=train_path))
+        memory = memory_by_mode(model, optimizer, batch, config, (train, test))
     metrics = dict(
         test_accuracy=result["accuracy"],
         test_loss=result["loss"],
         train_seconds=train_seconds,
         gradient_mode=integrator.adjoint_name,
         solver=config.solver,
+        cell=config.cell,
+        wiring=config.wiring if config.cell == "biophysical" else None,
         adaptive=integrator.is_adaptive,
         max_steps=integrator.max_steps,
         steps_per_sequence=result["num_steps"],
         memory_bytes_by_mode=memory,
-        dataset=dict(train=train.name, test=test.name, train_size=len(train),
-                     test_size=len(test)),
+        dataset=dict(
+            train=train.name, test=test.name, train_size=len(train), test_size=len(test)
+        ),
         history=history,
+        parameters_sha256=parameter_digest(model),
+        resumed=resume,
         environment=environment(),
         run_dir=run_dir,
     )

@@ -7,9 +7,20 @@ import diffrax
 import equinox as eqx
 import numpy as np
 
+from ._fused import FusedLTC
+
 
 SolverName = Literal[
-    "euler", "heun", "midpoint", "rk4", "bosh3", "tsit5", "dopri5", "dopri8", "kvaerno5"
+    "euler",
+    "heun",
+    "midpoint",
+    "rk4",
+    "bosh3",
+    "tsit5",
+    "dopri5",
+    "dopri8",
+    "kvaerno5",
+    "fused",
 ]
 AdjointName = Literal["checkpoint", "full", "backsolve", "direct"]
 Batching = Literal["batched", "vmap"]
@@ -68,7 +79,7 @@ _EXPLICIT = {
 _FIXED_ONLY = ("euler", "rk4")  # no error estimate
 
 
-def make_solver(name: str) -> diffrax.AbstractSolver:
+def make_solver(name: str, *, ode_unfolds: int = 6) -> diffrax.AbstractSolver:
     """The diffrax solver for a name.
 
     | name | method | order | stages | steps |
@@ -82,12 +93,14 @@ def make_solver(name: str) -> diffrax.AbstractSolver:
     | `dopri5` | Dormand-Prince 5(4) | 5 | 7 (FSAL) | fixed or adaptive |
     | `dopri8` | Dormand-Prince 8(7) | 8 | 14 | fixed or adaptive |
     | `kvaerno5` | Kvaerno 5(4), ESDIRK, implicit | 5 | 7 | adaptive only |
+    | `fused` | the original LTC step ([`ltc_jax.FusedLTC`][]) | 1 | `ode_unfolds` | fixed only |
 
     Explicit methods need a step inside their stability region: roughly
     `dt * max|eigenvalue| < 2` (Euler, Heun) to `2.8` (RK4, Tsit5) for a decaying
     field, where the LTC's fastest rate is `1/tau + 1`. `kvaerno5` is A-stable and
     suits stiff problems (small `tau`); its Newton iterations use the step-size
-    controller's tolerances.
+    controller's tolerances. `fused` is linearly implicit: stable for any step on
+    the LTC's decay, first order; `ode_unfolds` (default 6) sub-steps per step.
 
     **Raises:** `ValueError` for an unknown name.
     """
@@ -95,6 +108,8 @@ def make_solver(name: str) -> diffrax.AbstractSolver:
         return _EXPLICIT[name]()
     if name == "kvaerno5":
         return diffrax.Kvaerno5()
+    if name == "fused":
+        return FusedLTC(ode_unfolds)
     raise ValueError(f"Unknown solver {name!r}; choose one of {SOLVER_NAMES}.")
 
 
@@ -117,11 +132,7 @@ def make_adjoint(
         `max_steps` (not of the steps actually taken), and the backward pass
         re-evaluates the field about 3 times per forward evaluation. An int stores
         that many states; `ceil(log2(max_steps))` gives memory logarithmic in
-        `max_steps` for more recomputation. With adaptive steps and linear
-        interpolation every stored state also holds the observation times
-        (diffrax's `ClipStepSizeController` keeps its `jump_ts` in the solver
-        state), so memory grows with states times observations: for long inputs
-        use fixed steps or cubic interpolation. The right default for almost
+        `max_steps` for more recomputation. The right default for almost
         everything.
     - `"full"`: `RecursiveCheckpointAdjoint(checkpoints=max_steps)`: stores every
         step, i.e. plain backpropagation through the solver. Fastest backward pass,
@@ -282,6 +293,8 @@ def make_integrator(
     max_steps: int = 4096,
     checkpoints: int | None = None,
     backward_solver: str | None = None,
+    seminorm: bool = False,
+    ode_unfolds: int = 6,
     batching: str = "batched",
     throw: bool = True,
 ) -> Integrator:
@@ -304,7 +317,12 @@ def make_integrator(
         `"full"` and `"checkpoint"` is sized by it, not by the steps taken.
     - `checkpoints`: for `"checkpoint"`: number of checkpoints, default `None`.
     - `backward_solver`: for `"backsolve"`: the reverse solve's solver (default: the
-        forward one).
+        forward one; required with `"fused"`).
+    - `seminorm`: for `"backsolve"` with adaptive steps: the reverse solve's error
+        control ignores the parameter-cotangent channels, whose error does not
+        feed back into the solve (`diffrax.adjoint_rms_seminorm`; Kidger, Chen and
+        Lyons 2021, "Hey, that's not an ODE"), so it takes fewer steps.
+    - `ode_unfolds`: for `"fused"`: sub-steps per step (default 6).
     - `batching`: `"batched"` (default): the batch is one ODE state
         `(batch, hidden_size)` with shared solver steps; exact, and 2-5x faster than
         `"vmap"`, which solves each sequence alone (each with its own adaptive
@@ -315,12 +333,23 @@ def make_integrator(
     **Raises:** `ValueError` for an unknown name, a non-positive `dt0`, `rtol`
     without `atol` (or the reverse), fixed steps without `dt0`, an adaptive
     controller with a solver that has no error estimate (`euler`, `rk4`), or fixed
-    steps with an implicit solver.
+    steps with an implicit solver, or `"fused"` with `"backsolve"` and no
+    `backward_solver`.
     """
     if isinstance(solver, str):
-        solver_obj = make_solver(solver)
+        solver_obj = make_solver(solver, ode_unfolds=ode_unfolds)
     else:
         solver_obj = solver
+    if (
+        isinstance(solver_obj, FusedLTC)
+        and adjoint == "backsolve"
+        and backward_solver is None
+    ):
+        raise ValueError(
+            "adjoint='backsolve' with the fused solver needs a backward_solver (e.g. "
+            "'heun'): the adjoint system is not of LTC form, so the fused step "
+            "cannot solve it."
+        )
     if (rtol is None) != (atol is None):
         raise ValueError(
             f"Pass both rtol and atol for adaptive steps, or neither for fixed steps; "
@@ -337,6 +366,17 @@ def make_integrator(
         if dtmin is not None:
             raise ValueError("dtmin applies to adaptive steps (rtol/atol) only.")
         controller = diffrax.ConstantStepSize()
+    backward_controller = None
+    if seminorm:
+        if adjoint != "backsolve" or rtol is None:
+            raise ValueError(
+                "seminorm applies to adjoint='backsolve' with adaptive steps "
+                "(rtol/atol) only."
+            )
+        backward_controller = diffrax.PIDController(
+            rtol=rtol, atol=atol, dtmin=dtmin, force_dtmin=False,
+            norm=diffrax.adjoint_rms_seminorm,
+        )
     backward_obj = None
     if backward_solver is not None:
         backward_obj = make_solver(backward_solver)
@@ -347,6 +387,7 @@ def make_integrator(
         max_steps=max_steps,
         checkpoints=checkpoints,
         backward_solver=backward_obj,
+        backward_stepsize_controller=backward_controller,
     )
     return Integrator(
         solver=solver_obj,
@@ -357,3 +398,81 @@ def make_integrator(
         batching=batching,
         throw=throw,
     )
+
+
+def with_tolerances(integrator: Integrator, rtol: float, atol: float) -> Integrator:
+    """The same integrator with other tolerances: those of the adaptive step-size
+    controller, and of the reverse solve's controller under `"backsolve"` if it
+    has one (as with `seminorm`). Implicit solvers' Newton iterations follow the
+    controller's tolerances.
+
+    **Raises:** `ValueError` for fixed steps (no tolerances to change).
+    """
+    if not integrator.is_adaptive:
+        raise ValueError("Tolerances apply to adaptive steps; this integrator is fixed.")
+    integrator = eqx.tree_at(
+        lambda i: (i.stepsize_controller.rtol, i.stepsize_controller.atol),
+        integrator,
+        (rtol, atol),
+    )
+    backward = getattr(integrator.adjoint, "kwargs", {}).get("stepsize_controller")
+    if backward is not None:
+        integrator = eqx.tree_at(
+            lambda i: (
+                i.adjoint.kwargs["stepsize_controller"].rtol,
+                i.adjoint.kwargs["stepsize_controller"].atol,
+            ),
+            integrator,
+            (rtol, atol),
+        )
+    return integrator
+
+
+class ToleranceSchedule(eqx.Module):
+    """Piecewise-constant tolerances over the epochs of training: for example loose
+    while the model is far from a solution, tight at the end.
+
+    Called with an epoch (0-based), returns the [`ltc_jax.Integrator`][] for it;
+    [`ltc_jax.fit`][] accepts one in place of an integrator (each phase compiles
+    its training step once).
+
+    **Fields:**
+
+    - `integrator`: an adaptive integrator (its own tolerances are replaced).
+    - `start_epochs`: the epoch at which each phase starts; the first must be 0,
+        strictly increasing.
+    - `rtols`, `atols`: the tolerances of each phase.
+
+    **Raises:** `ValueError` (at construction) for a fixed-step integrator, phases
+    of different lengths, or `start_epochs` not starting at 0 or not increasing.
+    """
+
+    integrator: Integrator
+    start_epochs: tuple[int, ...] = eqx.field(static=True)
+    rtols: tuple[float, ...] = eqx.field(static=True)
+    atols: tuple[float, ...] = eqx.field(static=True)
+
+    def __check_init__(self):
+        if not self.integrator.is_adaptive:
+            raise ValueError("A tolerance schedule needs an adaptive integrator.")
+        if not len(self.start_epochs) == len(self.rtols) == len(self.atols) >= 1:
+            raise ValueError("start_epochs, rtols and atols need one entry per phase.")
+        if self.start_epochs[0] != 0 or any(
+            b <= a for a, b in zip(self.start_epochs, self.start_epochs[1:])
+        ):
+            raise ValueError(
+                f"start_epochs must start at 0 and increase; got {self.start_epochs}."
+            )
+
+    def phase(self, epoch: int) -> int:
+        """The index of the phase an epoch belongs to."""
+        return max(i for i, start in enumerate(self.start_epochs) if start <= epoch)
+
+    def __call__(self, epoch: int) -> Integrator:
+        i = self.phase(epoch)
+        return with_tolerances(self.integrator, self.rtols[i], self.atols[i])
+
+    @property
+    def final(self) -> Integrator:
+        """The last phase's integrator (for evaluation after training)."""
+        return self(self.start_epochs[-1])

@@ -1,25 +1,29 @@
 """Training with optax: batches, loss, a jitted step, evaluation, checkpoints, `fit`."""
 
+import dataclasses
+import functools as ft
 import hashlib
+import io
 import json
 import math
 import os
 import shutil
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
+import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 from jaxtyping import Array, Float, Int, PyTree
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
-from ._custom_types import Interpolation
 from ._paths import InputPath
-from ._solve import Integrator
+from ._solve import Integrator, ToleranceSchedule
 from .datasets import SequenceDataset
 
 
@@ -44,25 +48,27 @@ class Batch(NamedTuple):
     weights: Float[Array, " batch"]
 
 
-def dataset_path(
-    data: SequenceDataset, *, interpolation: Interpolation = "linear", dtype=None
-) -> InputPath:
+def dataset_path(data: SequenceDataset, *, dtype=None, **options) -> InputPath:
     """All sequences of `data` as one [`ltc_jax.InputPath`][], validated once.
 
-    **Raises:** as `InputPath` (non-increasing times, NaN values, ...).
+    **Arguments:** `data`; `dtype` of times and values (default: JAX's default
+    float); `options`: keyword arguments of `InputPath` (`interpolation`,
+    `observation_mask`, `time_since_observation`, `empty_channel_fill`).
+
+    **Raises:** as `InputPath` (non-increasing times, infinite values, ...).
     """
     dtype = jnp.zeros(()).dtype if dtype is None else dtype
     return _build_path(
         jnp.asarray(data.ts, dtype),
         jnp.asarray(data.xs, dtype),
         jnp.asarray(data.lengths, jnp.int32),
-        interpolation,
+        options,
     )
 
 
 @eqx.filter_jit
-def _build_path(ts, xs, lengths, interpolation):
-    return InputPath(ts, xs, lengths, interpolation=interpolation)
+def _build_path(ts, xs, lengths, options):
+    return InputPath(ts, xs, lengths, **options)
 
 
 @eqx.filter_jit
@@ -76,8 +82,7 @@ def batches(
     *,
     order: np.ndarray | None = None,
     path: InputPath | None = None,
-    interpolation: Interpolation = "linear",
-    dtype=None,
+    start: int = 0,
 ) -> Iterator[Batch]:
     """Split `data` into batches of exactly `batch_size` sequences.
 
@@ -86,19 +91,20 @@ def batches(
     - `data`: the dataset.
     - `batch_size`: sequences per batch.
     - `order`: a permutation of `range(len(data))` (default: the stored order).
-    - `path`: `dataset_path(data, ...)`, if already built (saves rebuilding it).
-    - `interpolation`, `dtype`: used to build the path when `path` is not given.
+    - `path`: `dataset_path(data, ...)` (default: built with linear interpolation
+        and JAX's default float).
+    - `start`: index of the first batch to yield (to resume within an epoch).
 
     **Yields:** [`ltc_jax.Batch`][]es; the last is filled up with weight-0 copies.
     """
     n = len(data)
     order = np.arange(n) if order is None else np.asarray(order)
     if path is None:
-        path = dataset_path(data, interpolation=interpolation, dtype=dtype)
+        path = dataset_path(data)
     float_dtype = path.ts.dtype
     label_dtype = jnp.int32 if data.is_classification else float_dtype
-    for start in range(0, n, batch_size):
-        index = order[start : start + batch_size]
+    for first in range(start * batch_size, n, batch_size):
+        index = order[first : first + batch_size]
         real = len(index)
         if real < batch_size:
             index = np.concatenate([index, np.resize(order, batch_size - real)])
@@ -197,12 +203,18 @@ def train_step_fn(
     return step
 
 
+@eqx.filter_jit
+def _jitted_train_step(model, opt_state, batch, optimizer, integrator):
+    return train_step_fn(optimizer, integrator)(model, opt_state, batch)
+
+
 def make_train_step(
     optimizer: optax.GradientTransformation, integrator: Integrator
 ) -> Callable:
     """[`ltc_jax.train_step_fn`][] under `eqx.filter_jit`: compiled once per batch
-    shape."""
-    return eqx.filter_jit(train_step_fn(optimizer, integrator))
+    shape, optimiser and integrator; later calls with the same optimiser object
+    and an equal integrator (a new `fit`, another seed) reuse the compilation."""
+    return ft.partial(_jitted_train_step, optimizer=optimizer, integrator=integrator)
 
 
 def make_optimizer(
@@ -245,9 +257,12 @@ def evaluate(
     *,
     integrator: Integrator,
     batch_size: int = 64,
-    interpolation: Interpolation = "linear",
+    path: InputPath | None = None,
 ) -> dict[str, float]:
     """Mean loss, accuracy (classification) and solver steps of `model` on `data`.
+
+    `path`: `dataset_path(data, ...)` when the inputs need options (interpolation,
+    mask channels); default: linear interpolation.
 
     **Returns:** `{"loss", "accuracy", "num_steps"}`; `accuracy` is `nan` for
     regression; `num_steps` is the mean number of solver steps per batch solve
@@ -256,7 +271,7 @@ def evaluate(
     step = _eval_step(integrator)
     totals = dict(weight=0.0, loss=0.0, correct=0.0, num_steps=0.0)
     solves = 0
-    for batch in batches(data, batch_size, interpolation=interpolation):
+    for batch in batches(data, batch_size, path=path):
         _, metrics = step(model, batch)
         for name in ("weight", "loss", "correct"):
             totals[name] += float(metrics[name])
@@ -272,11 +287,12 @@ def evaluate(
 
 
 def _eval_step(integrator):
-    @eqx.filter_jit
-    def step(model, batch):
-        return loss_and_metrics(model, batch, integrator)
+    return ft.partial(_jitted_loss_and_metrics, integrator=integrator)
 
-    return step
+
+@eqx.filter_jit
+def _jitted_loss_and_metrics(model, batch, integrator):
+    return loss_and_metrics(model, batch, integrator)
 
 
 # --- checkpoints ------------------------------------------------------------------
@@ -341,6 +357,14 @@ def list_checkpoints(directory: str | os.PathLike) -> list[str]:
     return [os.path.join(directory, name) for name in names]
 
 
+def parameter_digest(tree: PyTree) -> str:
+    """SHA-256 of a pytree's serialised leaves (`eqx.tree_serialise_leaves`): equal
+    digests mean bit-identical parameters."""
+    buffer = io.BytesIO()
+    eqx.tree_serialise_leaves(buffer, tree)
+    return hashlib.sha256(buffer.getvalue()).hexdigest()
+
+
 class CheckpointError(RuntimeError):
     """No usable checkpoint: missing, truncated or corrupted."""
 
@@ -375,87 +399,273 @@ def load_checkpoint(path: str | os.PathLike, like: PyTree) -> tuple[PyTree, dict
     return tree, meta
 
 
+def load_latest_checkpoint(
+    directory: str | os.PathLike, like: PyTree
+) -> tuple[PyTree, dict, list[str]]:
+    """Load the newest usable checkpoint under `directory`, falling back to older
+    ones past any that is truncated or corrupted.
+
+    **Returns:** `(tree, meta, skipped)`, `skipped` naming each damaged checkpoint
+    passed over and why.
+
+    **Raises:** [`ltc_jax.CheckpointError`][] if no checkpoint is usable.
+    """
+    skipped = []
+    for path in reversed(list_checkpoints(directory)):
+        try:
+            tree, meta = load_checkpoint(path, like)
+        except CheckpointError as error:
+            skipped.append(str(error))
+            continue
+        return tree, meta, skipped
+    detail = "; ".join(skipped) if skipped else "none found"
+    raise CheckpointError(f"No usable checkpoint in {os.fspath(directory)} ({detail}).")
+
+
+class SolverFailureError(RuntimeError):
+    """A solve failed during training (`max_steps` reached, a step below `dtmin`,
+    ...); the message names the epoch, the batch, how far the solve got, and the
+    steps it took."""
+
+
+class TrainingFailedError(RuntimeError):
+    """Training stopped after too many failed steps in a row (`on_failure="skip"`)."""
+
+
+def _new_totals() -> dict[str, float]:
+    return dict(
+        weight=0.0, loss=0.0, correct=0.0, num_steps=0.0, rejected=0.0,
+        max_num_steps=0.0, batches=0.0, failures=0.0,
+    )
+
+
 def fit(
     model: eqx.Module,
     train: SequenceDataset,
     *,
-    integrator: Integrator,
+    integrator: Integrator | ToleranceSchedule,
     optimizer: optax.GradientTransformation,
     epochs: int,
     batch_size: int,
     seed: int = 0,
-    interpolation: Interpolation = "linear",
+    path: InputPath | None = None,
     checkpoint_dir: str | os.PathLike | None = None,
+    checkpoint_every: int | None = None,
+    resume: bool = False,
+    on_failure: str = "raise",
+    max_consecutive_failures: int = 10,
     progress: bool = True,
 ) -> tuple[eqx.Module, list[dict[str, int | float]]]:
     """Train `model` on `train` for `epochs` epochs.
 
     Each epoch visits the data in the order [`ltc_jax.epoch_order`][]`(seed,
     epoch)`, in fixed-size batches (one compilation). A tqdm bar shows the loss
-    and accuracy. With `checkpoint_dir`, `(model, opt_state)` is checkpointed
-    atomically after every epoch.
+    and accuracy.
+
+    **Checkpoints and exact resume.** With `checkpoint_dir`, the model, the
+    optimiser state and the position in the data (epoch, batch; the data order
+    derives from `seed`, the run's only source of randomness) are checkpointed
+    atomically after every epoch and every `checkpoint_every` optimiser steps,
+    with the partial epoch's running totals. `resume=True` continues from the
+    newest usable checkpoint (falling back past damaged ones): the result is the
+    same as an uninterrupted run's, bit for bit on CPU.
+
+    **Failures.** A failed solve (`max_steps` reached, a step below `dtmin`) or a
+    non-finite loss or gradient never updates the parameters. With
+    `on_failure="raise"` (default) training stops with an error naming the epoch,
+    the batch, how far the solve got and the steps it took; with `"skip"` the
+    update is dropped, counted and logged, and training stops after
+    `max_consecutive_failures` failures in a row. With adaptive steps, a warning
+    is issued when a solve uses more than 90% of `max_steps`.
+
+    **Tolerance schedules.** `integrator` may be a [`ltc_jax.ToleranceSchedule`][]:
+    each epoch then uses its phase's tolerances (recorded in the history).
 
     **Arguments:** `model`; `train`; `integrator`; `optimizer` (an optax
     transformation, e.g. from [`ltc_jax.make_optimizer`][]); `epochs`;
-    `batch_size`; `seed` (data order); `interpolation` of the inputs;
-    `checkpoint_dir`; `progress` (show the bar).
+    `batch_size`; `seed` (data order); `path`: `dataset_path(train, ...)` when
+    the inputs need options (default: linear interpolation);
+    `checkpoint_dir`, `checkpoint_every`, `resume`; `on_failure`,
+    `max_consecutive_failures`; `progress` (show the bar).
 
     **Returns:** `(model, history)`, one dict per epoch: `epoch`, `loss`,
-    `accuracy`, `num_steps` (mean solver steps per batch), `num_rejected_steps`,
-    `seconds`.
+    `accuracy`, `num_steps` (mean solver steps per batch), `max_num_steps`,
+    `max_steps_used` (fraction of `max_steps` of the longest solve),
+    `num_rejected_steps`, `failures`, `seconds`, and `rtol`, `atol` with
+    adaptive steps.
 
-    **Raises:** [`ltc_jax.NonFiniteLossError`][] when a loss or gradient is
-    non-finite (the parameters are left at their last finite values, and the
-    last checkpoint is intact); anything the solve raises, e.g. on `max_steps`.
+    **Raises:** [`ltc_jax.NonFiniteLossError`][], [`ltc_jax.SolverFailureError`][]
+    (with `on_failure="raise"`), [`ltc_jax.TrainingFailedError`][] (with
+    `"skip"`), [`ltc_jax.CheckpointError`][] when resuming finds no usable
+    checkpoint, `ValueError` for bad options.
     """
-    step_fn = make_train_step(optimizer, integrator)
-    path = dataset_path(train, interpolation=interpolation)
+    if on_failure not in ("raise", "skip"):
+        raise ValueError(f"on_failure must be 'raise' or 'skip'; got {on_failure!r}.")
+    if resume and checkpoint_dir is None:
+        raise ValueError("resume=True needs the checkpoint_dir to resume from.")
+    if checkpoint_every is not None and checkpoint_every < 1:
+        raise ValueError(f"checkpoint_every must be positive; got {checkpoint_every}.")
+    schedule = integrator if isinstance(integrator, ToleranceSchedule) else None
+    step_fns = {}
+    path = dataset_path(train) if path is None else path
     opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
     steps_per_epoch = math.ceil(len(train) / batch_size)
-    history = []
-    bar = tqdm(total=epochs * steps_per_epoch, disable=not progress, unit="step")
-    for epoch in range(epochs):
-        start = time.perf_counter()
-        totals = dict(weight=0.0, loss=0.0, correct=0.0, num_steps=0.0, rejected=0.0)
-        order = epoch_order(seed, epoch, len(train))
-        for index, batch in enumerate(
-            batches(train, batch_size, order=order, path=path)
-        ):
-            model, opt_state, loss, metrics, finite = step_fn(model, opt_state, batch)
-            if not bool(finite):
-                bar.close()
-                raise NonFiniteLossError(_non_finite_message(epoch, index, integrator))
-            totals["weight"] += float(metrics["weight"])
-            totals["loss"] += float(metrics["loss"])
-            totals["correct"] += float(metrics["correct"])
-            totals["num_steps"] += float(metrics["num_steps"])
-            totals["rejected"] += float(metrics["num_rejected_steps"])
-            bar.update()
-            bar.set_postfix(
-                epoch=epoch,
-                loss=f"{totals['loss'] / totals['weight']:.4f}",
-                acc=f"{totals['correct'] / totals['weight']:.3f}",
-            )
-        record = dict(
-            epoch=epoch,
-            loss=totals["loss"] / totals["weight"],
-            accuracy=totals["correct"] / totals["weight"]
-            if train.is_classification
-            else math.nan,
-            num_steps=totals["num_steps"] / steps_per_epoch,
-            num_rejected_steps=totals["rejected"] / steps_per_epoch,
-            seconds=time.perf_counter() - start,
+    position = dict(epoch=0, batch=0, history=[], totals=_new_totals(), consecutive=0)
+    if resume:
+        (model, opt_state), meta, skipped = load_latest_checkpoint(
+            checkpoint_dir, (model, opt_state)
         )
-        history.append(record)
-        if checkpoint_dir is not None:
-            save_checkpoint(
-                checkpoint_dir,
-                (epoch + 1) * steps_per_epoch,
-                (model, opt_state),
-                dict(epoch=epoch + 1, seed=seed, history=history),
+        for message in skipped:
+            warnings.warn(f"Skipped a damaged checkpoint: {message}", stacklevel=2)
+        if meta["seed"] != seed:
+            raise ValueError(
+                f"The checkpoint was written with seed {meta['seed']}, not {seed}."
             )
+        position = {key: meta[key] for key in position}
+
+    def save():
+        if checkpoint_dir is not None:
+            step = position["epoch"] * steps_per_epoch + position["batch"]
+            save_checkpoint(
+                checkpoint_dir, step, (model, opt_state), dict(position, seed=seed)
+            )
+
+    done = position["epoch"] * steps_per_epoch + position["batch"]
+    bar = tqdm(
+        total=epochs * steps_per_epoch, initial=done, disable=not progress, unit="step"
+    )
+    history = position["history"]
+    while position["epoch"] < epochs:
+        epoch, totals = position["epoch"], position["totals"]
+        current = integrator if schedule is None else schedule(epoch)
+        phase = 0 if schedule is None else schedule.phase(epoch)
+        if phase not in step_fns:
+            step_fns[phase] = make_train_step(optimizer, current)
+        step_fn = step_fns[phase]
+        start = time.perf_counter()
+        order = epoch_order(seed, epoch, len(train))
+        for batch in batches(
+            train, batch_size, order=order, path=path, start=position["batch"]
+        ):
+            index = position["batch"]
+            try:
+                new_model, new_opt_state, _, metrics, finite = step_fn(
+                    model, opt_state, batch
+                )
+                failure = None if bool(finite) else "non-finite"
+            except eqx.EquinoxRuntimeError as error:
+                failure, cause = "solver", error
+            if failure is None:
+                model, opt_state = new_model, new_opt_state
+                position["consecutive"] = 0
+                _accumulate(totals, metrics)
+            else:
+                if failure == "non-finite":
+                    message = _non_finite_message(epoch, index, current)
+                    if on_failure == "raise":
+                        bar.close()
+                        raise NonFiniteLossError(message)
+                else:
+                    message = _solver_failure_message(
+                        epoch, index, model, batch, current, cause
+                    )
+                    if on_failure == "raise":
+                        bar.close()
+                        raise SolverFailureError(message) from cause
+                totals["failures"] += 1
+                position["consecutive"] += 1
+                bar.write(f"Skipped an update: {message}")
+                if position["consecutive"] >= max_consecutive_failures:
+                    bar.close()
+                    raise TrainingFailedError(
+                        f"Training stopped after {position['consecutive']} failed "
+                        f"steps in a row. The last: {message}"
+                    )
+            position["batch"] += 1
+            bar.update()
+            if totals["weight"] > 0:
+                bar.set_postfix(
+                    epoch=epoch,
+                    loss=f"{totals['loss'] / totals['weight']:.4f}",
+                    acc=f"{totals['correct'] / totals['weight']:.3f}",
+                )
+            step = epoch * steps_per_epoch + position["batch"]
+            if checkpoint_every and step % checkpoint_every == 0:
+                save()
+        record = _epoch_record(epoch, totals, train, current)
+        record["seconds"] = time.perf_counter() - start
+        if current.is_adaptive:
+            record["rtol"] = float(current.stepsize_controller.rtol)
+            record["atol"] = float(current.stepsize_controller.atol)
+        if current.is_adaptive and record["max_steps_used"] > 0.9:
+            message = (
+                f"Epoch {epoch}: a solve took {int(totals['max_num_steps'])} of "
+                f"max_steps={current.max_steps} steps; raise max_steps before it "
+                "becomes an error."
+            )
+            bar.write(message)
+            warnings.warn(message, stacklevel=2)
+        history.append(record)
+        position.update(epoch=epoch + 1, batch=0, totals=_new_totals())
+        save()
     bar.close()
     return model, history
+
+
+def _accumulate(totals: dict[str, float], metrics: dict[str, Array]) -> None:
+    totals["weight"] += float(metrics["weight"])
+    totals["loss"] += float(metrics["loss"])
+    totals["correct"] += float(metrics["correct"])
+    totals["num_steps"] += float(metrics["num_steps"])
+    totals["rejected"] += float(metrics["num_rejected_steps"])
+    totals["max_num_steps"] = max(totals["max_num_steps"], float(metrics["num_steps"]))
+    totals["batches"] += 1
+
+
+def _epoch_record(epoch, totals, train, integrator) -> dict[str, int | float]:
+    weight = totals["weight"] or math.nan
+    batches_done = totals["batches"] or math.nan
+    return dict(
+        epoch=epoch,
+        loss=totals["loss"] / weight,
+        accuracy=totals["correct"] / weight if train.is_classification else math.nan,
+        num_steps=totals["num_steps"] / batches_done,
+        max_num_steps=totals["max_num_steps"],
+        max_steps_used=totals["max_num_steps"] / integrator.max_steps,
+        num_rejected_steps=totals["rejected"] / batches_done,
+        failures=int(totals["failures"]),
+    )
+
+
+def _solver_failure_message(epoch, index, model, batch, integrator, cause) -> str:
+    """Re-run the batch's forward solve without raising, to say how far it got."""
+    quiet = dataclasses.replace(integrator, throw=False)
+    trajectory = eqx.filter_jit(lambda m, p: m.solve(p, integrator=quiet))(
+        model, batch.path
+    )
+    where = f"at epoch {epoch}, batch {index}"
+    result = trajectory.result
+    failed = np.atleast_1d(np.asarray(result != diffrax.RESULTS.successful))
+    if not failed.any():
+        first_line = str(cause).strip().splitlines()[0]
+        return (
+            f"The backward (adjoint) solve failed {where}: {first_line} The forward "
+            "solve succeeds; give the reverse solve more max_steps or looser "
+            "tolerances, or use adjoint='checkpoint'."
+        )
+    if failed.size > 1:  # one result per sequence under vmap batching
+        result = jax.tree.map(lambda value: value[np.argmax(failed)], result)
+    reason = diffrax.RESULTS[result]
+    steps = int(np.max(trajectory.stats["num_steps"]))
+    duration = np.asarray(batch.path.t_end - batch.path.t_start)
+    reached = np.asarray(trajectory.t_reached)
+    slowest = int(np.argmax(duration - reached))
+    return (
+        f"The solve failed {where}: {reason} After {steps} steps "
+        f"(max_steps={integrator.max_steps}) sequence {slowest} of the batch was "
+        f"integrated to {reached[slowest]:.6g} of its {duration[slowest]:.6g} time "
+        "units. Raise max_steps, loosen rtol/atol, lower dtmin, or check the data."
+    )
 
 
 def _non_finite_message(epoch: int, index: int, integrator: Integrator) -> str:

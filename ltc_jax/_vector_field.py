@@ -1,5 +1,6 @@
 """The LTC vector field of Hasani et al. (2021), as a diffrax-compatible Equinox module."""
 
+import abc
 import math
 
 import equinox as eqx
@@ -17,7 +18,53 @@ def inverse_softplus(y: ArrayLike) -> Array:
     return y + jnp.log(-jnp.expm1(-y))
 
 
-class LTCVectorField(eqx.Module):
+class AbstractLTCField(eqx.Module):
+    """A vector field in LTC form, `dh/dt = drive(h, x) - decay(h, x) * h` with
+    `decay >= 0`, driven by an input path.
+
+    Subclasses implement `drive_and_decay(y, x)`; this base derives the
+    derivative, the diffrax call `(t, y, args)` with `args.evaluate(t)` the input,
+    and `(dh/dt, decay)`, which [`ltc_jax.FusedLTC`][] needs. `y` may carry leading
+    batch axes; the maths acts on the last axis.
+    """
+
+    @abc.abstractmethod
+    def drive_and_decay(
+        self, y: Float[Array, "*batch units"], x: Float[Array, "*batch input_size"]
+    ) -> tuple[Float[Array, "*batch units"], Float[Array, "*batch units"]]:
+        """`(drive, decay)`, each shaped like `y`."""
+
+    def dynamics(
+        self, y: Float[Array, "*batch units"], x: Float[Array, "*batch input_size"]
+    ) -> Float[Array, "*batch units"]:
+        """$dh/dt$ at state `y` (`(*batch, units)`) under input `x`
+        (`(*batch, input_size)`)."""
+        drive, decay = self.drive_and_decay(y, x)
+        return drive - decay * y
+
+    def __call__(
+        self, t: ArrayLike, y: Float[Array, "*batch units"], args: AbstractInput
+    ) -> Float[Array, "*batch units"]:
+        """**Arguments:**
+
+        - `t`: time, a scalar (or one time per batch element, as `args` expects).
+        - `y`: the state, shape `(*batch, units)`.
+        - `args`: the input path; `args.evaluate(t)` must return $x(t)$ of shape
+            `(*batch, input_size)`.
+
+        **Returns:** $dh/dt$, shaped like `y`.
+        """
+        return self.dynamics(y, args.evaluate(t))
+
+    def derivative_and_decay(
+        self, t: ArrayLike, y: Float[Array, "*batch units"], args: AbstractInput
+    ) -> tuple[Float[Array, "*batch units"], Float[Array, "*batch units"]]:
+        """`(dh/dt, decay)` at time `t` (arguments as `__call__`)."""
+        drive, decay = self.drive_and_decay(y, args.evaluate(t))
+        return drive - decay * y, decay
+
+
+class LTCVectorField(AbstractLTCField):
     r"""The liquid time-constant vector field of Hasani et al. (2021), Eq. 1.
 
     $$\frac{dh}{dt} = -\Big(\frac{1}{\tau} + f\Big) \odot h + f \odot A,
@@ -152,23 +199,150 @@ class LTCVectorField(eqx.Module):
         f = self.gate(y, x)
         return f * self.A, 1.0 / self.tau + f
 
-    def dynamics(
-        self, y: Float[Array, "*batch hidden_size"], x: Float[Array, "*batch input_size"]
-    ) -> Float[Array, "*batch hidden_size"]:
-        """$dh/dt$ at state `y` under input `x` (same shapes as `gate`)."""
-        drive, decay = self.drive_and_decay(y, x)
-        return drive - decay * y
 
-    def __call__(
-        self, t: ArrayLike, y: Float[Array, "*batch hidden_size"], args: AbstractInput
-    ) -> Float[Array, "*batch hidden_size"]:
+_BIOPHYSICAL_INIT = dict(
+    gleak=(0.001, 1.0),
+    vleak=(-0.2, 0.2),
+    cm=(0.4, 0.6),
+    w=(0.001, 1.0),
+    sigma=(3.0, 8.0),
+    mu=(0.3, 0.8),
+)
+
+
+class BiophysicalLTCVectorField(AbstractLTCField):
+    r"""The biophysical LTC cell of the original authors (Hasani et al. 2021;
+    Lechner et al. 2020, the `ncps` package), as a diffrax-compatible vector field.
+
+    $$c_m \frac{dv_i}{dt} = g_\text{leak}(v_\text{leak} - v_i)
+        + \sum_j w_{ji}\, s\big(\sigma_{ji}(v_j - \mu_{ji})\big)(E_{ji} - v_i)
+        + \sum_k \hat w_{ki}\, s\big(\hat\sigma_{ki}(\hat x_k - \mu_{ki})\big)
+            (\hat E_{ki} - v_i)$$
+
+    with $s$ the logistic sigmoid, $j$ over presynaptic neurons and $k$ over input
+    channels (sensory synapses, hats), only where the wiring has a synapse, and
+    $\hat x = x \odot w_\text{in} + b_\text{in}$ the affine input mapping. Grouped
+    as `dv/dt = drive - decay * v`:
+    `drive = (gleak * vleak + sum g E) / cm` and `decay = (gleak + sum g) / cm`,
+    where `g` are the synaptic conductances (recurrent and sensory).
+
+    **Relation to [`ltc_jax.LTCVectorField`][]** (`dh/dt = -(1/tau + f) h + f A`):
+    `1/tau` <-> `gleak / cm` (the leak), `f` <-> `sum g / cm` (the input- and
+    state-dependent conductance), `f * A` <-> `sum g E / cm`: the single gate
+    becomes one sigmoid per synapse and `A` one reversal potential `E` per synapse;
+    the leak adds a constant drive `gleak * vleak / cm`.
+
+    **Positivity:** `cm`, `gleak`, `w` and `sensory_w` are `softplus` of raw
+    parameters, so no optimiser step can make them negative and nothing is clipped
+    (the original code clips after each step). `erev` and `sensory_erev` start at
+    the wiring's polarities (+-1) and are trained, as in the original.
+
+    **Initial values** (the original authors' ranges): `gleak` U(0.001, 1),
+    `vleak` U(-0.2, 0.2), `cm` U(0.4, 0.6), `w` U(0.001, 1), `sigma` U(3, 8),
+    `mu` U(0.3, 0.8); sensory synapses the same as their recurrent counterparts;
+    input mapping `w_in = 1`, `b_in = 0`.
+
+    Time is in the unit of your timestamps. The wiring's masks are integer arrays,
+    never trained. Shapes are written on the last axis (`y`: `(*batch, units)`), so
+    any batch size works, including one equal to `units`.
+    """
+
+    gleak_raw: Float[Array, " units"]
+    vleak: Float[Array, " units"]
+    cm_raw: Float[Array, " units"]
+    w_raw: Float[Array, "units units"]
+    sigma: Float[Array, "units units"]
+    mu: Float[Array, "units units"]
+    erev: Float[Array, "units units"]
+    sensory_w_raw: Float[Array, "input_size units"]
+    sensory_sigma: Float[Array, "input_size units"]
+    sensory_mu: Float[Array, "input_size units"]
+    sensory_erev: Float[Array, "input_size units"]
+    input_w: Float[Array, " input_size"]
+    input_b: Float[Array, " input_size"]
+    mask: Array
+    sensory_mask: Array
+    input_size: int = eqx.field(static=True)
+    hidden_size: int = eqx.field(static=True)
+
+    def __init__(self, wiring, *, dtype=None, key: PRNGKeyArray):
         """**Arguments:**
 
-        - `t`: time, a scalar (or one time per batch element, as `args` expects).
-        - `y`: the state $h$, shape `(*batch, hidden_size)`.
-        - `args`: the input path; `args.evaluate(t)` must return $x(t)$ of shape
-            `(*batch, input_size)`.
-
-        **Returns:** $dh/dt$, shaped like `y`.
+        - `wiring`: an [`ltc_jax.Wiring`][] (e.g. from [`ltc_jax.make_wiring`][]);
+            gives the units, the input size, the synapses and their polarities.
+        - `dtype`: floating dtype of the parameters (default: JAX's default float).
+        - `key`: a `jax.random.PRNGKey`.
         """
-        return self.dynamics(y, args.evaluate(t))
+        dtype = jnp.zeros(()).dtype if dtype is None else dtype
+        units, inputs = wiring.units, wiring.input_size
+        keys = iter(jr.split(key, 9))
+
+        def uniform(name, shape):
+            low, high = _BIOPHYSICAL_INIT[name]
+            return jr.uniform(next(keys), shape, dtype, low, high)
+
+        self.gleak_raw = inverse_softplus(uniform("gleak", (units,)))
+        self.vleak = uniform("vleak", (units,))
+        self.cm_raw = inverse_softplus(uniform("cm", (units,)))
+        self.w_raw = inverse_softplus(uniform("w", (units, units)))
+        self.sigma = uniform("sigma", (units, units))
+        self.mu = uniform("mu", (units, units))
+        self.erev = jnp.asarray(wiring.adjacency, dtype)
+        self.sensory_w_raw = inverse_softplus(uniform("w", (inputs, units)))
+        self.sensory_sigma = uniform("sigma", (inputs, units))
+        self.sensory_mu = uniform("mu", (inputs, units))
+        self.sensory_erev = jnp.asarray(wiring.sensory_adjacency, dtype)
+        self.input_w = jnp.ones((inputs,), dtype)
+        self.input_b = jnp.zeros((inputs,), dtype)
+        self.mask = jnp.asarray(wiring.adjacency != 0, jnp.int8)
+        self.sensory_mask = jnp.asarray(wiring.sensory_adjacency != 0, jnp.int8)
+        self.input_size = inputs
+        self.hidden_size = units
+
+    @property
+    def cm(self) -> Float[Array, " units"]:
+        """Membrane capacitance, positive."""
+        return jax.nn.softplus(self.cm_raw)
+
+    @property
+    def gleak(self) -> Float[Array, " units"]:
+        """Leak conductance, positive."""
+        return jax.nn.softplus(self.gleak_raw)
+
+    @property
+    def w(self) -> Float[Array, "units units"]:
+        """Maximum synaptic conductances `w[pre, post]`, positive (zero-effect
+        where the wiring has no synapse)."""
+        return jax.nn.softplus(self.w_raw)
+
+    @property
+    def sensory_w(self) -> Float[Array, "input_size units"]:
+        """Maximum sensory conductances `sensory_w[channel, post]`, positive."""
+        return jax.nn.softplus(self.sensory_w_raw)
+
+    def drive_and_decay(
+        self, y: Float[Array, "*batch units"], x: Float[Array, "*batch input_size"]
+    ) -> tuple[Float[Array, "*batch units"], Float[Array, "*batch units"]]:
+        """Split the field as `dv/dt = drive - decay * v`.
+
+        **Returns:** `(drive, decay)`, each shaped like `y`:
+        `drive = (gleak * vleak + sum g E) / cm`, `decay = (gleak + sum g) / cm`.
+        """
+        dtype = y.dtype
+        x = x * self.input_w + self.input_b
+        sensory = (
+            self.sensory_w
+            * jax.nn.sigmoid(self.sensory_sigma * (x[..., :, None] - self.sensory_mu))
+            * self.sensory_mask.astype(dtype)
+        )  # (*batch, input_size, units)
+        synaptic = (
+            self.w
+            * jax.nn.sigmoid(self.sigma * (y[..., :, None] - self.mu))
+            * self.mask.astype(dtype)
+        )  # (*batch, units, units): [pre, post]
+        conductance = jnp.sum(synaptic, axis=-2) + jnp.sum(sensory, axis=-2)
+        reversal = jnp.sum(synaptic * self.erev, axis=-2) + jnp.sum(
+            sensory * self.sensory_erev, axis=-2
+        )
+        cm, gleak = self.cm, self.gleak
+        return (gleak * self.vleak + reversal) / cm, (gleak + conductance) / cm

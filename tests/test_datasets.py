@@ -5,7 +5,13 @@ import numpy as np
 import pytest
 
 import ltc_jax
-from ltc_jax.datasets import TSFormatError, load_japanese_vowels, read_ts, standardize
+from ltc_jax.datasets import (
+    TSFormatError,
+    drop_observations,
+    load_japanese_vowels,
+    read_ts,
+    standardize,
+)
 
 
 def test_japanese_vowels_known_shapes():
@@ -86,6 +92,23 @@ def test_test_label_unseen_in_training(tmp_path):
 def test_timestamped_series_not_supported(tmp_path):
     with pytest.raises(NotImplementedError, match="timeStamps"):
         read_ts(write(tmp_path, "@timeStamps true\n@data\n"))
+
+
+def test_drop_observations_keeps_a_random_ordered_subset():
+    train, _ = load_japanese_vowels()
+    dropped = drop_observations(train, 0.5, seed=1)
+    np.testing.assert_array_equal(dropped.lengths, np.maximum(1, np.round(0.5 * train.lengths)))
+    assert dropped.labels is train.labels or np.array_equal(dropped.labels, train.labels)
+    for i in range(len(train)):
+        n = dropped.lengths[i]
+        kept_times = dropped.ts[i, :n]
+        assert np.all(np.diff(kept_times) > 0)  # in time order
+        index = kept_times.astype(int)  # JapaneseVowels times are frame indices
+        np.testing.assert_array_equal(dropped.xs[i, :n], train.xs[i, index])
+    again = drop_observations(train, 0.5, seed=1)
+    np.testing.assert_array_equal(again.ts, dropped.ts)
+    with pytest.raises(ValueError, match="rate"):
+        drop_observations(train, 1.0)
 
 
 def test_mitbih_208_is_the_documented_file_in_millivolts():

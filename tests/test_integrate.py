@@ -319,3 +319,23 @@ def test_linear_encoder_equals_folding_it_into_the_input_weights(getkey):
         _outputs(folded, ts, xs, lengths, integrator),
         rtol=1e-12,
     )
+
+
+def test_adaptive_checkpointing_keeps_no_copy_of_observation_times_per_checkpoint(getkey):
+    """With adaptive steps, the observation times are jump times of the step-size
+    controller. diffrax's ClipStepSizeController carries them in the solver state,
+    which every checkpoint stores; ltc_jax keeps them out of it. Growth from 100 to
+    2,000 observations must stay within a few copies of the times themselves."""
+    model = ltc_jax.LTC(1, 8, 1, key=getkey())
+    integrator = ltc_jax.make_integrator("tsit5", rtol=1e-3, atol=1e-4, max_steps=4096)
+
+    def loss(model, path):
+        return jnp.sum(model(path, integrator=integrator))
+
+    def temp_bytes(times):
+        path = ltc_jax.InputPath(jnp.linspace(0.0, 1.0, times), jnp.zeros((4, times, 1)))
+        return ltc_jax.compiled_memory(eqx.filter_grad(loss), model, path).temp_bytes
+
+    growth = temp_bytes(2000) - temp_bytes(100)
+    one_copy = 4 * (2000 - 100) * 8  # batch x extra observations x float64
+    assert growth <= 3 * one_copy, (growth, one_copy)

@@ -122,35 +122,3 @@ def test_a_day_of_ecg_at_250_hz_fits_in_under_a_gib_beyond_the_input():
     full = _temp_bytes("full", steps, batch=1)
     assert full >= steps * _state_bytes(batch=1)
 
-
-def _adaptive_temp_bytes(mode, interpolation, times):
-    """Compiled temp bytes of the gradient of an adaptive Tsit5 solve over `times`
-    abstract observations (max_steps 4096)."""
-    with jax.enable_x64(False):
-        model = ltc_jax.LTC(1, HIDDEN, 1, key=jr.PRNGKey(0))
-    ts = jax.ShapeDtypeStruct((times,), jnp.float32)
-    xs = jax.ShapeDtypeStruct((BATCH, times, 1), jnp.float32)
-    path = jax.eval_shape(
-        lambda ts, xs: ltc_jax.InputPath(ts, xs, interpolation=interpolation), ts, xs
-    )
-    integrator = ltc_jax.make_integrator(
-        "tsit5", mode, rtol=1e-3, atol=1e-4, max_steps=4_096
-    )
-
-    def loss(model, path):
-        return jnp.sum(model(path, integrator=integrator))
-
-    return ltc_jax.compiled_memory(eqx.filter_grad(loss), model, path).temp_bytes
-
-
-@pytest.mark.slow
-def test_adaptive_checkpoint_memory_and_input_length():
-    """Adaptive steps on cubic inputs keep checkpoint memory flat in the input's
-    length. On linear inputs the solve stops at every observation through
-    diffrax's ClipStepSizeController, which carries those times in its state, so
-    each of the c(4096) = 90 stored states holds a copy of them."""
-    cubic = [_adaptive_temp_bytes("checkpoint", "cubic", n) for n in (1_000, 10_000)]
-    assert cubic[1] <= 1.05 * cubic[0]
-    linear = [_adaptive_temp_bytes("checkpoint", "linear", n) for n in (1_000, 10_000)]
-    observation_bytes = BATCH * 9_000 * 4  # the extra observation times, float32
-    assert linear[1] - linear[0] >= _default_checkpoints(4_096) * observation_bytes

@@ -149,3 +149,60 @@ def test_cli_rejects_bad_arguments(tmp_path):
         cli.main(["train", "--dt0", "-1", "--out", str(tmp_path / "b")])
     with pytest.raises(SystemExit):
         cli.main(["train", "--solver", "rk45"])
+
+
+def test_cli_biophysical_cell_with_fused_solver(tmp_path):
+    train = _toy_ts(tmp_path / "train.ts", 16, 0)
+    test = _toy_ts(tmp_path / "test.ts", 8, 1)
+    out = tmp_path / "run"
+    cli.main([
+        "train", "--data", train, "--test-data", test, "--out", str(out),
+        "--cell", "biophysical", "--wiring", "ncp", "--hidden-size", "6",
+        "--solver", "fused", "--dt0", "1", "--ode-unfolds", "3",
+        "--epochs", "1", "--batch-size", "8", "--no-progress", "--no-memory-table",
+    ])
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["cell"] == "biophysical" and metrics["wiring"] == "ncp"
+    assert metrics["solver"] == "fused" and not metrics["adaptive"]
+    # Fixed steps of dt0 = 1 sample: max_steps covers the longest of train and test.
+    assert metrics["max_steps"] == 7
+
+
+def test_cli_irregular_protocol_with_mask_and_time_channels(tmp_path):
+    train = _toy_ts(tmp_path / "train.ts", 16, 0)
+    test = _toy_ts(tmp_path / "test.ts", 8, 1)
+    out = tmp_path / "run"
+    cli.main([
+        "train", "--data", train, "--test-data", test, "--out", str(out),
+        "--drop-rate", "0.5", "--observation-mask", "--time-since-observation",
+        "--hidden-size", "4", "--epochs", "1", "--batch-size", "8", "--no-progress",
+        "--no-memory-table",
+    ])
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert "50% of observations dropped" in metrics["dataset"]["train"]
+    config = json.loads((out / "config.json").read_text())
+    assert config["drop_rate"] == 0.5 and config["observation_mask"]
+
+
+def test_tolerance_schedule_changes_the_tolerances_used(small_vowels, getkey):
+    train, _ = small_vowels
+    base = ltc_jax.make_integrator("tsit5", rtol=1e-2, atol=1e-3)
+    schedule = ltc_jax.ToleranceSchedule(
+        base, start_epochs=(0, 2), rtols=(1e-2, 1e-6), atols=(1e-3, 1e-8)
+    )
+    assert schedule.final.stepsize_controller.rtol == 1e-6
+    model = ltc_jax.LTC(12, 8, 9, key=getkey())
+    _, history = ltc_jax.fit(
+        model, train, integrator=schedule, optimizer=ltc_jax.make_optimizer(1e-2, 12),
+        epochs=3, batch_size=32, progress=False,
+    )
+    assert [(h["rtol"], h["atol"]) for h in history] == [(1e-2, 1e-3), (1e-2, 1e-3), (1e-6, 1e-8)]
+    # Tighter tolerances take more steps on the same data.
+    assert history[2]["num_steps"] > 1.5 * history[1]["num_steps"]
+    with pytest.raises(ValueError, match="start at 0"):
+        ltc_jax.ToleranceSchedule(base, start_epochs=(1,), rtols=(1e-3,), atols=(1e-3,))
+    with pytest.raises(ValueError, match="adaptive"):
+        ltc_jax.ToleranceSchedule(
+            ltc_jax.make_integrator("heun", dt0=0.1), start_epochs=(0,), rtols=(1e-3,),
+            atols=(1e-3,),
+        )

@@ -1,7 +1,11 @@
 """Real datasets bundled with ltc_jax, and readers for the formats they come in."""
 
 from ._bundled import load_japanese_vowels as load_japanese_vowels
-from ._dataset import SequenceDataset as SequenceDataset, standardize as standardize
+from ._dataset import (
+    SequenceDataset as SequenceDataset,
+    drop_observations as drop_observations,
+    standardize as standardize,
+)
 from ._ecg import (
     MITBIH_208_SAMPLE_RATE_HZ as MITBIH_208_SAMPLE_RATE_HZ,
     forecast_windows as forecast_windows,

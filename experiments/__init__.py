@@ -1,0 +1,1 @@
+"""Runnable experiments; each writes `results/<experiment>/<run>/`."""

@@ -1,0 +1,200 @@
+"""Failure handling, checkpoints and exact resume, precision switch."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import max_relative_error
+
+import ltc_jax
+from ltc_jax.datasets import SequenceDataset
+
+
+def _dataset(lengths, seed=0, channels=2):
+    rng = np.random.default_rng(seed)
+    times = max(lengths)
+    n = len(lengths)
+    return SequenceDataset(
+        ts=np.broadcast_to(np.arange(times, dtype=float), (n, times)).copy(),
+        xs=rng.normal(size=(n, times, channels)),
+        lengths=np.asarray(lengths, dtype=np.int32),
+        labels=rng.integers(0, 2, n).astype(np.int32),
+        class_names=("a", "b"),
+    )
+
+
+def _fit(data, integrator, **kwargs):
+    model = ltc_jax.LTC(2, 4, 2, key=jr_key(0))
+    optimizer = ltc_jax.make_optimizer(1e-2, total_steps=100)
+    defaults = dict(epochs=1, batch_size=1, progress=False)
+    return ltc_jax.fit(
+        model, data, integrator=integrator, optimizer=optimizer, **(defaults | kwargs)
+    )
+
+
+def jr_key(seed):
+    import jax.random as jr
+
+    return jr.PRNGKey(seed)
+
+
+# With linear inputs and adaptive steps, every observation is a jump time, so a
+# sequence of L observations needs at least L - 1 steps: 40 observations cannot fit
+# in max_steps=20, while 3 can.
+ADAPTIVE_20 = dict(rtol=1e-3, atol=1e-4, max_steps=20)
+
+
+def test_solver_failure_is_raised_with_batch_time_and_steps():
+    data = _dataset([3, 40, 3])
+    integrator = ltc_jax.make_integrator("tsit5", **ADAPTIVE_20)
+    with pytest.raises(ltc_jax.SolverFailureError) as info:
+        _fit(data, integrator, seed=3)
+    message = str(info.value)
+    order = ltc_jax.epoch_order(3, 0, 3)
+    failing_batch = int(np.flatnonzero(order == 1)[0])
+    assert f"epoch 0, batch {failing_batch}" in message
+    assert "maximum number of solver steps" in message
+    assert "After 20 steps (max_steps=20)" in message
+    assert "of its 39 time units" in message
+
+
+def test_skip_drops_failed_updates_and_stops_after_k_in_a_row():
+    data = _dataset([3, 40, 3, 40, 3])
+    integrator = ltc_jax.make_integrator("tsit5", **ADAPTIVE_20)
+    model, history = _fit(data, integrator, on_failure="skip", epochs=2)
+    assert [h["failures"] for h in history] == [2, 2]
+    assert np.isfinite(history[-1]["loss"])
+    with pytest.raises(ltc_jax.TrainingFailedError, match="3 failed steps in a row"):
+        _fit(_dataset([40] * 5), integrator, on_failure="skip", max_consecutive_failures=3)
+
+
+def test_warns_when_a_solve_nears_max_steps():
+    data = _dataset([20, 20])
+    loose = ltc_jax.make_integrator("tsit5", rtol=1e-3, atol=1e-4)
+    model = ltc_jax.LTC(2, 4, 2, key=jr_key(0))  # as _fit builds it
+    path = ltc_jax.dataset_path(data)
+    steps = int(model.solve(path, integrator=loose).stats["num_steps"])
+    integrator = ltc_jax.make_integrator("tsit5", rtol=1e-3, atol=1e-4, max_steps=steps + 1)
+    with pytest.warns(UserWarning, match=f"took {steps} of max_steps={steps + 1} steps"):
+        _, history = _fit(data, integrator, batch_size=2)
+    assert history[0]["max_steps_used"] == steps / (steps + 1)
+
+
+def test_resume_is_bit_exact_and_falls_back_past_damaged_checkpoints(tmp_path):
+    data = _dataset([5, 9, 7, 8, 6, 9, 4], seed=1)
+    integrator = ltc_jax.make_integrator("heun", dt0=0.5, max_steps=16)
+    kwargs = dict(epochs=3, batch_size=2, seed=4)
+    reference, reference_history = _fit(data, integrator, **kwargs)
+    directory = tmp_path / "checkpoints"
+    _fit(data, integrator, checkpoint_dir=directory, checkpoint_every=3, **kwargs)
+    # Pretend the run died after step 9 of 12: drop the newest checkpoints, and
+    # corrupt the one after, so resuming must fall back to step 6.
+    kept = ltc_jax.list_checkpoints(directory)
+    assert [os.path.basename(p) for p in kept] == ["step-00000009", "step-00000012"]
+    for path in kept[1:]:
+        os.rename(path, path + ".tmp")  # incomplete saves never count
+    with open(os.path.join(kept[0], "state.eqx"), "r+b") as file:
+        file.seek(10)
+        file.write(b"garbage")
+    # Build an older good checkpoint by rerunning to step 6.
+    _fit(data, integrator, checkpoint_dir=tmp_path / "six", checkpoint_every=3,
+         epochs=2, batch_size=2, seed=4)
+    os.rename(ltc_jax.list_checkpoints(tmp_path / "six")[0], directory / "step-00000006")
+    with pytest.warns(UserWarning, match="checksum mismatch"):
+        resumed, history = _fit(
+            data, integrator, checkpoint_dir=directory, resume=True, **kwargs
+        )
+    assert ltc_jax.parameter_digest(resumed) == ltc_jax.parameter_digest(reference)
+    assert [h["loss"] for h in history] == [h["loss"] for h in reference_history]
+
+
+def test_resume_without_usable_checkpoint(tmp_path):
+    integrator = ltc_jax.make_integrator("heun", dt0=0.5, max_steps=16)
+    (tmp_path / "step-00000001").mkdir()
+    with pytest.raises(ltc_jax.CheckpointError, match="No usable checkpoint"):
+        _fit(_dataset([3, 4]), integrator, checkpoint_dir=tmp_path, resume=True)
+
+
+def test_same_seed_same_metrics():
+    data = _dataset([5, 9, 7, 8], seed=2)
+    integrator = ltc_jax.make_integrator("tsit5", rtol=1e-3, atol=1e-4)
+    first, history = _fit(data, integrator, epochs=2, batch_size=2, seed=7)
+    second, history2 = _fit(data, integrator, epochs=2, batch_size=2, seed=7)
+    def without_timing(records):
+        return [{k: v for k, v in r.items() if k != "seconds"} for r in records]
+
+    assert without_timing(history) == without_timing(history2)
+    assert max_relative_error(first, second) == 0.0
+
+
+def _toy_ts(path, n, seed):
+    rng = np.random.default_rng(seed)
+    lines = ["@problemName toy", "@dimensions 2", "@classLabel true up down", "@data"]
+    for i in range(n):
+        length = int(rng.integers(4, 9))
+        sign = 1 if i % 2 == 0 else -1
+        channels = [np.cumsum(sign * rng.random(length)), rng.normal(size=length)]
+        values = ":".join(",".join(f"{v:.4f}" for v in c) for c in channels)
+        lines.append(f"{values}:{'up' if sign > 0 else 'down'}")
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def _train_command(*args):
+    return [sys.executable, "-m", "ltc_jax.cli", "train", "--no-progress", "--no-memory-table", *args]
+
+
+@pytest.mark.slow
+def test_killed_run_resumes_to_the_same_result(tmp_path):
+    """SIGKILL a training process mid-run, resume it, and compare with a run that
+    was never interrupted: same metrics, bit-identical parameters (CPU)."""
+    train = _toy_ts(tmp_path / "train.ts", 64, 0)
+    test = _toy_ts(tmp_path / "test.ts", 16, 1)
+    common = ["--data", train, "--test-data", test, "--hidden-size", "8",
+              "--epochs", "40", "--batch-size", "8", "--checkpoint-every", "4"]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    subprocess.run(_train_command(*common, "--out", str(tmp_path / "whole")),
+                   check=True, env=env, capture_output=True)
+    victim = subprocess.Popen(_train_command(*common, "--out", str(tmp_path / "killed")),
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    checkpoints = tmp_path / "killed" / "checkpoints"
+    deadline = time.time() + 300
+    while time.time() < deadline and len(ltc_jax.list_checkpoints(checkpoints)) < 2:
+        time.sleep(0.2)
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.wait()
+    assert not (tmp_path / "killed" / "metrics.json").exists()  # really mid-run
+    subprocess.run(_train_command("--resume", str(tmp_path / "killed")),
+                   check=True, env=env, capture_output=True)
+    whole = json.loads((tmp_path / "whole" / "metrics.json").read_text())
+    resumed = json.loads((tmp_path / "killed" / "metrics.json").read_text())
+    assert resumed["resumed"] and not whole["resumed"]
+    assert resumed["parameters_sha256"] == whole["parameters_sha256"]
+    for key in ("test_accuracy", "test_loss"):
+        assert resumed[key] == whole[key]
+
+
+def test_x64_switch(tmp_path):
+    train = _toy_ts(tmp_path / "train.ts", 8, 0)
+    test = _toy_ts(tmp_path / "test.ts", 4, 1)
+    script = (
+        "import jax, json, sys; from ltc_jax import _run; "
+        "m = _run.train_and_evaluate(_run.TrainConfig(data=sys.argv[1], test_data=sys.argv[2], "
+        "out=sys.argv[3], epochs=1, hidden_size=4, batch_size=4, progress=False, "
+        "memory_table=False, x64=sys.argv[4] == '1')); "
+        "print(json.dumps([m['environment']['x64'], jax.numpy.zeros(()).dtype.name]))"
+    )
+    results = []
+    for flag in ("0", "1"):
+        out = subprocess.run(
+            [sys.executable, "-c", script, train, test, str(tmp_path / flag), flag],
+            check=True, capture_output=True, text=True,
+        ).stdout.strip().splitlines()[-1]
+        results.append(json.loads(out))
+    assert results == [[False, "float32"], [True, "float64"]]
