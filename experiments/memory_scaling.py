@@ -17,7 +17,6 @@ the environment), `memory_scaling.png`, and prints the tables.
 """
 
 import dataclasses
-import datetime
 import json
 import math
 import os
@@ -498,7 +497,9 @@ def main(config: Config) -> dict:
     tables and the environment."""
     if config.quick:
         config = dataclasses.replace(config, **QUICK)
-    run_dir = _make_run_dir(config.out)
+    run_dir = ltc_jax.make_run_dir(
+        config.out, os.path.join("results", "memory_scaling")
+    )
     with open(os.path.join(run_dir, "config.json"), "w") as file:
         json.dump(dataclasses.asdict(config), file, indent=2)
     os.makedirs(os.path.join(run_dir, "records"))
@@ -648,16 +649,6 @@ def _call(config: Config, function: str, kwargs: dict, env: dict | None = None):
             f"{os.path.abspath(__file__)}:{function}", kwargs, env=env
         )
     return globals()[function](**kwargs)
-
-
-def _make_run_dir(out: str | None) -> str:
-    if out is None:
-        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        out = os.path.join("results", "memory_scaling", stamp)
-    if os.path.isdir(out) and os.listdir(out):
-        raise FileExistsError(f"{out} already holds files; runs are never overwritten.")
-    os.makedirs(out, exist_ok=True)
-    return out
 
 
 def _write_record(run_dir: str, record: dict) -> None:
