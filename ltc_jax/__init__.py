@@ -56,6 +56,7 @@ from ._train import (
     dataset_path as dataset_path,
     epoch_order as epoch_order,
     evaluate as evaluate,
+    failure_reason as failure_reason,
     fit as fit,
     list_checkpoints as list_checkpoints,
     load_checkpoint as load_checkpoint,

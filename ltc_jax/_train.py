@@ -7,6 +7,7 @@ import io
 import json
 import math
 import os
+import re
 import shutil
 import time
 import warnings
@@ -637,6 +638,20 @@ def _epoch_record(epoch, totals, train, integrator) -> dict[str, int | float]:
     )
 
 
+def failure_reason(error: BaseException) -> str:
+    """The one-line reason of a failed solve, from the runtime error diffrax raises
+    through equinox (`equinox.EquinoxRuntimeError` under `eqx.filter_jit`, a
+    `jax.errors.JaxRuntimeError` wrapping it under `jax.jit`), e.g. "The maximum
+    number of solver steps was reached. Try increasing `max_steps`."; for any other
+    error, its first line."""
+    text = str(error)
+    found = re.search(r"EquinoxRuntimeError: (.+)", text)
+    if found:
+        return found.group(1).strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__
+
+
 def _solver_failure_message(epoch, index, model, batch, integrator, cause) -> str:
     """Re-run the batch's forward solve without raising, to say how far it got."""
     quiet = dataclasses.replace(integrator, throw=False)
@@ -647,9 +662,9 @@ def _solver_failure_message(epoch, index, model, batch, integrator, cause) -> st
     result = trajectory.result
     failed = np.atleast_1d(np.asarray(result != diffrax.RESULTS.successful))
     if not failed.any():
-        first_line = str(cause).strip().splitlines()[0]
         return (
-            f"The backward (adjoint) solve failed {where}: {first_line} The forward "
+            f"The backward (adjoint) solve failed {where}: {failure_reason(cause)} "
+            "The forward "
             "solve succeeds; give the reverse solve more max_steps or looser "
             "tolerances, or use adjoint='checkpoint'."
         )
@@ -670,7 +685,15 @@ def _solver_failure_message(epoch, index, model, batch, integrator, cause) -> st
 
 def _non_finite_message(epoch: int, index: int, integrator: Integrator) -> str:
     solver = type(integrator.solver).__name__
-    if integrator.is_adaptive:
+    if integrator.adjoint_name == "backsolve":
+        cause = (
+            "With adjoint='backsolve' a likely cause is the reverse solve: it "
+            "re-integrates the state backwards in time, and a dissipative system "
+            "(an LTC, whose units decay at rate 1/tau + f) is expansive backwards, "
+            "so round-off grows like exp(duration / tau). Use adjoint='checkpoint', "
+            "float64 (--x64), larger tau_min, or shorter sequences."
+        )
+    elif integrator.is_adaptive:
         cause = (
             "With adaptive steps this points at the model itself (exploding weights "
             "or inputs): lower the learning rate or check the data."

@@ -94,3 +94,59 @@ def test_gradient_accuracy_rejects_unknown_solvers(tmp_path):
     experiment = _load("gradient_accuracy")
     with pytest.raises(ValueError, match="Unknown solver 'rk5'"):
         experiment.main(experiment.Config(solvers=("rk5",), out=str(tmp_path / "x")))
+
+
+@pytest.mark.slow
+def test_solvers_quick(tmp_path):
+    from experiments import solvers
+
+    out = tmp_path / "run"
+    metrics = solvers.main(solvers.Config(quick=True, out=str(out)))
+    written = json.loads((out / "metrics.json").read_text())
+    assert written["rows"] == metrics["rows"]
+    rows = {(r["solver"], r["adjoint"]): r for r in written["rows"]}
+    assert set(rows) == {(s, a) for s in ("euler", "fused") for a in ("checkpoint", "backsolve")}
+    # Euler evaluates the field once per step: 10 steps per frame over the
+    # longest sequence of the batch; the fused step six times per frame.
+    euler = rows["euler", "checkpoint"]
+    assert euler["forward_evaluations"] == euler["num_steps"]
+    fused = rows["fused", "checkpoint"]
+    assert fused["forward_evaluations"] == 6 * fused["num_steps"]
+    assert euler["num_steps"] == 10 * fused["num_steps"]
+    for row in written["stiffness"]:
+        assert row["error"] is None
+    assert (out / "work_precision.png").stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_tolerances_quick(tmp_path):
+    from experiments import tolerances
+
+    out = tmp_path / "run"
+    tolerances.main(tolerances.Config(quick=True, out=str(out)))
+    written = json.loads((out / "metrics.json").read_text())
+    loose, tight = written["sweep"]
+    assert (loose["rtol"], tight["rtol"]) == (1e-3, 1e-5)
+    assert tight["num_steps"] > loose["num_steps"]
+    assert tight["gradient_relative_error"] < loose["gradient_relative_error"]
+    names = [r["setting"] for r in written["schedules"]]
+    assert names == ["fixed loose", "fixed tight", "loose, tight from epoch 1"]
+    schedule = written["schedules"][2]["steps_per_epoch"]
+    assert schedule[1] > schedule[0]  # the second epoch runs at the tight tolerance
+    assert (out / "tolerances.png").stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_seminorm_quick(tmp_path):
+    """The seminorm leaves the forward solve alone and lowers the backward
+    evaluations on a small problem."""
+    from experiments import seminorm
+
+    out = tmp_path / "run"
+    metrics = seminorm.main(seminorm.Config(quick=True, out=str(out)))
+    without, with_ = metrics["rows"]
+    assert not without["seminorm"] and with_["seminorm"]
+    assert with_["forward_evaluations"] == without["forward_evaluations"]
+    assert with_["backward_evaluations"] < without["backward_evaluations"]
+    assert with_["gradient_relative_error"] < 1e-2
+    assert json.loads((out / "metrics.json").read_text())["median_saving"] > 0

@@ -206,3 +206,19 @@ def test_tolerance_schedule_changes_the_tolerances_used(small_vowels, getkey):
             ltc_jax.make_integrator("heun", dt0=0.1), start_epochs=(0,), rtols=(1e-3,),
             atols=(1e-3,),
         )
+
+
+def test_backsolve_blow_up_is_named(getkey):
+    """A stable forward (the fused step) with an expansive reverse solve: the
+    error points at backsolve, not at the forward step size."""
+    model = ltc_jax.LTC(2, 4, 2, tau_init=(0.05, 0.1), key=getkey())
+    integrator = ltc_jax.make_integrator(
+        "fused", "backsolve", dt0=1.0, max_steps=200, backward_solver="heun"
+    )
+    data = _long_sequences()
+    with pytest.raises(ltc_jax.NonFiniteLossError, match="expansive backwards"):
+        ltc_jax.fit(
+            model, data, integrator=integrator,
+            optimizer=ltc_jax.make_optimizer(1e-2, total_steps=10), epochs=1,
+            batch_size=8, progress=False,
+        )

@@ -1,0 +1,340 @@
+"""The solvers compared on real data: the same LTC trained on JapaneseVowels with the
+same budget and seeds under every solver and two gradient modes; then a stiffness
+sweep (small time constants) measured at initialisation.
+
+Per solver and gradient mode: test accuracy (mean ± std over seeds), vector-field
+evaluations of one training step (forward and backward, counted as they run),
+median seconds per training step, the gradient's relative error against a tight
+float64 reference, and failures (solves that reached `max_steps`, non-finite
+losses or gradients).
+
+    python -m experiments.solvers           # default size, about 20 min on 2 CPU cores
+    python -m experiments.solvers --quick   # smoke test, under a minute
+
+Writes `results/solvers/<run>/`: `config.json`, `metrics.json` (every row and the
+environment), `work_precision.png`, and prints the tables.
+"""
+
+import dataclasses
+import math
+import os
+import time
+
+import equinox as eqx
+import jax
+import numpy as np
+import tyro
+
+import ltc_jax
+from experiments import _common
+
+
+FIXED = ("euler", "rk4")
+ADAPTIVE = ("heun", "bosh3", "tsit5", "dopri5", "dopri8", "kvaerno5")
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Compare the solvers on JapaneseVowels, and on a stiff initialisation."""
+
+    out: str | None = None
+    """Run folder. Default: results/solvers/<date>-<time>. Never overwritten."""
+    quick: bool = False
+    """Smoke-test sizes (under a minute)."""
+    solvers: tuple[str, ...] = FIXED + ADAPTIVE + ("fused",)
+    adjoints: tuple[str, ...] = ("checkpoint", "backsolve")
+    seeds: tuple[int, ...] = (0, 1, 2)
+    epochs: int = 15
+    """The training budget, the same for every solver."""
+    hidden_size: int = 32
+    batch_size: int = 32
+    learning_rate: float = 1e-2
+    train_size: int | None = None
+    """Training utterances (default: all 270)."""
+    fixed_dt0: float = 0.1
+    """Step of euler and rk4, in frames: stable for tau >= 0.1 at initialisation
+    (explicit Euler needs dt0 * (1/tau + 1) < 2)."""
+    fused_dt0: float = 1.0
+    """Step of the fused solver, in frames (one input step, as the original)."""
+    ode_unfolds: int = 6
+    rtol: float = 1e-3
+    atol: float = 1e-4
+    max_steps: int = 4096
+    """Most steps of an adaptive solve."""
+    reference_rtol: float = 1e-10
+    """Tolerances (rtol = atol) of the float64 reference gradient (tsit5)."""
+    stiff_tau: tuple[float, ...] = (1.0, 0.1, 0.01)
+    """Stiffness sweep: initial time constants drawn around each value (frames)."""
+    stiff_max_steps: int = 16384
+
+
+QUICK = dict(
+    solvers=("euler", "fused"),
+    seeds=(0,),
+    epochs=1,
+    hidden_size=4,
+    batch_size=8,
+    train_size=8,
+    max_steps=256,
+    stiff_tau=(0.5,),
+    stiff_max_steps=512,
+    reference_rtol=1e-7,
+)
+
+
+def integrator_for(
+    solver: str, adjoint: str, config: Config, duration: float, max_steps: int
+) -> ltc_jax.Integrator:
+    """The integrator of one row: fixed `fixed_dt0` steps (euler, rk4), the fused
+    step of `fused_dt0` (with Heun for backsolve's reverse solve), or adaptive
+    steps at `rtol`/`atol`."""
+    if solver in FIXED or solver == "fused":
+        dt0 = config.fixed_dt0 if solver in FIXED else config.fused_dt0
+        return ltc_jax.make_integrator(
+            solver,
+            adjoint,
+            dt0=dt0,
+            max_steps=max(1, math.ceil(duration / dt0)),
+            ode_unfolds=config.ode_unfolds,
+            backward_solver="heun" if solver == "fused" and adjoint == "backsolve" else None,
+        )
+    return ltc_jax.make_integrator(
+        solver, adjoint, rtol=config.rtol, atol=config.atol, max_steps=max_steps
+    )
+
+
+def make_model(config: Config, seed: int, tau: float | None = None) -> ltc_jax.LTC:
+    return _common.vowels_model(config.hidden_size, seed, tau)
+
+
+def first_batch(train, batch_size: int) -> ltc_jax.Batch:
+    (path,) = _common.float32_paths(train)
+    return next(ltc_jax.batches(train, batch_size, path=path))
+
+
+def reference_gradient(config: dict, tau: float | None, out_file: str) -> dict:
+    """The float64 gradient at initialisation (seed of the first row) on the first
+    batch: exact backpropagation through an adaptive solve at `reference_rtol`
+    (Tsit5; Kvaerno5 for the stiff sweep), saved flat to `out_file`. Run in a
+    float64 process."""
+    config = Config(**config)
+    train, _ = _common.japanese_vowels(config.train_size)
+    model = _common.cast(make_model(config, config.seeds[0], tau), "float64")
+    batch = next(ltc_jax.batches(train, config.batch_size))
+    integrator = ltc_jax.make_integrator(
+        "tsit5" if tau is None else "kvaerno5",
+        "checkpoint",
+        rtol=config.reference_rtol,
+        atol=config.reference_rtol,
+        max_steps=config.stiff_max_steps * 4,
+    )
+    flat = ltc_jax.flatten_gradient(ltc_jax.loss_gradient(model, batch, integrator))
+    np.save(out_file, flat)
+    return dict(norm=float(np.linalg.norm(flat)))
+
+
+def _reference(config: Config, tau: float | None, run_dir: str) -> np.ndarray:
+    name = "reference" if tau is None else f"reference_tau{tau:g}"
+    path = os.path.join(run_dir, name + ".npy")
+    ltc_jax.call_in_subprocess(
+        "experiments.solvers:reference_gradient",
+        dict(config=dataclasses.asdict(config), tau=tau, out_file=path),
+        env={"JAX_ENABLE_X64": "1"},
+    )
+    return np.load(path)
+
+
+def _measure(model, batch, integrator, reference) -> dict:
+    """One training step measured; a failed solve becomes a recorded failure."""
+    try:
+        m = ltc_jax.measure(model, batch, integrator, timed_steps=3,
+                            reference_gradient=reference)
+    except (eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError) as error:
+        return dict(error=ltc_jax.failure_reason(error))  # a failure is a result
+    return dict(
+        error=None,
+        step_seconds=m.step_seconds,
+        forward_evaluations=m.forward_evaluations,
+        backward_evaluations=m.backward_evaluations,
+        num_steps=m.num_steps,
+        num_rejected_steps=m.num_rejected_steps,
+        gradient_is_finite=m.gradient_is_finite,
+        gradient_relative_error=m.gradient_relative_error,
+    )
+
+
+def train_row(solver: str, adjoint: str, config: Config, data, optimizer) -> dict:
+    """Train every seed with `solver`/`adjoint`; failed updates are skipped and
+    counted, a run with too many in a row is recorded as failed."""
+    train, test = data
+    duration = _common.longest_duration(train, test)
+    integrator = integrator_for(solver, adjoint, config, duration, config.max_steps)
+    train_path, test_path = _common.float32_paths(train, test)
+    accuracies, failures, seconds = [], 0, 0.0
+    for seed in config.seeds:
+        start = time.perf_counter()
+        try:
+            model, history = ltc_jax.fit(
+                make_model(config, seed), train, integrator=integrator,
+                optimizer=optimizer, epochs=config.epochs,
+                batch_size=config.batch_size, seed=seed, path=train_path,
+                on_failure="skip", max_consecutive_failures=5, progress=False,
+            )
+            failures += sum(h["failures"] for h in history)
+            result = ltc_jax.evaluate(model, test, integrator=integrator, path=test_path)
+            accuracies.append(result["accuracy"])
+        except ltc_jax.TrainingFailedError as error:
+            failures += 1
+            accuracies.append(None)
+            print(f"  {solver}/{adjoint} seed {seed}: {str(error)[:160]}")
+        seconds += time.perf_counter() - start
+    mean, std, finished = _common.mean_std(accuracies)
+    return dict(
+        solver=solver, adjoint=adjoint, accuracies=accuracies, accuracy_mean=mean,
+        accuracy_std=std, runs_finished=finished, failed_updates=failures,
+        train_seconds=seconds,
+    )
+
+
+def main(config: Config) -> dict:
+    """Run the comparison; return (and write) the metrics."""
+    if config.quick:
+        config = dataclasses.replace(config, **QUICK)
+    run_dir = _common.start_run(config, "solvers")
+    data = _common.japanese_vowels(config.train_size)
+    train, test = data
+    batch = first_batch(train, config.batch_size)
+    steps_per_epoch = math.ceil(len(train) / config.batch_size)
+    with jax.enable_x64(False):
+        optimizer = ltc_jax.make_optimizer(
+            config.learning_rate, config.epochs * steps_per_epoch
+        )
+
+    rows = []
+    reference = _reference(config, None, run_dir)
+    duration = _common.longest_duration(train, test)
+    for solver in config.solvers:
+        for adjoint in config.adjoints:
+            row = train_row(solver, adjoint, config, data, optimizer)
+            integrator = integrator_for(solver, adjoint, config, duration, config.max_steps)
+            row.update(_measure(make_model(config, config.seeds[0]), batch, integrator, reference))
+            rows.append(row)
+            print(f"{solver:>9}/{adjoint:<10} accuracy "
+                  f"{_common.percent(row['accuracy_mean'], row['accuracy_std'])}%")
+
+    stiff = []
+    for tau in config.stiff_tau:
+        reference = _reference(config, tau, run_dir)
+        model = make_model(config, config.seeds[0], tau)
+        for solver in config.solvers:
+            integrator = integrator_for(
+                solver, "checkpoint", config, duration, config.stiff_max_steps
+            )
+            row = dict(solver=solver, tau=tau)
+            row.update(_measure(model, batch, integrator, reference))
+            stiff.append(row)
+            print(f"tau {tau:g} {solver:>9}: "
+                  f"{row.get('forward_evaluations', row.get('error'))}")
+
+    metrics = dict(
+        rows=rows, stiffness=stiff, environment=ltc_jax.environment(), run_dir=run_dir
+    )
+    _common.write_json(os.path.join(run_dir, "metrics.json"), metrics)
+    plot(rows, stiff, os.path.join(run_dir, "work_precision.png"))
+    print(format_report(metrics, config))
+    return metrics
+
+
+def _count(value) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+def _error(row: dict) -> str:
+    if row.get("gradient_is_finite") is False:
+        return "non-finite"
+    value = row.get("gradient_relative_error")
+    return "-" if value is None else f"{value:.1e}"
+
+
+def format_report(metrics: dict, config: Config) -> str:
+    trained = _common.format_table(
+        metrics["rows"],
+        [
+            ("solver", lambda r: r["solver"]),
+            ("gradient", lambda r: r["adjoint"]),
+            (f"test accuracy % ({len(config.seeds)} seeds)",
+             lambda r: _common.percent(r["accuracy_mean"], r["accuracy_std"])),
+            ("evaluations fwd + bwd",
+             lambda r: f"{_count(r.get('forward_evaluations'))} + "
+                       f"{_count(r.get('backward_evaluations'))}"),
+            ("s/step", lambda r: "-" if r.get("step_seconds") is None
+             else f"{r['step_seconds']:.3f}"),
+            ("gradient error", _error),
+            ("failed updates", lambda r: r["failed_updates"]),
+            ("step failure", lambda r: r.get("error") or "-"),
+        ],
+    )
+    stiff = _common.format_table(
+        metrics["stiffness"],
+        [
+            ("tau (frames)", lambda r: f"{r['tau']:g}"),
+            ("solver", lambda r: r["solver"]),
+            ("steps (rejected)", lambda r: "-" if r.get("num_steps") is None
+             else f"{r['num_steps']:,} ({r['num_rejected_steps']:,})"),
+            ("evaluations fwd + bwd",
+             lambda r: f"{_count(r.get('forward_evaluations'))} + "
+                       f"{_count(r.get('backward_evaluations'))}"),
+            ("s/step", lambda r: "-" if r.get("step_seconds") is None
+             else f"{r['step_seconds']:.3f}"),
+            ("gradient error", _error),
+            ("failure", lambda r: r.get("error") or "-"),
+        ],
+    )
+    return (
+        f"\nTrained on JapaneseVowels ({config.epochs} epochs, batch "
+        f"{config.batch_size}, {config.hidden_size} units; evaluations and time of "
+        f"one training step on one batch at initialisation):\n{trained}\n\n"
+        f"Stiffness sweep at initialisation (checkpoint gradients):\n{stiff}\n\n"
+        f"run folder {metrics['run_dir']}"
+    )
+
+
+def plot(rows: list[dict], stiff: list[dict], path: str) -> None:
+    """Work-precision: gradient error against evaluations per training step (left),
+    test accuracy against evaluations (right)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_err, ax_acc) = plt.subplots(1, 2, figsize=(11, 4.2))
+    markers = {"checkpoint": "o", "backsolve": "s"}
+    solvers = list(dict.fromkeys(r["solver"] for r in rows))
+    colours = {s: plt.cm.tab10(i % 10) for i, s in enumerate(solvers)}
+    for r in rows:
+        if r.get("forward_evaluations") is None:
+            continue
+        work = r["forward_evaluations"] + r["backward_evaluations"]
+        kwargs = dict(color=colours[r["solver"]], marker=markers.get(r["adjoint"], "x"))
+        if r.get("gradient_relative_error"):
+            ax_err.loglog(work, r["gradient_relative_error"], linestyle="none", **kwargs)
+        if math.isfinite(r["accuracy_mean"]):
+            ax_acc.errorbar(work, 100 * r["accuracy_mean"], yerr=100 * r["accuracy_std"],
+                            **kwargs)
+    for s in solvers:
+        ax_err.plot([], [], color=colours[s], marker="o", linestyle="none", label=s)
+    for adjoint, marker in markers.items():
+        ax_acc.plot([], [], color="grey", marker=marker, linestyle="none", label=adjoint)
+    ax_err.set(xlabel="vector-field evaluations per training step (forward + backward)",
+               ylabel="gradient relative error (vs float64 reference)")
+    ax_acc.set(xscale="log", xlabel="vector-field evaluations per training step",
+               ylabel="test accuracy (%)")
+    ax_err.legend(fontsize=8, ncol=2)
+    ax_acc.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Config))

@@ -1,0 +1,260 @@
+"""Tolerances on real data: the same LTC trained on JapaneseVowels with Tsit5 at
+each `(rtol, atol)` of the original write-up's ranges, and a tolerance schedule
+(loose, then tight) against fixed-loose and fixed-tight runs on the same budget.
+
+Per setting: test accuracy (mean ± std over seeds), training wall time, solver
+steps and vector-field evaluations of one training step (at initialisation, and
+per training epoch from the history), and the gradient's relative error against a
+tight float64 reference at initialisation.
+
+    python -m experiments.tolerances           # default size, about 15 min, 2 CPUs
+    python -m experiments.tolerances --quick   # smoke test, under a minute
+
+Writes `results/tolerances/<run>/`: `config.json`, `metrics.json`,
+`tolerances.png`, and prints the tables.
+"""
+
+import dataclasses
+import math
+import os
+import time
+
+import jax
+import numpy as np
+import tyro
+
+import ltc_jax
+from experiments import _common
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Sweep the tolerances, and compare a tolerance schedule with fixed ones."""
+
+    out: str | None = None
+    """Run folder. Default: results/tolerances/<date>-<time>. Never overwritten."""
+    quick: bool = False
+    """Smoke-test sizes (under a minute)."""
+    tolerances: tuple[tuple[float, float], ...] = (
+        (1e-3, 1e-4),
+        (1e-4, 1e-5),
+        (1e-5, 1e-6),
+        (1e-6, 1e-8),
+        (1e-7, 1e-9),
+    )
+    """`(rtol, atol)` pairs: rtol 1e-3 to 1e-7, atol 1e-4 to 1e-9."""
+    loose: tuple[float, float] = (1e-3, 1e-4)
+    tight: tuple[float, float] = (1e-6, 1e-8)
+    tighten_at: float = 0.7
+    """The schedule switches from loose to tight after this fraction of epochs."""
+    solver: str = "tsit5"
+    seeds: tuple[int, ...] = (0, 1, 2)
+    epochs: int = 15
+    hidden_size: int = 32
+    batch_size: int = 32
+    learning_rate: float = 1e-2
+    train_size: int | None = None
+    max_steps: int = 8192
+    reference_rtol: float = 1e-10
+
+
+QUICK = dict(
+    tolerances=((1e-3, 1e-4), (1e-5, 1e-6)),
+    tight=(1e-5, 1e-6),
+    seeds=(0,),
+    epochs=2,
+    hidden_size=4,
+    batch_size=8,
+    train_size=8,
+    reference_rtol=1e-7,
+)
+
+
+def reference_gradient(config: dict, out_file: str) -> dict:
+    """The float64 gradient at initialisation on the first batch (Tsit5 at
+    `reference_rtol`, exact backpropagation), saved flat to `out_file`."""
+    config = Config(**config)
+    train, _ = _common.japanese_vowels(config.train_size)
+    model = _common.cast(
+        _common.vowels_model(config.hidden_size, config.seeds[0]), "float64"
+    )
+    batch = next(ltc_jax.batches(train, config.batch_size))
+    integrator = ltc_jax.make_integrator(
+        "tsit5", rtol=config.reference_rtol, atol=config.reference_rtol,
+        max_steps=config.max_steps * 4,
+    )
+    flat = ltc_jax.flatten_gradient(ltc_jax.loss_gradient(model, batch, integrator))
+    np.save(out_file, flat)
+    return dict(norm=float(np.linalg.norm(flat)))
+
+
+def train_setting(name: str, integrator, config: Config, data, optimizer) -> dict:
+    """Train every seed with `integrator` (an integrator or a tolerance schedule)."""
+    train, test = data
+    final = integrator.final if isinstance(integrator, ltc_jax.ToleranceSchedule) else integrator
+    train_path, test_path = _common.float32_paths(train, test)
+    accuracies, seconds, steps = [], [], []
+    for seed in config.seeds:
+        start = time.perf_counter()
+        model, history = ltc_jax.fit(
+            _common.vowels_model(config.hidden_size, seed), train,
+            integrator=integrator, optimizer=optimizer, epochs=config.epochs,
+            batch_size=config.batch_size, seed=seed, path=train_path, progress=False,
+        )
+        seconds.append(time.perf_counter() - start)
+        steps.append([h["num_steps"] for h in history])
+        result = ltc_jax.evaluate(model, test, integrator=final, path=test_path)
+        accuracies.append(result["accuracy"])
+    mean, std, _ = _common.mean_std(accuracies)
+    return dict(
+        setting=name,
+        accuracies=accuracies,
+        accuracy_mean=mean,
+        accuracy_std=std,
+        train_seconds_mean=float(np.mean(seconds)),
+        steps_per_epoch=np.mean(steps, axis=0).tolist(),
+    )
+
+
+def measure_at_init(integrator, config: Config, batch, reference) -> dict:
+    m = ltc_jax.measure(
+        _common.vowels_model(config.hidden_size, config.seeds[0]), batch, integrator,
+        timed_steps=3, reference_gradient=reference,
+    )
+    return dict(
+        num_steps=m.num_steps,
+        forward_evaluations=m.forward_evaluations,
+        backward_evaluations=m.backward_evaluations,
+        step_seconds=m.step_seconds,
+        gradient_relative_error=m.gradient_relative_error,
+    )
+
+
+def main(config: Config) -> dict:
+    """Run the sweep and the schedule comparison; return (and write) the metrics."""
+    if config.quick:
+        config = dataclasses.replace(config, **QUICK)
+    run_dir = _common.start_run(config, "tolerances")
+    data = _common.japanese_vowels(config.train_size)
+    train, _ = data
+    (path32,) = _common.float32_paths(train)
+    batch = next(ltc_jax.batches(train, config.batch_size, path=path32))
+    with jax.enable_x64(False):
+        optimizer = ltc_jax.make_optimizer(
+            config.learning_rate,
+            config.epochs * math.ceil(len(train) / config.batch_size),
+        )
+    path = os.path.join(run_dir, "reference.npy")
+    ltc_jax.call_in_subprocess(
+        "experiments.tolerances:reference_gradient",
+        dict(config=dataclasses.asdict(config), out_file=path),
+        env={"JAX_ENABLE_X64": "1"},
+    )
+    reference = np.load(path)
+
+    def integrator(rtol, atol):
+        return ltc_jax.make_integrator(
+            config.solver, rtol=rtol, atol=atol, max_steps=config.max_steps
+        )
+
+    sweep = []
+    for rtol, atol in config.tolerances:
+        row = dict(rtol=rtol, atol=atol)
+        row.update(measure_at_init(integrator(rtol, atol), config, batch, reference))
+        row.update(train_setting(f"rtol {rtol:g}, atol {atol:g}", integrator(rtol, atol),
+                                 config, data, optimizer))
+        sweep.append(row)
+        print(f"rtol {rtol:g} atol {atol:g}: "
+              f"{_common.percent(row['accuracy_mean'], row['accuracy_std'])}%")
+
+    switch = max(1, min(config.epochs - 1, round(config.tighten_at * config.epochs)))
+    schedule = ltc_jax.ToleranceSchedule(
+        integrator(*config.loose),
+        start_epochs=(0, switch),
+        rtols=(config.loose[0], config.tight[0]),
+        atols=(config.loose[1], config.tight[1]),
+    )
+    schedules = [
+        train_setting("fixed loose", integrator(*config.loose), config, data, optimizer),
+        train_setting("fixed tight", integrator(*config.tight), config, data, optimizer),
+        train_setting(f"loose, tight from epoch {switch}", schedule, config, data,
+                      optimizer),
+    ]
+    metrics = dict(
+        sweep=sweep, schedules=schedules, switch_epoch=switch,
+        environment=ltc_jax.environment(), run_dir=run_dir,
+    )
+    _common.write_json(os.path.join(run_dir, "metrics.json"), metrics)
+    plot(metrics, os.path.join(run_dir, "tolerances.png"))
+    print(format_report(metrics, config))
+    return metrics
+
+
+def format_report(metrics: dict, config: Config) -> str:
+    sweep = _common.format_table(
+        metrics["sweep"],
+        [
+            ("rtol", lambda r: f"{r['rtol']:g}"),
+            ("atol", lambda r: f"{r['atol']:g}"),
+            (f"test accuracy % ({len(config.seeds)} seeds)",
+             lambda r: _common.percent(r["accuracy_mean"], r["accuracy_std"])),
+            ("train s", lambda r: f"{r['train_seconds_mean']:.1f}"),
+            ("steps", lambda r: f"{r['num_steps']:,}"),
+            ("evaluations fwd + bwd",
+             lambda r: f"{r['forward_evaluations']:,} + {r['backward_evaluations']:,}"),
+            ("s/step", lambda r: f"{r['step_seconds']:.3f}"),
+            ("gradient error", lambda r: f"{r['gradient_relative_error']:.1e}"),
+        ],
+    )
+    schedules = _common.format_table(
+        metrics["schedules"],
+        [
+            ("tolerances", lambda r: r["setting"]),
+            (f"test accuracy % ({len(config.seeds)} seeds)",
+             lambda r: _common.percent(r["accuracy_mean"], r["accuracy_std"])),
+            ("train s", lambda r: f"{r['train_seconds_mean']:.1f}"),
+            ("steps per batch, first / last epoch",
+             lambda r: f"{r['steps_per_epoch'][0]:.0f} / {r['steps_per_epoch'][-1]:.0f}"),
+        ],
+    )
+    return (
+        f"\nTolerance sweep ({config.solver}, {config.epochs} epochs; steps, "
+        f"evaluations, time and gradient error of one training step at "
+        f"initialisation):\n{sweep}\n\nSchedules on the same budget:\n{schedules}\n\n"
+        f"run folder {metrics['run_dir']}"
+    )
+
+
+def plot(metrics: dict, path: str) -> None:
+    """Accuracy and training time against rtol (left); the schedules (right)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sweep = metrics["sweep"]
+    fig, (ax, ax_sched) = plt.subplots(1, 2, figsize=(11, 4))
+    rtol = [r["rtol"] for r in sweep]
+    ax.errorbar(rtol, [100 * r["accuracy_mean"] for r in sweep],
+                yerr=[100 * r["accuracy_std"] for r in sweep], marker="o", color="C0")
+    ax.set(xscale="log", xlabel="rtol (atol in the table)", ylabel="test accuracy (%)")
+    ax.invert_xaxis()
+    twin = ax.twinx()
+    twin.plot(rtol, [r["train_seconds_mean"] for r in sweep], marker="s", color="C1")
+    twin.set_ylabel("training time (s)", color="C1")
+    names = [r["setting"] for r in metrics["schedules"]]
+    ax_sched.bar(names, [100 * r["accuracy_mean"] for r in metrics["schedules"]],
+                 yerr=[100 * r["accuracy_std"] for r in metrics["schedules"]],
+                 color=["C0", "C1", "C2"])
+    ax_sched.set(ylabel="test accuracy (%)")
+    for i, r in enumerate(metrics["schedules"]):
+        ax_sched.annotate(f"{r['train_seconds_mean']:.0f} s", (i, 5), ha="center",
+                          color="white")
+    ax_sched.tick_params(axis="x", labelsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Config))
