@@ -11,7 +11,7 @@ returns the same numbers in far less memory), on windows of the MIT-BIH ECG. The
 input is the cubic (Hermite) interpolation of the samples, so adaptive solvers choose
 their own steps (with linear interpolation they would stop at every sample).
 
-    python experiments/gradient_accuracy.py          # default size, ~6 min, 2 CPU cores
+    python experiments/gradient_accuracy.py          # default size, ~20 min on 2 cores
     python experiments/gradient_accuracy.py --quick  # smoke test, under a minute
 
 Writes `results/gradient_accuracy/<run>/`: `config.json`, `metrics.json` (one record
@@ -20,7 +20,6 @@ prints the table.
 """
 
 import dataclasses
-import datetime
 import json
 import math
 import os
@@ -261,7 +260,9 @@ def main(config: Config) -> dict:
         config = dataclasses.replace(config, **QUICK)
     for spec in (*config.solvers, *config.float64_solvers):
         parse_solver(spec)
-    run_dir = _make_run_dir(config.out)
+    run_dir = ltc_jax.make_run_dir(
+        config.out, os.path.join("results", "gradient_accuracy")
+    )
     with open(os.path.join(run_dir, "config.json"), "w") as file:
         json.dump(dataclasses.asdict(config), file, indent=2)
     started = time.perf_counter()
@@ -295,16 +296,6 @@ def _json_config(config: Config) -> dict:
         k: list(v) if isinstance(v, tuple) else v
         for k, v in dataclasses.asdict(config).items()
     }
-
-
-def _make_run_dir(out: str | None) -> str:
-    if out is None:
-        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        out = os.path.join("results", "gradient_accuracy", stamp)
-    if os.path.isdir(out) and os.listdir(out):
-        raise FileExistsError(f"{out} already holds files; runs are never overwritten.")
-    os.makedirs(out, exist_ok=True)
-    return out
 
 
 def _cell(row: dict) -> str:

@@ -8,7 +8,7 @@ number of steps (one fixed RK4 step per 1/360 s sample). Each configuration is
 measured in its own process ([`ltc_jax.call_in_subprocess`][]), so that its
 runtime peak is its own.
 
-    python experiments/memory_scaling.py          # default size, ~12 min, 2 CPU cores
+    python experiments/memory_scaling.py          # default size, ~50 min on 2 cores
     python experiments/memory_scaling.py --quick    # smoke test, under a minute
 
 Writes `results/memory_scaling/<run>/`: `config.json`, `records/*.json` (one per
@@ -17,7 +17,6 @@ the environment), `memory_scaling.png`, and prints the tables.
 """
 
 import dataclasses
-import datetime
 import json
 import math
 import os
@@ -220,10 +219,7 @@ def reference_gradient(
 
     Computed with checkpointing, which gives the same numbers as full storage
     (both backpropagate through the same discrete solve) in a fraction of the
-    memory. Fixed steps, not an adaptive solve: with linear inputs an adaptive
-    solve stops at every observation through diffrax's `ClipStepSizeController`,
-    which carries the observation times in its state, and checkpointing then
-    stores a copy of them per checkpoint."""
+    memory."""
     with jax.enable_x64(True):
         model, batch = make_problem(
             steps,
@@ -370,9 +366,10 @@ def _naive_backsolve_gradient(solver: str, steps: int, rate_hz: float):
         sol = diffrax.diffeqsolve(
             diffrax.ODETerm(model.cell),
             ltc_jax.make_solver(solver),
-            t0=0.0,
-            t1=steps / rate_hz,
-            dt0=1.0 / rate_hz,
+            # float32 times, like the data, whatever JAX's default float.
+            t0=jnp.asarray(0.0, jnp.float32),
+            t1=jnp.asarray(steps / rate_hz, jnp.float32),
+            dt0=jnp.asarray(1.0 / rate_hz, jnp.float32),
             y0=jnp.zeros((batch.labels.shape[0], model.hidden_size), jnp.float32),
             args=path,
             adjoint=diffrax.BacksolveAdjoint(),
@@ -500,7 +497,9 @@ def main(config: Config) -> dict:
     tables and the environment."""
     if config.quick:
         config = dataclasses.replace(config, **QUICK)
-    run_dir = _make_run_dir(config.out)
+    run_dir = ltc_jax.make_run_dir(
+        config.out, os.path.join("results", "memory_scaling")
+    )
     with open(os.path.join(run_dir, "config.json"), "w") as file:
         json.dump(dataclasses.asdict(config), file, indent=2)
     os.makedirs(os.path.join(run_dir, "records"))
@@ -650,16 +649,6 @@ def _call(config: Config, function: str, kwargs: dict, env: dict | None = None):
             f"{os.path.abspath(__file__)}:{function}", kwargs, env=env
         )
     return globals()[function](**kwargs)
-
-
-def _make_run_dir(out: str | None) -> str:
-    if out is None:
-        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        out = os.path.join("results", "memory_scaling", stamp)
-    if os.path.isdir(out) and os.listdir(out):
-        raise FileExistsError(f"{out} already holds files; runs are never overwritten.")
-    os.makedirs(out, exist_ok=True)
-    return out
 
 
 def _write_record(run_dir: str, record: dict) -> None:

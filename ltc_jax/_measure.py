@@ -79,9 +79,9 @@ class Measurement:
     - `backward_evaluations`: evaluations of the backward pass of the same
         gradient: recomputation of the forward solve from stored steps or
         checkpoints and, under `"backsolve"`, the reverse solve (each of its
-        evaluations inside a vector-Jacobian product). Both counts are of
-        evaluations of the whole batch's state (each sequence separately under
-        `"vmap"` batching).
+        evaluations inside a vector-Jacobian product). Both count evaluations of
+        the whole batch at once (under `"vmap"` batching too, where one
+        vectorised evaluation serves every sequence).
     - `loss`: the training loss at the measured parameters.
 
     **Gradient error:**

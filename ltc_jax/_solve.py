@@ -124,11 +124,16 @@ def make_adjoint(
     """The diffrax adjoint (gradient mode) for a name.
 
     - `"checkpoint"`: `diffrax.RecursiveCheckpointAdjoint(checkpoints)`. Exact
-        gradient of the discretised solve (discretise-then-optimise). With
-        `checkpoints=None` diffrax uses binomial (treeverse) checkpointing sized for
-        `max_steps`: memory grows about logarithmically with `max_steps` (not with
-        the steps actually taken) and compute by a similar factor. An int stores
-        that many checkpoints. The right default for almost everything.
+        gradient of the discretised solve (discretise-then-optimise): the same
+        numbers as `"full"`, recomputing the forward solve from stored states.
+        With `checkpoints=None` diffrax stores the least `c` states with
+        `2 * max_steps < (c + 1) * (c + 2)`, about `sqrt(2 * max_steps)` (online
+        treeverse, Stumm and Walther 2010): memory grows like the square root of
+        `max_steps` (not of the steps actually taken), and the backward pass
+        re-evaluates the field about 3 times per forward evaluation. An int stores
+        that many states; `ceil(log2(max_steps))` gives memory logarithmic in
+        `max_steps` for more recomputation. The right default for almost
+        everything.
     - `"full"`: `RecursiveCheckpointAdjoint(checkpoints=max_steps)`: stores every
         step, i.e. plain backpropagation through the solver. Fastest backward pass,
         memory linear in `max_steps`. The baseline the others are measured against.
