@@ -11,8 +11,8 @@ returns the same numbers in far less memory), on windows of the MIT-BIH ECG. The
 input is the cubic (Hermite) interpolation of the samples, so adaptive solvers choose
 their own steps (with linear interpolation they would stop at every sample).
 
-    python experiments/gradient_accuracy.py          # default size, ~20 min on 2 cores
-    python experiments/gradient_accuracy.py --quick  # smoke test, under a minute
+    python -m experiments.gradient_accuracy          # default size, ~20 min on 2 cores
+    python -m experiments.gradient_accuracy --quick  # smoke test, under a minute
 
 Writes `results/gradient_accuracy/<run>/`: `config.json`, `metrics.json` (one record
 per configuration, the table and the environment), `gradient_accuracy.png`, and

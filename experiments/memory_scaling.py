@@ -8,8 +8,8 @@ number of steps (one fixed RK4 step per 1/360 s sample). Each configuration is
 measured in its own process ([`ltc_jax.call_in_subprocess`][]), so that its
 runtime peak is its own.
 
-    python experiments/memory_scaling.py          # default size, ~50 min on 2 cores
-    python experiments/memory_scaling.py --quick    # smoke test, under a minute
+    python -m experiments.memory_scaling          # default size, ~50 min on 2 cores
+    python -m experiments.memory_scaling --quick    # smoke test, under a minute
 
 Writes `results/memory_scaling/<run>/`: `config.json`, `records/*.json` (one per
 measured or estimated configuration), `metrics.json` (all records, the tables and
@@ -33,6 +33,7 @@ import numpy as np
 import tyro
 
 import ltc_jax
+from experiments import _common
 
 
 Mode = Literal["full", "checkpoint", "backsolve", "direct"]
@@ -40,7 +41,8 @@ SAMPLE_RATE_HZ = ltc_jax.datasets.MITBIH_208_SAMPLE_RATE_HZ
 GIB = 2**30
 MIB = 2**20
 # A window of n sample intervals takes ceil(duration / dt0) steps; a step a hair
-# longer than one sample keeps float32 rounding of the times from adding a step.
+# longer than one sample keeps float32 rounding of the sample times (absolute
+# times near 300 s, hundreds of float32 epsilons) from adding a step.
 STEP_SLACK = 1.0 + 1e-6
 
 
@@ -155,7 +157,7 @@ def make_problem(
             jnp.asarray(data.labels, jnp.float32),
             jnp.ones((batch_size,), jnp.float32),
         )
-    model, batch = cast((model, batch), dtype)
+    model, batch = _common.cast((model, batch), dtype)
     return jax.device_put((model, batch), jax.devices()[0])
 
 
@@ -163,15 +165,6 @@ def float32_model(hidden_size: int, seed: int) -> ltc_jax.LTC:
     """The LTC of every configuration: float32, whatever JAX's default float."""
     with jax.enable_x64(False):
         return ltc_jax.LTC(1, hidden_size, 1, key=jr.PRNGKey(seed))
-
-
-def cast(tree, dtype: str):
-    """Every floating-point array of `tree` cast to `dtype`."""
-
-    def convert(x):
-        return x.astype(dtype) if eqx.is_inexact_array(x) else x
-
-    return jax.tree.map(convert, tree)
 
 
 def fixed_integrator(
@@ -701,20 +694,6 @@ def _error(value: float | None) -> str:
     return "non-finite" if value is None else f"{value:.1e}"
 
 
-def table(rows: list[dict], columns: list[tuple[str, Callable[[dict], object]]]) -> str:
-    """A plain-text table: one column per `(header, row -> value)`, right-aligned."""
-    cells = [[header for header, _ in columns]]
-    cells += [[str(value(row)) for _, value in columns] for row in rows]
-    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
-    return "\n".join(
-        "  ".join(
-            cell.ljust(width) if i == 0 else cell.rjust(width)
-            for i, (cell, width) in enumerate(zip(line, widths, strict=True))
-        )
-        for line in cells
-    )
-
-
 MEASURED_COLUMNS = [
     ("mode", lambda r: r["label"]),
     ("steps", lambda r: r["num_steps"]),
@@ -741,7 +720,7 @@ def format_report(metrics: dict, config: Config) -> str:
         (
             f"Measured on the ECG ({environment['backend']}, {environment['device']}; "
             "times are medians; gradient error against the float64 reference):",
-            table(metrics["records"], MEASURED_COLUMNS),
+            _common.format_table(metrics["records"], MEASURED_COLUMNS),
         )
     ]
     budgets = [
@@ -752,7 +731,7 @@ def format_report(metrics: dict, config: Config) -> str:
         (
             "Compile-only estimates (an input of as many samples at "
             f"{config.estimate_rate_hz:g} Hz; peak = temp + arguments + outputs):",
-            table(
+            _common.format_table(
                 metrics["estimates"],
                 [
                     ("mode", lambda r: r["label"]),
@@ -769,7 +748,7 @@ def format_report(metrics: dict, config: Config) -> str:
         sections.append(
             (
                 "Temp memory of full storage divided by each mode's:",
-                table(
+                _common.format_table(
                     metrics["reductions"],
                     [
                         ("mode", lambda r: r["label"]),
@@ -785,7 +764,7 @@ def format_report(metrics: dict, config: Config) -> str:
                 "Adaptive Tsit5 on a "
                 f"{config.adaptive_window_seconds:g} s window (cubic input): memory "
                 "follows max_steps, not the steps taken:",
-                table(
+                _common.format_table(
                     metrics["adaptive_max_steps"],
                     [
                         ("mode", lambda r: r["gradient_mode"]),
@@ -802,7 +781,7 @@ def format_report(metrics: dict, config: Config) -> str:
         sections.append(
             (
                 "Saved outputs are not solver steps (RK4, 3,600 steps over 10 s):",
-                table(
+                _common.format_table(
                     metrics["saves_versus_steps"],
                     [
                         ("mode", lambda r: r["gradient_mode"]),
@@ -817,7 +796,7 @@ def format_report(metrics: dict, config: Config) -> str:
     sections.append(
         (
             f"Cost of the gradient at {largest} steps (backward / forward):",
-            table(
+            _common.format_table(
                 [r for r in metrics["cost_ratios"] if r["num_steps"] == largest],
                 [
                     ("mode", lambda r: r["label"]),
@@ -837,7 +816,7 @@ def format_report(metrics: dict, config: Config) -> str:
                 f"{config.cost_rtol:g}, atol {config.cost_rtol / 100:g}) on "
                 f"{config.cost_window_seconds:g} s windows (cubic input); steps are "
                 "the forward solve's, accepted + rejected:",
-                table(
+                _common.format_table(
                     metrics["adaptive_cost"],
                     [
                         ("mode", lambda r: r["label"]),
