@@ -10,6 +10,7 @@ from ._integrate import Trajectory as Trajectory, integrate as integrate
 from ._fused import FusedLTC as FusedLTC, LTCTerm as LTCTerm
 from ._measure import (
     Measurement as Measurement,
+    counted_solve as counted_solve,
     flatten_gradient as flatten_gradient,
     gradient_relative_error as gradient_relative_error,
     loss_gradient as loss_gradient,

@@ -12,7 +12,9 @@ import numpy as np
 import optax
 from jaxtyping import PyTree
 
+from ._integrate import Trajectory
 from ._memory import compile_ahead, device_memory_stats, memory_of, runtime_peak_bytes
+from ._paths import InputPath
 from ._solve import Integrator
 from ._train import Batch, loss_and_metrics, make_optimizer, train_step_fn
 
@@ -311,6 +313,42 @@ def loss_gradient(model: eqx.Module, batch: Batch, integrator: Integrator) -> Py
     `eqx.filter_value_and_grad`, so a solve past `max_steps` raises).
     """
     return _gradient(integrator)(model, batch)[1]
+
+
+def counted_solve(
+    model: eqx.Module, path: InputPath, integrator: Integrator
+) -> tuple[Trajectory, int]:
+    """Solve `model` on `path` once (forward only, jitted) and count the
+    vector-field evaluations it makes, as they run.
+
+    The count is the number of times the model's `cell` was evaluated, for the
+    whole batch at once (one vectorised evaluation under `"vmap"` batching too):
+    per step a solver's stages, rejected steps included (4 for RK4, `ode_unfolds`
+    for the fused step; 6 for Tsit5's 7 stages with first-same-as-last, plus one
+    at the start and after every jump time, which adaptive solves on linear
+    inputs place at each observation). An implicit solver's Jacobian
+    (`jax.jacfwd` of the field) counts as one evaluation although it costs as
+    many as the state has entries, and its linear solves are not counted at
+    all: compare implicit solvers by time as well. Each evaluation calls back to
+    the host, so a counted solve is slower than a plain one: count, then time
+    separately.
+
+    **Arguments:** `model`, an [`ltc_jax.LTC`][] (anything with `solve` and a
+    `cell`); `path`, its [`ltc_jax.InputPath`][]; `integrator`.
+
+    **Returns:** `(trajectory, evaluations)`: the [`ltc_jax.Trajectory`][] of
+    `model.solve(path, integrator=integrator)` and the count (a Python int).
+
+    **Raises:** as `model.solve`.
+    """
+    counter = _Counter()
+    counted = eqx.tree_at(lambda m: m.cell, model, _CountingField(model.cell, counter))
+    trajectory = eqx.filter_jit(lambda m, p: m.solve(p, integrator=integrator))(
+        counted, path
+    )
+    jax.block_until_ready(trajectory)
+    jax.effects_barrier()
+    return trajectory, counter.calls
 
 
 def flatten_gradient(gradient: PyTree | np.ndarray) -> np.ndarray:

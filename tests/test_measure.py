@@ -60,6 +60,18 @@ def test_counted_evaluations(getkey, solver, mode, forward, backward):
     assert measurement.num_rejected_steps == 0
 
 
+@pytest.mark.parametrize("solver, per_step", [("euler", 1), ("rk4", 4), ("fused", 6)])
+def test_counted_solve(getkey, solver, per_step):
+    """Evaluations of a fixed-step forward solve: stages (unfolds) times steps;
+    and the trajectory is the plain solve's."""
+    model, batch = _problem(getkey)
+    integrator = _fixed(solver, "checkpoint")
+    trajectory, evaluations = ltc_jax.counted_solve(model, batch.path, integrator)
+    assert evaluations == per_step * STEPS
+    plain = model.solve(batch.path, integrator=integrator)
+    np.testing.assert_allclose(trajectory.ys, plain.ys, rtol=1e-12)
+
+
 @pytest.mark.slow
 def test_checkpointing_recomputes_more_than_full_storage(getkey):
     """Checkpointing trades memory for recomputation: fewer stored states, more
