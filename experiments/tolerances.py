@@ -19,6 +19,7 @@ import math
 import os
 import time
 
+import equinox as eqx
 import jax
 import numpy as np
 import tyro
@@ -93,14 +94,21 @@ def train_setting(name: str, integrator, config: Config, data, optimizer) -> dic
     train, test = data
     final = integrator.final if isinstance(integrator, ltc_jax.ToleranceSchedule) else integrator
     train_path, test_path = _common.float32_paths(train, test)
-    accuracies, seconds, steps = [], [], []
+    accuracies, seconds, steps, failures = [], [], [], []
     for seed in config.seeds:
         start = time.perf_counter()
-        model, history = ltc_jax.fit(
-            _common.vowels_model(config.hidden_size, seed), train,
-            integrator=integrator, optimizer=optimizer, epochs=config.epochs,
-            batch_size=config.batch_size, seed=seed, path=train_path, progress=False,
-        )
+        try:
+            model, history = ltc_jax.fit(
+                _common.vowels_model(config.hidden_size, seed), train,
+                integrator=integrator, optimizer=optimizer, epochs=config.epochs,
+                batch_size=config.batch_size, seed=seed, path=train_path,
+                on_failure="skip", max_consecutive_failures=5, progress=False,
+            )
+        except ltc_jax.TrainingFailedError as error:  # a failure is a result
+            failures.append(str(error))
+            accuracies.append(None)
+            print(f"  {name}, seed {seed}: {str(error)[:160]}")
+            continue
         seconds.append(time.perf_counter() - start)
         steps.append([h["num_steps"] for h in history])
         result = ltc_jax.evaluate(model, test, integrator=final, path=test_path)
@@ -111,17 +119,23 @@ def train_setting(name: str, integrator, config: Config, data, optimizer) -> dic
         accuracies=accuracies,
         accuracy_mean=mean,
         accuracy_std=std,
-        train_seconds_mean=float(np.mean(seconds)),
-        steps_per_epoch=np.mean(steps, axis=0).tolist(),
+        failures=failures,
+        train_seconds_mean=float(np.mean(seconds)) if seconds else None,
+        steps_per_epoch=np.mean(steps, axis=0).tolist() if steps else None,
     )
 
 
 def measure_at_init(integrator, config: Config, batch, reference) -> dict:
-    m = ltc_jax.measure(
-        _common.vowels_model(config.hidden_size, config.seeds[0]), batch, integrator,
-        timed_steps=3, reference_gradient=reference,
-    )
+    """One training step at initialisation; a failed solve is recorded as such."""
+    try:
+        m = ltc_jax.measure(
+            _common.vowels_model(config.hidden_size, config.seeds[0]), batch,
+            integrator, timed_steps=3, reference_gradient=reference,
+        )
+    except (eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError) as error:
+        return dict(error=ltc_jax.failure_reason(error))
     return dict(
+        error=None,
         num_steps=m.num_steps,
         forward_evaluations=m.forward_evaluations,
         backward_evaluations=m.backward_evaluations,
@@ -190,6 +204,10 @@ def main(config: Config) -> dict:
     return metrics
 
 
+def _number(value, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
 def format_report(metrics: dict, config: Config) -> str:
     sweep = _common.format_table(
         metrics["sweep"],
@@ -198,12 +216,14 @@ def format_report(metrics: dict, config: Config) -> str:
             ("atol", lambda r: f"{r['atol']:g}"),
             (f"test accuracy % ({len(config.seeds)} seeds)",
              lambda r: _common.percent(r["accuracy_mean"], r["accuracy_std"])),
-            ("train s", lambda r: f"{r['train_seconds_mean']:.1f}"),
-            ("steps", lambda r: f"{r['num_steps']:,}"),
+            ("train s", lambda r: _number(r["train_seconds_mean"], ".1f")),
+            ("steps", lambda r: _number(r.get("num_steps"), ",")),
             ("evaluations fwd + bwd",
-             lambda r: f"{r['forward_evaluations']:,} + {r['backward_evaluations']:,}"),
-            ("s/step", lambda r: f"{r['step_seconds']:.3f}"),
-            ("gradient error", lambda r: f"{r['gradient_relative_error']:.1e}"),
+             lambda r: f"{_number(r.get('forward_evaluations'), ',')} + "
+                       f"{_number(r.get('backward_evaluations'), ',')}"),
+            ("s/step", lambda r: _number(r.get("step_seconds"), ".3f")),
+            ("gradient error", lambda r: _number(r.get("gradient_relative_error"), ".1e")),
+            ("failures", lambda r: r.get("error") or len(r["failures"]) or "-"),
         ],
     )
     schedules = _common.format_table(
@@ -212,9 +232,10 @@ def format_report(metrics: dict, config: Config) -> str:
             ("tolerances", lambda r: r["setting"]),
             (f"test accuracy % ({len(config.seeds)} seeds)",
              lambda r: _common.percent(r["accuracy_mean"], r["accuracy_std"])),
-            ("train s", lambda r: f"{r['train_seconds_mean']:.1f}"),
+            ("train s", lambda r: _number(r["train_seconds_mean"], ".1f")),
             ("steps per batch, first / last epoch",
-             lambda r: f"{r['steps_per_epoch'][0]:.0f} / {r['steps_per_epoch'][-1]:.0f}"),
+             lambda r: "-" if r["steps_per_epoch"] is None
+             else f"{r['steps_per_epoch'][0]:.0f} / {r['steps_per_epoch'][-1]:.0f}"),
         ],
     )
     return (
@@ -240,7 +261,8 @@ def plot(metrics: dict, path: str) -> None:
     ax.set(xscale="log", xlabel="rtol (atol in the table)", ylabel="test accuracy (%)")
     ax.invert_xaxis()
     twin = ax.twinx()
-    twin.plot(rtol, [r["train_seconds_mean"] for r in sweep], marker="s", color="C1")
+    twin.plot(rtol, [np.nan if r["train_seconds_mean"] is None else r["train_seconds_mean"]
+                     for r in sweep], marker="s", color="C1")
     twin.set_ylabel("training time (s)", color="C1")
     names = [r["setting"] for r in metrics["schedules"]]
     ax_sched.bar(names, [100 * r["accuracy_mean"] for r in metrics["schedules"]],
@@ -248,8 +270,9 @@ def plot(metrics: dict, path: str) -> None:
                  color=["C0", "C1", "C2"])
     ax_sched.set(ylabel="test accuracy (%)")
     for i, r in enumerate(metrics["schedules"]):
-        ax_sched.annotate(f"{r['train_seconds_mean']:.0f} s", (i, 5), ha="center",
-                          color="white")
+        if r["train_seconds_mean"] is not None:
+            ax_sched.annotate(f"{r['train_seconds_mean']:.0f} s", (i, 5), ha="center",
+                              color="white")
     ax_sched.tick_params(axis="x", labelsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
