@@ -150,3 +150,29 @@ def test_seminorm_quick(tmp_path):
     assert with_["backward_evaluations"] < without["backward_evaluations"]
     assert with_["gradient_relative_error"] < 1e-2
     assert json.loads((out / "metrics.json").read_text())["median_saving"] > 0
+
+
+@pytest.mark.slow
+def test_biophysical_benchmark_quick(tmp_path):
+    from experiments import biophysical_benchmark
+
+    out = tmp_path / "run"
+    metrics = biophysical_benchmark.main(
+        biophysical_benchmark.Config(quick=True, out=str(out))
+    )
+    written = json.loads((out / "metrics.json").read_text())
+    assert written["rows"] == metrics["rows"]
+    rows = {(r["cell"], r["adjoint"]): r for r in written["rows"]}
+    assert set(rows) == {
+        (c, a) for c in ("biophysical", "ltc") for a in ("full", "checkpoint")
+    }
+    for row in rows.values():
+        # One fused step per sample, six unfolds each evaluating the cell once.
+        assert row["num_steps"] == 20
+        assert row["forward_evaluations"] == 6 * 20
+    for cell in ("biophysical", "ltc"):
+        # Full storage re-evaluates each stored step once backwards; checkpointing
+        # also recomputes the steps between its checkpoints.
+        full, checkpoint = rows[cell, "full"], rows[cell, "checkpoint"]
+        assert full["backward_evaluations"] == 6 * 20
+        assert checkpoint["backward_evaluations"] > full["backward_evaluations"]

@@ -208,6 +208,24 @@ def test_tolerance_schedule_changes_the_tolerances_used(small_vowels, getkey):
         )
 
 
+def test_tighten_at_switches_to_the_tight_tolerances():
+    """`--tighten-at 0.7` of 10 epochs: loose for epochs 0-6, tight from epoch 7."""
+    from ltc_jax._run import training_schedule
+
+    config = ltc_jax.TrainConfig(epochs=10, tighten_at=0.7, rtol=1e-3, atol=1e-4)
+    integrator = ltc_jax.make_integrator("tsit5", rtol=1e-3, atol=1e-4)
+    schedule = training_schedule(config, integrator)
+    assert schedule.start_epochs == (0, 7)
+    assert schedule(6).stepsize_controller.rtol == 1e-3
+    assert schedule(7).stepsize_controller.rtol == config.tight_rtol
+    assert schedule(9).stepsize_controller.atol == config.tight_atol
+    assert training_schedule(ltc_jax.TrainConfig(), integrator) is None
+    with pytest.raises(ValueError, match="tighten-at must lie in"):
+        training_schedule(ltc_jax.TrainConfig(tighten_at=1.5), integrator)
+    with pytest.raises(ValueError, match="adaptive"):
+        training_schedule(config, ltc_jax.make_integrator("heun", dt0=0.1))
+
+
 def test_backsolve_blow_up_is_named(getkey):
     """A stable forward (the fused step) with an expansive reverse solve: the
     error points at backsolve, not at the forward step size."""
