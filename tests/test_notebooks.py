@@ -20,6 +20,10 @@ TINY = {
         hidden_size=4, batch_size=2, tolerances=(1e-2, 1e-4), fixed_steps=(0.5, 0.25),
         stiff_tau=0.1,
     ),
+    "04_long_ecg.ipynb": dict(
+        window_seconds=0.1, train_windows=8, test_windows=4, hidden_size=4,
+        batch_size=4, epochs=1, estimate_seconds=(0.1, 1),
+    ),
 }
 
 
