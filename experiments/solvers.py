@@ -31,7 +31,6 @@ from experiments import _common
 
 FIXED = ("euler", "rk4")
 ADAPTIVE = ("heun", "bosh3", "tsit5", "dopri5", "dopri8", "kvaerno5")
-IMPLICIT = ("kvaerno5",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,13 +102,10 @@ def integrator_for(
             ode_unfolds=config.ode_unfolds,
             backward_solver="heun" if solver == "fused" and adjoint == "backsolve" else None,
         )
-    # An implicit solver factorises the Jacobian of the state: per sequence
-    # (hidden x hidden) under vmap, rather than (batch * hidden)^2 for the batch
-    # as one state.
-    batching = "vmap" if solver in IMPLICIT else "batched"
+    # (Kvaerno5 solves each sequence alone by default: its Newton iterations
+    # factorise the Jacobian of the state.)
     return ltc_jax.make_integrator(
-        solver, adjoint, rtol=config.rtol, atol=config.atol, max_steps=max_steps,
-        batching=batching,
+        solver, adjoint, rtol=config.rtol, atol=config.atol, max_steps=max_steps
     )
 
 

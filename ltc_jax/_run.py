@@ -105,8 +105,9 @@ class TrainConfig:
     backward_solver: SolverName | None = None
     """Reverse-solve solver for --adjoint backsolve (default: the forward one;
     needed with --solver fused)."""
-    batching: Batching = "batched"
-    """Solve the batch as one state (batched) or per sequence (vmap)."""
+    batching: Batching | None = None
+    """Solve the batch as one state (batched) or per sequence (vmap). Default:
+    vmap for the implicit kvaerno5, batched otherwise."""
     interpolation: Interpolation = "linear"
     """Input path between observations: linear or cubic (Hermite)."""
     observation_mask: bool = False

@@ -83,3 +83,13 @@ def test_bad_integrator_options(kwargs, match):
     kwargs = dict(dict(solver="heun"), **kwargs)
     with pytest.raises(ValueError, match=match):
         ltc_jax.make_integrator(**kwargs)
+
+
+def test_implicit_solvers_default_to_one_solve_per_sequence():
+    """Kvaerno5's Newton iterations factorise the state's Jacobian: per sequence
+    by default, not (batch * hidden)^2 for the batch as one state."""
+    assert ltc_jax.make_integrator("kvaerno5", rtol=1e-3, atol=1e-4).batching == "vmap"
+    assert ltc_jax.make_integrator("tsit5", rtol=1e-3, atol=1e-4).batching == "batched"
+    assert ltc_jax.make_integrator("fused", dt0=1.0).batching == "batched"
+    explicit = ltc_jax.make_integrator("kvaerno5", rtol=1e-3, atol=1e-4, batching="batched")
+    assert explicit.batching == "batched"
