@@ -48,7 +48,10 @@ def format_table(
     ]
     lines = ["  ".join(h.ljust(w) for (h, _), w in zip(columns, widths, strict=True))]
     lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)) for line in cells]
+    lines += [
+        "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True))
+        for line in cells
+    ]
     return "\n".join(lines)
 
 
@@ -97,7 +100,9 @@ def vowels_model(hidden_size: int, seed: int, tau: float | None = None) -> ltc_j
     of `[0.1, 10]`."""
     tau_init = (0.1, 10.0) if tau is None else (tau / 2, 2 * tau)
     with jax.enable_x64(False):
-        return ltc_jax.LTC(12, hidden_size, 9, tau_init=tau_init, key=jax.random.PRNGKey(seed))
+        return ltc_jax.LTC(
+            12, hidden_size, 9, tau_init=tau_init, key=jax.random.PRNGKey(seed)
+        )
 
 
 def float32_paths(*datasets) -> list[ltc_jax.InputPath]:

@@ -62,12 +62,19 @@ def measure_configuration(config: dict, cell: str, adjoint: str) -> dict:
     window = config.steps + 1
     spacing = (len(ts) - window - config.horizon) // config.batch_size
     data = ltc_jax.datasets.forecast_windows(
-        ts, millivolts, window=window, horizon=config.horizon,
+        ts,
+        millivolts,
+        window=window,
+        horizon=config.horizon,
         starts=np.arange(config.batch_size) * spacing,
     )
     with jax.enable_x64(False):
         model = ltc_jax.LTC(
-            1, config.hidden_size, 1, cell=cell, wiring=config.wiring,
+            1,
+            config.hidden_size,
+            1,
+            cell=cell,
+            wiring=config.wiring,
             key=jax.random.PRNGKey(config.seed),
         )
         path = ltc_jax.InputPath(
@@ -75,12 +82,16 @@ def measure_configuration(config: dict, cell: str, adjoint: str) -> dict:
             jnp.asarray(data.xs, jnp.float32),
         )
         batch = ltc_jax.Batch(
-            path, jnp.asarray(data.labels, jnp.float32),
+            path,
+            jnp.asarray(data.labels, jnp.float32),
             jnp.ones(config.batch_size, jnp.float32),
         )
         # One fused step per sample (1/360 s).
         integrator = ltc_jax.make_integrator(
-            "fused", adjoint, dt0=1 / 360, ode_unfolds=config.ode_unfolds,
+            "fused",
+            adjoint,
+            dt0=1 / 360,
+            ode_unfolds=config.ode_unfolds,
             max_steps=config.steps,
         )
         m = ltc_jax.measure(model, batch, integrator, timed_steps=config.timed_steps)
@@ -118,8 +129,12 @@ def main(config: Config) -> dict:
                 )
             rows.append(row)
             print(f"{cell}/{adjoint}: {row['step_seconds']:.2f} s/step")
-    metrics = dict(rows=rows, target_bytes=TARGET_BYTES,
-                   environment=ltc_jax.environment(), run_dir=run_dir)
+    metrics = dict(
+        rows=rows,
+        target_bytes=TARGET_BYTES,
+        environment=ltc_jax.environment(),
+        run_dir=run_dir,
+    )
     _common.write_json(os.path.join(run_dir, "metrics.json"), metrics)
     print(format_report(metrics, config))
     return metrics
@@ -148,8 +163,12 @@ def format_report(metrics: dict, config: Config) -> str:
             ("runtime peak MiB", lambda r: _mib(r["runtime_peak_bytes"])),
             ("s/step", lambda r: f"{r['step_seconds']:.2f}"),
             ("forward s", lambda r: f"{r['forward_seconds']:.2f}"),
-            ("evaluations fwd + bwd",
-             lambda r: f"{r['forward_evaluations']:,} + {r['backward_evaluations']:,}"),
+            (
+                "evaluations fwd + bwd",
+                lambda r: (
+                    f"{r['forward_evaluations']:,} + {r['backward_evaluations']:,}"
+                ),
+            ),
             ("under 1 GiB", _target),
         ],
     )

@@ -21,7 +21,6 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable
 from typing import Literal
 
 import diffrax

@@ -49,22 +49,35 @@ class Config:
     timed_steps: int = 3
 
 
-QUICK = dict(windows=(45,), tolerances=((1e-3, 1e-4),), hidden_size=4, batch_size=2,
-             reference_rtol=1e-8, timed_steps=1)
+QUICK = dict(
+    windows=(45,),
+    tolerances=((1e-3, 1e-4),),
+    hidden_size=4,
+    batch_size=2,
+    reference_rtol=1e-8,
+    timed_steps=1,
+)
 
 
-def problem(config: Config, window: int, dtype: str) -> tuple[ltc_jax.LTC, ltc_jax.Batch]:
+def problem(
+    config: Config, window: int, dtype: str
+) -> tuple[ltc_jax.LTC, ltc_jax.Batch]:
     """ECG windows of `window` samples (time in seconds from each window's start),
     labelled with the value `horizon` samples later; the float32 LTC of `seed`,
     cast to `dtype`."""
     ts, millivolts = ltc_jax.datasets.load_mitbih_208()
     spacing = (len(ts) - window - config.horizon) // config.batch_size
     data = ltc_jax.datasets.forecast_windows(
-        ts, millivolts, window=window, horizon=config.horizon,
+        ts,
+        millivolts,
+        window=window,
+        horizon=config.horizon,
         starts=np.arange(config.batch_size) * spacing,
     )
     with jax.enable_x64(False):
-        model = ltc_jax.LTC(1, config.hidden_size, 1, key=jax.random.PRNGKey(config.seed))
+        model = ltc_jax.LTC(
+            1, config.hidden_size, 1, key=jax.random.PRNGKey(config.seed)
+        )
     model = _common.cast(model, dtype)
     path = ltc_jax.InputPath(
         jnp.asarray(data.ts - data.ts[:, :1], dtype), jnp.asarray(data.xs, dtype)
@@ -80,8 +93,10 @@ def reference_gradient(config: dict, window: int, out_file: str) -> dict:
     config = Config(**config)
     model, batch = problem(config, window, "float64")
     integrator = ltc_jax.make_integrator(
-        "tsit5", rtol=config.reference_rtol, atol=config.reference_rtol,
-        max_steps=config.max_steps,
+        "tsit5",
+        rtol=config.reference_rtol,
+        atol=config.reference_rtol,
+        max_steps=8 * config.max_steps,  # tight tolerances: many more steps
     )
     flat = ltc_jax.flatten_gradient(ltc_jax.loss_gradient(model, batch, integrator))
     np.save(out_file, flat)
@@ -106,24 +121,39 @@ def main(config: Config) -> dict:
         for rtol, atol in config.tolerances:
             for seminorm in (False, True):
                 integrator = ltc_jax.make_integrator(
-                    config.solver, "backsolve", rtol=rtol, atol=atol,
-                    max_steps=config.max_steps, seminorm=seminorm,
+                    config.solver,
+                    "backsolve",
+                    rtol=rtol,
+                    atol=atol,
+                    max_steps=config.max_steps,
+                    seminorm=seminorm,
                 )
-                m = ltc_jax.measure(model, batch, integrator,
-                                    timed_steps=config.timed_steps,
-                                    reference_gradient=reference)
-                rows.append(dict(
-                    window_samples=window, window_seconds=window / 360, rtol=rtol,
-                    atol=atol, seminorm=seminorm,
-                    forward_evaluations=m.forward_evaluations,
-                    backward_evaluations=m.backward_evaluations,
-                    forward_seconds=m.forward_seconds,
-                    backward_seconds=m.backward_seconds,
-                    gradient_is_finite=m.gradient_is_finite,
-                    gradient_relative_error=m.gradient_relative_error,
-                ))
-                print(f"window {window}, rtol {rtol:g}, seminorm {seminorm}: "
-                      f"{m.backward_evaluations} backward evaluations")
+                m = ltc_jax.measure(
+                    model,
+                    batch,
+                    integrator,
+                    timed_steps=config.timed_steps,
+                    reference_gradient=reference,
+                )
+                rows.append(
+                    dict(
+                        window_samples=window,
+                        window_seconds=window / 360,
+                        rtol=rtol,
+                        atol=atol,
+                        seminorm=seminorm,
+                        forward_evaluations=m.forward_evaluations,
+                        backward_evaluations=m.backward_evaluations,
+                        forward_seconds=m.forward_seconds,
+                        backward_seconds=m.backward_seconds,
+                        gradient_is_finite=m.gradient_is_finite,
+                        gradient_relative_error=m.gradient_relative_error,
+                    )
+                )
+                print(
+                    f"window {window}, rtol {rtol:g}, seminorm {seminorm}: "
+                    f"{m.backward_evaluations} backward evaluations"
+                )
     savings = [
         1 - with_["backward_evaluations"] / without["backward_evaluations"]
         for without, with_ in zip(rows[::2], rows[1::2], strict=True)
@@ -153,8 +183,12 @@ def format_report(metrics: dict) -> str:
             ("window", lambda r: f"{r['window_seconds']:g} s"),
             ("rtol / atol", lambda r: f"{r['rtol']:g} / {r['atol']:g}"),
             ("seminorm", lambda r: "yes" if r["seminorm"] else "no"),
-            ("evaluations fwd + bwd",
-             lambda r: f"{r['forward_evaluations']:,} + {r['backward_evaluations']:,}"),
+            (
+                "evaluations fwd + bwd",
+                lambda r: (
+                    f"{r['forward_evaluations']:,} + {r['backward_evaluations']:,}"
+                ),
+            ),
             ("forward s", lambda r: f"{r['forward_seconds']:.3f}"),
             ("backward s", lambda r: f"{r['backward_seconds']:.3f}"),
             ("gradient error", error),
@@ -178,10 +212,18 @@ def plot(rows: list[dict], path: str) -> None:
     labels = [f"{r['window_seconds']:g} s\nrtol {r['rtol']:g}" for r in rows[::2]]
     x = np.arange(len(labels))
     fig, ax = plt.subplots(figsize=(max(5, 1.4 * len(labels)), 3.8))
-    ax.bar(x - 0.2, [r["backward_evaluations"] for r in rows[::2]], 0.4,
-           label="error norm over every channel")
-    ax.bar(x + 0.2, [r["backward_evaluations"] for r in rows[1::2]], 0.4,
-           label="seminorm (cotangents left out)")
+    ax.bar(
+        x - 0.2,
+        [r["backward_evaluations"] for r in rows[::2]],
+        0.4,
+        label="error norm over every channel",
+    )
+    ax.bar(
+        x + 0.2,
+        [r["backward_evaluations"] for r in rows[1::2]],
+        0.4,
+        label="seminorm (cotangents left out)",
+    )
     ax.set(xticks=x, xticklabels=labels, ylabel="backward evaluations")
     ax.legend(fontsize=8)
     fig.tight_layout()

@@ -104,7 +104,9 @@ def integrator_for(
             dt0=dt0,
             max_steps=max(1, math.ceil(duration / dt0)),
             ode_unfolds=config.ode_unfolds,
-            backward_solver="heun" if solver == "fused" and adjoint == "backsolve" else None,
+            backward_solver="heun"
+            if solver == "fused" and adjoint == "backsolve"
+            else None,
         )
     # (Kvaerno5 solves each sequence alone by default: its Newton iterations
     # factorise the Jacobian of the state.)
@@ -157,8 +159,9 @@ def _reference(config: Config, tau: float | None, run_dir: str) -> np.ndarray:
 def _measure(model, batch, integrator, reference) -> dict:
     """One training step measured; a failed solve becomes a recorded failure."""
     try:
-        m = ltc_jax.measure(model, batch, integrator, timed_steps=3,
-                            reference_gradient=reference)
+        m = ltc_jax.measure(
+            model, batch, integrator, timed_steps=3, reference_gradient=reference
+        )
     except (eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError) as error:
         return dict(error=ltc_jax.failure_reason(error))  # a failure is a result
     return dict(
@@ -183,21 +186,37 @@ def train_row(solver: str, adjoint: str, config: Config, data, optimizer) -> dic
     accuracies, failed_updates, failed_runs, seconds = [], 0, 0, 0.0
     if solver in config.untrained:
         return dict(
-            solver=solver, adjoint=adjoint, trained=False, accuracies=[],
-            accuracy_mean=math.nan, accuracy_std=math.nan, runs_finished=0,
-            failed_updates=0, failed_runs=0, train_seconds=0.0,
+            solver=solver,
+            adjoint=adjoint,
+            trained=False,
+            accuracies=[],
+            accuracy_mean=math.nan,
+            accuracy_std=math.nan,
+            runs_finished=0,
+            failed_updates=0,
+            failed_runs=0,
+            train_seconds=0.0,
         )
     for seed in config.seeds:
         start = time.perf_counter()
         try:
             model, history = ltc_jax.fit(
-                make_model(config, seed), train, integrator=integrator,
-                optimizer=optimizer, epochs=config.epochs,
-                batch_size=config.batch_size, seed=seed, path=train_path,
-                on_failure="skip", max_consecutive_failures=5, progress=False,
+                make_model(config, seed),
+                train,
+                integrator=integrator,
+                optimizer=optimizer,
+                epochs=config.epochs,
+                batch_size=config.batch_size,
+                seed=seed,
+                path=train_path,
+                on_failure="skip",
+                max_consecutive_failures=5,
+                progress=False,
             )
             failed_updates += sum(h["failures"] for h in history)
-            result = ltc_jax.evaluate(model, test, integrator=integrator, path=test_path)
+            result = ltc_jax.evaluate(
+                model, test, integrator=integrator, path=test_path
+            )
             accuracies.append(result["accuracy"])
         except ltc_jax.TrainingFailedError as error:
             failed_runs += 1
@@ -206,9 +225,16 @@ def train_row(solver: str, adjoint: str, config: Config, data, optimizer) -> dic
         seconds += time.perf_counter() - start
     mean, std, finished = _common.mean_std(accuracies)
     return dict(
-        solver=solver, adjoint=adjoint, trained=True, accuracies=accuracies,
-        accuracy_mean=mean, accuracy_std=std, runs_finished=finished,
-        failed_updates=failed_updates, failed_runs=failed_runs, train_seconds=seconds,
+        solver=solver,
+        adjoint=adjoint,
+        trained=True,
+        accuracies=accuracies,
+        accuracy_mean=mean,
+        accuracy_std=std,
+        runs_finished=finished,
+        failed_updates=failed_updates,
+        failed_runs=failed_runs,
+        train_seconds=seconds,
     )
 
 
@@ -236,7 +262,9 @@ def main(config: Config) -> dict:
     for solver in config.solvers:
         for adjoint in config.adjoints:
             row = train_row(solver, adjoint, config, data, optimizer)
-            integrator = integrator_for(solver, adjoint, config, duration, config.max_steps)
+            integrator = integrator_for(
+                solver, adjoint, config, duration, config.max_steps
+            )
             if f"{solver}/{adjoint}" in config.unmeasured:
                 row.update(error="not measured (too slow)")
             else:
@@ -246,10 +274,13 @@ def main(config: Config) -> dict:
             _common.write_json(partial, metrics)  # a killed run keeps its rows
             accuracy = (
                 _common.percent(row["accuracy_mean"], row["accuracy_std"]) + "%"
-                if row["trained"] else "not trained"
+                if row["trained"]
+                else "not trained"
             )
-            print(f"{solver:>9}/{adjoint:<10} accuracy {accuracy} "
-                  f"({row['train_seconds']:.0f} s)")
+            print(
+                f"{solver:>9}/{adjoint:<10} accuracy {accuracy} "
+                f"({row['train_seconds']:.0f} s)"
+            )
 
     for tau in config.stiff_tau:
         reference = _reference(config, tau, run_dir)
@@ -262,8 +293,10 @@ def main(config: Config) -> dict:
             row.update(_measure(model, batch, integrator, reference))
             stiff.append(row)
             _common.write_json(partial, metrics)
-            print(f"tau {tau:g} {solver:>9}: "
-                  f"{row.get('forward_evaluations', row.get('error'))}")
+            print(
+                f"tau {tau:g} {solver:>9}: "
+                f"{row.get('forward_evaluations', row.get('error'))}"
+            )
 
     _common.write_json(os.path.join(run_dir, "metrics.json"), metrics)
     os.remove(partial)
@@ -289,17 +322,36 @@ def format_report(metrics: dict, config: Config) -> str:
         [
             ("solver", lambda r: r["solver"]),
             ("gradient", lambda r: r["adjoint"]),
-            (f"test accuracy % ({len(config.seeds)} seeds)",
-             lambda r: _common.percent(r["accuracy_mean"], r["accuracy_std"])
-             if r["trained"] else "not trained"),
-            ("evaluations fwd + bwd",
-             lambda r: f"{_count(r.get('forward_evaluations'))} + "
-                       f"{_count(r.get('backward_evaluations'))}"),
-            ("s/step", lambda r: "-" if r.get("step_seconds") is None
-             else f"{r['step_seconds']:.3f}"),
+            (
+                f"test accuracy % ({len(config.seeds)} seeds)",
+                lambda r: (
+                    _common.percent(r["accuracy_mean"], r["accuracy_std"])
+                    if r["trained"]
+                    else "not trained"
+                ),
+            ),
+            (
+                "evaluations fwd + bwd",
+                lambda r: (
+                    f"{_count(r.get('forward_evaluations'))} + "
+                    f"{_count(r.get('backward_evaluations'))}"
+                ),
+            ),
+            (
+                "s/step",
+                lambda r: (
+                    "-" if r.get("step_seconds") is None else f"{r['step_seconds']:.3f}"
+                ),
+            ),
             ("gradient error", _error),
-            ("failed runs", lambda r: f"{r['failed_runs']} of {len(config.seeds)}"
-             if r["trained"] else "-"),
+            (
+                "failed runs",
+                lambda r: (
+                    f"{r['failed_runs']} of {len(config.seeds)}"
+                    if r["trained"]
+                    else "-"
+                ),
+            ),
             ("skipped updates", lambda r: r["failed_updates"]),
             ("step failure", lambda r: r.get("error") or "-"),
         ],
@@ -309,13 +361,27 @@ def format_report(metrics: dict, config: Config) -> str:
         [
             ("tau (frames)", lambda r: f"{r['tau']:g}"),
             ("solver", lambda r: r["solver"]),
-            ("steps (rejected)", lambda r: "-" if r.get("num_steps") is None
-             else f"{r['num_steps']:,} ({r['num_rejected_steps']:,})"),
-            ("evaluations fwd + bwd",
-             lambda r: f"{_count(r.get('forward_evaluations'))} + "
-                       f"{_count(r.get('backward_evaluations'))}"),
-            ("s/step", lambda r: "-" if r.get("step_seconds") is None
-             else f"{r['step_seconds']:.3f}"),
+            (
+                "steps (rejected)",
+                lambda r: (
+                    "-"
+                    if r.get("num_steps") is None
+                    else f"{r['num_steps']:,} ({r['num_rejected_steps']:,})"
+                ),
+            ),
+            (
+                "evaluations fwd + bwd",
+                lambda r: (
+                    f"{_count(r.get('forward_evaluations'))} + "
+                    f"{_count(r.get('backward_evaluations'))}"
+                ),
+            ),
+            (
+                "s/step",
+                lambda r: (
+                    "-" if r.get("step_seconds") is None else f"{r['step_seconds']:.3f}"
+                ),
+            ),
             ("gradient error", _error),
             ("failure", lambda r: r.get("error") or "-"),
         ],
@@ -347,18 +413,28 @@ def plot(rows: list[dict], stiff: list[dict], path: str) -> None:
         work = r["forward_evaluations"] + r["backward_evaluations"]
         kwargs = dict(color=colours[r["solver"]], marker=markers.get(r["adjoint"], "x"))
         if r.get("gradient_relative_error"):
-            ax_err.loglog(work, r["gradient_relative_error"], linestyle="none", **kwargs)
+            ax_err.loglog(
+                work, r["gradient_relative_error"], linestyle="none", **kwargs
+            )
         if math.isfinite(r["accuracy_mean"]):
-            ax_acc.errorbar(work, 100 * r["accuracy_mean"], yerr=100 * r["accuracy_std"],
-                            **kwargs)
+            ax_acc.errorbar(
+                work, 100 * r["accuracy_mean"], yerr=100 * r["accuracy_std"], **kwargs
+            )
     for s in solvers:
         ax_err.plot([], [], color=colours[s], marker="o", linestyle="none", label=s)
     for adjoint, marker in markers.items():
-        ax_acc.plot([], [], color="grey", marker=marker, linestyle="none", label=adjoint)
-    ax_err.set(xlabel="vector-field evaluations per training step (forward + backward)",
-               ylabel="gradient relative error (vs float64 reference)")
-    ax_acc.set(xscale="log", xlabel="vector-field evaluations per training step",
-               ylabel="test accuracy (%)")
+        ax_acc.plot(
+            [], [], color="grey", marker=marker, linestyle="none", label=adjoint
+        )
+    ax_err.set(
+        xlabel="vector-field evaluations per training step (forward + backward)",
+        ylabel="gradient relative error (vs float64 reference)",
+    )
+    ax_acc.set(
+        xscale="log",
+        xlabel="vector-field evaluations per training step",
+        ylabel="test accuracy (%)",
+    )
     ax_err.legend(fontsize=8, ncol=2)
     ax_acc.legend(fontsize=8)
     fig.tight_layout()

@@ -81,7 +81,9 @@ def reference_gradient(config: dict, out_file: str) -> dict:
     )
     batch = next(ltc_jax.batches(train, config.batch_size))
     integrator = ltc_jax.make_integrator(
-        "tsit5", rtol=config.reference_rtol, atol=config.reference_rtol,
+        "tsit5",
+        rtol=config.reference_rtol,
+        atol=config.reference_rtol,
         max_steps=config.max_steps * 4,
     )
     flat = ltc_jax.flatten_gradient(ltc_jax.loss_gradient(model, batch, integrator))
@@ -92,17 +94,28 @@ def reference_gradient(config: dict, out_file: str) -> dict:
 def train_setting(name: str, integrator, config: Config, data, optimizer) -> dict:
     """Train every seed with `integrator` (an integrator or a tolerance schedule)."""
     train, test = data
-    final = integrator.final if isinstance(integrator, ltc_jax.ToleranceSchedule) else integrator
+    final = (
+        integrator.final
+        if isinstance(integrator, ltc_jax.ToleranceSchedule)
+        else integrator
+    )
     train_path, test_path = _common.float32_paths(train, test)
     accuracies, seconds, steps, failures = [], [], [], []
     for seed in config.seeds:
         start = time.perf_counter()
         try:
             model, history = ltc_jax.fit(
-                _common.vowels_model(config.hidden_size, seed), train,
-                integrator=integrator, optimizer=optimizer, epochs=config.epochs,
-                batch_size=config.batch_size, seed=seed, path=train_path,
-                on_failure="skip", max_consecutive_failures=5, progress=False,
+                _common.vowels_model(config.hidden_size, seed),
+                train,
+                integrator=integrator,
+                optimizer=optimizer,
+                epochs=config.epochs,
+                batch_size=config.batch_size,
+                seed=seed,
+                path=train_path,
+                on_failure="skip",
+                max_consecutive_failures=5,
+                progress=False,
             )
         except ltc_jax.TrainingFailedError as error:  # a failure is a result
             failures.append(str(error))
@@ -129,8 +142,11 @@ def measure_at_init(integrator, config: Config, batch, reference) -> dict:
     """One training step at initialisation; a failed solve is recorded as such."""
     try:
         m = ltc_jax.measure(
-            _common.vowels_model(config.hidden_size, config.seeds[0]), batch,
-            integrator, timed_steps=3, reference_gradient=reference,
+            _common.vowels_model(config.hidden_size, config.seeds[0]),
+            batch,
+            integrator,
+            timed_steps=3,
+            reference_gradient=reference,
         )
     except (eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError) as error:
         return dict(error=ltc_jax.failure_reason(error))
@@ -175,11 +191,20 @@ def main(config: Config) -> dict:
     for rtol, atol in config.tolerances:
         row = dict(rtol=rtol, atol=atol)
         row.update(measure_at_init(integrator(rtol, atol), config, batch, reference))
-        row.update(train_setting(f"rtol {rtol:g}, atol {atol:g}", integrator(rtol, atol),
-                                 config, data, optimizer))
+        row.update(
+            train_setting(
+                f"rtol {rtol:g}, atol {atol:g}",
+                integrator(rtol, atol),
+                config,
+                data,
+                optimizer,
+            )
+        )
         sweep.append(row)
-        print(f"rtol {rtol:g} atol {atol:g}: "
-              f"{_common.percent(row['accuracy_mean'], row['accuracy_std'])}%")
+        print(
+            f"rtol {rtol:g} atol {atol:g}: "
+            f"{_common.percent(row['accuracy_mean'], row['accuracy_std'])}%"
+        )
 
     switch = max(1, min(config.epochs - 1, round(config.tighten_at * config.epochs)))
     schedule = ltc_jax.ToleranceSchedule(
@@ -189,19 +214,31 @@ def main(config: Config) -> dict:
         atols=(config.loose[1], config.tight[1]),
     )
     schedules = [
-        train_setting("fixed loose", integrator(*config.loose), config, data, optimizer),
-        train_setting("fixed tight", integrator(*config.tight), config, data, optimizer),
-        train_setting(f"loose, tight from epoch {switch}", schedule, config, data,
-                      optimizer),
+        train_setting(
+            "fixed loose", integrator(*config.loose), config, data, optimizer
+        ),
+        train_setting(
+            "fixed tight", integrator(*config.tight), config, data, optimizer
+        ),
+        train_setting(
+            f"loose, tight from epoch {switch}", schedule, config, data, optimizer
+        ),
     ]
     metrics = dict(
-        sweep=sweep, schedules=schedules, switch_epoch=switch,
-        environment=ltc_jax.environment(), run_dir=run_dir,
+        sweep=sweep,
+        schedules=schedules,
+        switch_epoch=switch,
+        environment=ltc_jax.environment(),
+        run_dir=run_dir,
     )
     _common.write_json(os.path.join(run_dir, "metrics.json"), metrics)
     plot(metrics, os.path.join(run_dir, "tolerances.png"))
     print(format_report(metrics, config))
     return metrics
+
+
+def _first_and_last(steps: list[float] | None) -> str:
+    return "-" if steps is None else f"{steps[0]:.0f} / {steps[-1]:.0f}"
 
 
 def _number(value, spec: str) -> str:
@@ -214,15 +251,24 @@ def format_report(metrics: dict, config: Config) -> str:
         [
             ("rtol", lambda r: f"{r['rtol']:g}"),
             ("atol", lambda r: f"{r['atol']:g}"),
-            (f"test accuracy % ({len(config.seeds)} seeds)",
-             lambda r: _common.percent(r["accuracy_mean"], r["accuracy_std"])),
+            (
+                f"test accuracy % ({len(config.seeds)} seeds)",
+                lambda r: _common.percent(r["accuracy_mean"], r["accuracy_std"]),
+            ),
             ("train s", lambda r: _number(r["train_seconds_mean"], ".1f")),
             ("steps", lambda r: _number(r.get("num_steps"), ",")),
-            ("evaluations fwd + bwd",
-             lambda r: f"{_number(r.get('forward_evaluations'), ',')} + "
-                       f"{_number(r.get('backward_evaluations'), ',')}"),
+            (
+                "evaluations fwd + bwd",
+                lambda r: (
+                    f"{_number(r.get('forward_evaluations'), ',')} + "
+                    f"{_number(r.get('backward_evaluations'), ',')}"
+                ),
+            ),
             ("s/step", lambda r: _number(r.get("step_seconds"), ".3f")),
-            ("gradient error", lambda r: _number(r.get("gradient_relative_error"), ".1e")),
+            (
+                "gradient error",
+                lambda r: _number(r.get("gradient_relative_error"), ".1e"),
+            ),
             ("failures", lambda r: r.get("error") or len(r["failures"]) or "-"),
         ],
     )
@@ -230,12 +276,15 @@ def format_report(metrics: dict, config: Config) -> str:
         metrics["schedules"],
         [
             ("tolerances", lambda r: r["setting"]),
-            (f"test accuracy % ({len(config.seeds)} seeds)",
-             lambda r: _common.percent(r["accuracy_mean"], r["accuracy_std"])),
+            (
+                f"test accuracy % ({len(config.seeds)} seeds)",
+                lambda r: _common.percent(r["accuracy_mean"], r["accuracy_std"]),
+            ),
             ("train s", lambda r: _number(r["train_seconds_mean"], ".1f")),
-            ("steps per batch, first / last epoch",
-             lambda r: "-" if r["steps_per_epoch"] is None
-             else f"{r['steps_per_epoch'][0]:.0f} / {r['steps_per_epoch'][-1]:.0f}"),
+            (
+                "steps per batch, first / last epoch",
+                lambda r: _first_and_last(r["steps_per_epoch"]),
+            ),
         ],
     )
     return (
@@ -256,23 +305,39 @@ def plot(metrics: dict, path: str) -> None:
     sweep = metrics["sweep"]
     fig, (ax, ax_sched) = plt.subplots(1, 2, figsize=(11, 4))
     rtol = [r["rtol"] for r in sweep]
-    ax.errorbar(rtol, [100 * r["accuracy_mean"] for r in sweep],
-                yerr=[100 * r["accuracy_std"] for r in sweep], marker="o", color="C0")
+    ax.errorbar(
+        rtol,
+        [100 * r["accuracy_mean"] for r in sweep],
+        yerr=[100 * r["accuracy_std"] for r in sweep],
+        marker="o",
+        color="C0",
+    )
     ax.set(xscale="log", xlabel="rtol (atol in the table)", ylabel="test accuracy (%)")
     ax.invert_xaxis()
     twin = ax.twinx()
-    twin.plot(rtol, [np.nan if r["train_seconds_mean"] is None else r["train_seconds_mean"]
-                     for r in sweep], marker="s", color="C1")
+    twin.plot(
+        rtol,
+        [
+            np.nan if r["train_seconds_mean"] is None else r["train_seconds_mean"]
+            for r in sweep
+        ],
+        marker="s",
+        color="C1",
+    )
     twin.set_ylabel("training time (s)", color="C1")
     names = [r["setting"] for r in metrics["schedules"]]
-    ax_sched.bar(names, [100 * r["accuracy_mean"] for r in metrics["schedules"]],
-                 yerr=[100 * r["accuracy_std"] for r in metrics["schedules"]],
-                 color=["C0", "C1", "C2"])
+    ax_sched.bar(
+        names,
+        [100 * r["accuracy_mean"] for r in metrics["schedules"]],
+        yerr=[100 * r["accuracy_std"] for r in metrics["schedules"]],
+        color=["C0", "C1", "C2"],
+    )
     ax_sched.set(ylabel="test accuracy (%)")
     for i, r in enumerate(metrics["schedules"]):
         if r["train_seconds_mean"] is not None:
-            ax_sched.annotate(f"{r['train_seconds_mean']:.0f} s", (i, 5), ha="center",
-                              color="white")
+            ax_sched.annotate(
+                f"{r['train_seconds_mean']:.0f} s", (i, 5), ha="center", color="white"
+            )
     ax_sched.tick_params(axis="x", labelsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -6,8 +6,8 @@ The public API is everything imported here; other modules are internal.
 import importlib.metadata
 
 from . import datasets as datasets
-from ._integrate import Trajectory as Trajectory, integrate as integrate
 from ._fused import FusedLTC as FusedLTC, LTCTerm as LTCTerm
+from ._integrate import Trajectory as Trajectory, integrate as integrate
 from ._measure import (
     Measurement as Measurement,
     counted_solve as counted_solve,
@@ -24,7 +24,11 @@ from ._memory import (
     reset_process_peak as reset_process_peak,
     runtime_peak_bytes as runtime_peak_bytes,
 )
-from ._model import LTC as LTC, LinearReadout as LinearReadout, MotorReadout as MotorReadout
+from ._model import (
+    LTC as LTC,
+    LinearReadout as LinearReadout,
+    MotorReadout as MotorReadout,
+)
 from ._paths import InputPath as InputPath
 from ._run import (
     TrainConfig as TrainConfig,

@@ -10,7 +10,8 @@ from jaxtyping import Array, ArrayLike
 
 
 def _expand(control: ArrayLike, y: Array) -> Array:
-    """Broadcast a per-sequence control `(*batch,)` against a state `(*batch, units)`."""
+    """Broadcast a per-sequence control `(*batch,)` against a state
+    `(*batch, units)`."""
     control = jnp.asarray(control, y.dtype)
     return control.reshape(control.shape + (1,) * (y.ndim - control.ndim))
 
@@ -110,4 +111,3 @@ class FusedLTC(diffrax.AbstractSolver):
     def func(self, terms, t0, y0, args):
         derivative, _ = terms.vf(t0, y0, args)
         return derivative
-

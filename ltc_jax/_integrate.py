@@ -264,7 +264,9 @@ def _save_clock_times(path: InputPath, clock: _Clock) -> Float[Array, "batch tim
     positions = jnp.arange(path.ts.shape[1], dtype=jnp.int32)
     at_or_after_end = positions >= path.lengths[:, None] - 1
     return jnp.where(
-        at_or_after_end, clock.num_steps[:, None], jnp.minimum(s, clock.num_steps[:, None])
+        at_or_after_end,
+        clock.num_steps[:, None],
+        jnp.minimum(s, clock.num_steps[:, None]),
     )
 
 

@@ -64,10 +64,14 @@ class LinearReadout(eqx.Module):
         dtype = jnp.zeros(()).dtype if dtype is None else dtype
         limit = 1.0 / math.sqrt(hidden_size)
         w_key, b_key = jr.split(key)
-        self.weight = jr.uniform(w_key, (output_size, hidden_size), dtype, -limit, limit)
+        self.weight = jr.uniform(
+            w_key, (output_size, hidden_size), dtype, -limit, limit
+        )
         self.bias = jr.uniform(b_key, (output_size,), dtype, -limit, limit)
 
-    def __call__(self, ys: Float[Array, "*batch hidden_size"]) -> Float[Array, "*batch output_size"]:
+    def __call__(
+        self, ys: Float[Array, "*batch hidden_size"]
+    ) -> Float[Array, "*batch output_size"]:
         return ys @ self.weight.T + self.bias
 
 
@@ -87,7 +91,9 @@ class MotorReadout(eqx.Module):
         self.weight = jnp.ones((output_size,), dtype)
         self.bias = jnp.zeros((output_size,), dtype)
 
-    def __call__(self, ys: Float[Array, "*batch units"]) -> Float[Array, "*batch output_size"]:
+    def __call__(
+        self, ys: Float[Array, "*batch units"]
+    ) -> Float[Array, "*batch output_size"]:
         return ys[..., : self.weight.shape[0]] * self.weight + self.bias
 
 
@@ -156,13 +162,19 @@ class LTC(eqx.Module):
         cell_input = input_size if encoded_size is None else encoded_size
         if cell == "ltc":
             cell = LTCVectorField(
-                cell_input, hidden_size, tau_init=tau_init, tau_min=tau_min, key=cell_key
+                cell_input,
+                hidden_size,
+                tau_init=tau_init,
+                tau_min=tau_min,
+                key=cell_key,
             )
             readout = LinearReadout(hidden_size, output_size, key=readout_key)
         elif cell == "biophysical":
             if isinstance(wiring, str):
                 seed = int(jr.randint(wiring_key, (), 0, 2**31 - 1))
-                wiring = make_wiring(wiring, hidden_size, output_size, cell_input, seed=seed)
+                wiring = make_wiring(
+                    wiring, hidden_size, output_size, cell_input, seed=seed
+                )
             if (wiring.units, wiring.input_size, wiring.output_size) != (
                 hidden_size,
                 cell_input,
@@ -183,6 +195,7 @@ class LTC(eqx.Module):
         self.encoder = encoder
         self.readout = readout
         self.hidden_size = hidden_size
+
     def solve(
         self, path: InputPath, *, integrator: Integrator, sequence: bool = False
     ) -> Trajectory:
@@ -218,7 +231,9 @@ class LTC(eqx.Module):
         """The outputs: `(batch, output_size)` from each sequence's final state, or
         `(batch, times, output_size)` at every observation time if `sequence`
         (padding positions repeat the final output). Arguments as `solve`."""
-        return self.outputs(self.solve(path, integrator=integrator, sequence=sequence).ys)
+        return self.outputs(
+            self.solve(path, integrator=integrator, sequence=sequence).ys
+        )
 
     def outputs(
         self, ys: Float[Array, "*batch hidden_size"]

@@ -6,8 +6,6 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Bool, Float, Int, Real
 
-from ._custom_types import Interpolation
-
 
 _INTERPOLATIONS = ("linear", "cubic")
 
@@ -200,9 +198,11 @@ class InputPath(eqx.Module):
     @property
     def input_size(self) -> int:
         """Channels of the path (input channels plus any mask and time channels)."""
-        return self.interpolation.ys.shape[-1] if isinstance(
-            self.interpolation, diffrax.LinearInterpolation
-        ) else self.interpolation.coeffs[0].shape[-1]
+        return (
+            self.interpolation.ys.shape[-1]
+            if isinstance(self.interpolation, diffrax.LinearInterpolation)
+            else self.interpolation.coeffs[0].shape[-1]
+        )
 
     @property
     def t_start(self) -> Float[Array, " batch"]:
@@ -223,7 +223,9 @@ class InputPath(eqx.Module):
         """The sequences at `index` (an integer array), as a new path."""
         return jax.tree.map(lambda leaf: leaf[index], self)
 
-    def evaluate(self, t: Real[ArrayLike, "*batch"]) -> Float[Array, "batch input_size"]:
+    def evaluate(
+        self, t: Real[ArrayLike, "*batch"]
+    ) -> Float[Array, "batch input_size"]:
         """$x(t)$ of every sequence.
 
         **Arguments:**
@@ -254,7 +256,9 @@ def _check_times(
     )
 
 
-def _first_observed(xs: Float[Array, "batch times channels"]) -> Float[Array, "batch channels"]:
+def _first_observed(
+    xs: Float[Array, "batch times channels"],
+) -> Float[Array, "batch channels"]:
     """Each channel's first non-NaN value (NaN if it has none)."""
     first = jnp.argmax(~jnp.isnan(xs), axis=1)  # (batch, channels)
     return jnp.take_along_axis(xs, first[:, None, :], axis=1)[:, 0, :]
@@ -273,7 +277,9 @@ def _time_since_observation(
         return delta, delta
 
     zeros = jnp.zeros(observed.shape[::2], ts.dtype)  # (batch, channels)
-    shifted = jnp.concatenate([jnp.ones_like(observed[:, :1]), observed[:, :-1]], axis=1)
+    shifted = jnp.concatenate(
+        [jnp.ones_like(observed[:, :1]), observed[:, :-1]], axis=1
+    )
     _, deltas = jax.lax.scan(step, zeros, (gaps.T, jnp.swapaxes(shifted, 0, 1)))
     return jnp.swapaxes(deltas, 0, 1)
 

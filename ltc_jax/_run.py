@@ -252,7 +252,9 @@ def make_config_integrator(
         if not config.dt0 > 0:
             raise ValueError(f"--dt0 must be positive; got {config.dt0}.")
         longest = max(
-            float(np.max(data.ts[np.arange(len(data)), data.lengths - 1] - data.ts[:, 0]))
+            float(
+                np.max(data.ts[np.arange(len(data)), data.lengths - 1] - data.ts[:, 0])
+            )
             for data in datasets
         )
         max_steps = max(1, math.ceil(longest / config.dt0))
@@ -362,7 +364,9 @@ def train_and_evaluate(config: TrainConfig) -> dict[str, Any]:
 
     options = path_options(config)
     train_path = dataset_path(train, **options)
-    output_size = train.num_classes if train.is_classification else train.labels.shape[1]
+    output_size = (
+        train.num_classes if train.is_classification else train.labels.shape[1]
+    )
     model = LTC(
         train_path.input_size,
         config.hidden_size,

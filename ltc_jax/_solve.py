@@ -93,7 +93,7 @@ def make_solver(name: str, *, ode_unfolds: int = 6) -> diffrax.AbstractSolver:
     | `dopri5` | Dormand-Prince 5(4) | 5 | 7 (FSAL) | fixed or adaptive |
     | `dopri8` | Dormand-Prince 8(7) | 8 | 14 | fixed or adaptive |
     | `kvaerno5` | Kvaerno 5(4), ESDIRK, implicit | 5 | 7 | adaptive only |
-    | `fused` | the original LTC step ([`ltc_jax.FusedLTC`][]) | 1 | `ode_unfolds` | fixed only |
+    | `fused` | [`ltc_jax.FusedLTC`][] | 1 | `ode_unfolds` | fixed only |
 
     Explicit methods need a step inside their stability region: roughly
     `dt * max|eigenvalue| < 2` (Euler, Heun) to `2.8` (RK4, Tsit5) for a decaying
@@ -378,7 +378,10 @@ def make_integrator(
                 "(rtol/atol) only."
             )
         backward_controller = diffrax.PIDController(
-            rtol=rtol, atol=atol, dtmin=dtmin, force_dtmin=False,
+            rtol=rtol,
+            atol=atol,
+            dtmin=dtmin,
+            force_dtmin=False,
             norm=diffrax.adjoint_rms_seminorm,
         )
     backward_obj = None
@@ -416,7 +419,9 @@ def with_tolerances(integrator: Integrator, rtol: float, atol: float) -> Integra
     **Raises:** `ValueError` for fixed steps (no tolerances to change).
     """
     if not integrator.is_adaptive:
-        raise ValueError("Tolerances apply to adaptive steps; this integrator is fixed.")
+        raise ValueError(
+            "Tolerances apply to adaptive steps; this integrator is fixed."
+        )
     integrator = eqx.tree_at(
         lambda i: (i.stepsize_controller.rtol, i.stepsize_controller.atol),
         integrator,
@@ -465,7 +470,8 @@ class ToleranceSchedule(eqx.Module):
         if not len(self.start_epochs) == len(self.rtols) == len(self.atols) >= 1:
             raise ValueError("start_epochs, rtols and atols need one entry per phase.")
         if self.start_epochs[0] != 0 or any(
-            b <= a for a, b in zip(self.start_epochs, self.start_epochs[1:])
+            b <= a
+            for a, b in zip(self.start_epochs, self.start_epochs[1:], strict=False)
         ):
             raise ValueError(
                 f"start_epochs must start at 0 and increase; got {self.start_epochs}."

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from jaxtyping import Array, Float, Int, PyTree
+from jaxtyping import Array, Float, PyTree
 from tqdm import tqdm
 
 from ._paths import InputPath
@@ -158,7 +158,9 @@ def loss_and_metrics(
 
 
 def _is_finite_tree(tree: PyTree) -> Array:
-    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree) if eqx.is_array(x)]
+    leaves = [
+        jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree) if eqx.is_array(x)
+    ]
     return jnp.all(jnp.stack(leaves)) if leaves else jnp.asarray(True)
 
 
@@ -435,8 +437,14 @@ class TrainingFailedError(RuntimeError):
 
 def _new_totals() -> dict[str, float]:
     return dict(
-        weight=0.0, loss=0.0, correct=0.0, num_steps=0.0, rejected=0.0,
-        max_num_steps=0.0, batches=0.0, failures=0.0,
+        weight=0.0,
+        loss=0.0,
+        correct=0.0,
+        num_steps=0.0,
+        rejected=0.0,
+        max_num_steps=0.0,
+        batches=0.0,
+        failures=0.0,
     )
 
 

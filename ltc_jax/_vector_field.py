@@ -1,4 +1,5 @@
-"""The LTC vector field of Hasani et al. (2021), as a diffrax-compatible Equinox module."""
+"""The LTC vector fields of Hasani et al. (2021), as diffrax-compatible Equinox
+modules."""
 
 import abc
 import math
@@ -13,7 +14,8 @@ from ._custom_types import AbstractInput
 
 
 def inverse_softplus(y: ArrayLike) -> Array:
-    """The inverse of `jax.nn.softplus`, for `y > 0`: `log(exp(y) - 1)`, computed stably."""
+    """The inverse of `jax.nn.softplus`, for `y > 0`: `log(exp(y) - 1)`, computed
+    stably."""
     y = jnp.asarray(y)
     return y + jnp.log(-jnp.expm1(-y))
 
@@ -153,7 +155,8 @@ class LTCVectorField(AbstractLTCField):
         low, high = tau_init
         if not 0.0 <= tau_min < low <= high:
             raise ValueError(
-                f"Need 0 <= tau_min < tau_init[0] <= tau_init[1]; got tau_min={tau_min}, "
+                "Need 0 <= tau_min < tau_init[0] <= tau_init[1]; got "
+                f"tau_min={tau_min}, "
                 f"tau_init={tau_init}."
             )
         dtype = jnp.zeros(()).dtype if dtype is None else dtype
@@ -178,17 +181,22 @@ class LTCVectorField(AbstractLTCField):
 
     @property
     def tau(self) -> Float[Array, " hidden_size"]:
-        """The time constant of each unit, `softplus(tau_raw) + tau_min` (time units)."""
+        """The time constant of each unit, `softplus(tau_raw) + tau_min` (time
+        units)."""
         return jax.nn.softplus(self.tau_raw) + self.tau_min
 
     def gate(
-        self, y: Float[Array, "*batch hidden_size"], x: Float[Array, "*batch input_size"]
+        self,
+        y: Float[Array, "*batch hidden_size"],
+        x: Float[Array, "*batch input_size"],
     ) -> Float[Array, "*batch hidden_size"]:
         """The gate $f = \\sigma(W_\\text{in} x + W_\\text{rec} h + b)$, in (0, 1)."""
         return jax.nn.sigmoid(x @ self.weight_in.T + y @ self.weight_rec.T + self.bias)
 
     def drive_and_decay(
-        self, y: Float[Array, "*batch hidden_size"], x: Float[Array, "*batch input_size"]
+        self,
+        y: Float[Array, "*batch hidden_size"],
+        x: Float[Array, "*batch input_size"],
     ) -> tuple[Float[Array, "*batch hidden_size"], Float[Array, "*batch hidden_size"]]:
         """Split the field as `dh/dt = drive - decay * h`.
 

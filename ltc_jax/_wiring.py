@@ -108,7 +108,11 @@ def _motor_layers(units: int, output_size: int) -> np.ndarray:
 
 
 def fully_connected(
-    units: int, output_size: int, input_size: int, *, self_connections: bool = True,
+    units: int,
+    output_size: int,
+    input_size: int,
+    *,
+    self_connections: bool = True,
     seed: int = 1111,
 ) -> Wiring:
     """Every neuron synapses onto every neuron (and every input onto every neuron),
@@ -131,7 +135,11 @@ def fully_connected(
 
 
 def random_wiring(
-    units: int, output_size: int, input_size: int, *, sparsity: float = 0.5,
+    units: int,
+    output_size: int,
+    input_size: int,
+    *,
+    sparsity: float = 0.5,
     seed: int = 1111,
 ) -> Wiring:
     """A random fraction `1 - sparsity` of all possible synapses (recurrent and
@@ -190,8 +198,10 @@ def ncp(
     size of the layer it reaches.
     """
     for name, value in dict(
-        inter_neurons=inter_neurons, command_neurons=command_neurons,
-        motor_neurons=motor_neurons, input_size=input_size,
+        inter_neurons=inter_neurons,
+        command_neurons=command_neurons,
+        motor_neurons=motor_neurons,
+        input_size=input_size,
     ).items():
         if value < 1:
             raise ValueError(f"{name} must be positive; got {value}.")
@@ -237,7 +247,9 @@ def ncp(
         for src in rng.choice(command, size=motor_fanin, replace=False):
             adjacency[src, dest] = sign()
             sending.add(int(src))
-    fanout = int(np.clip(motor_neurons * motor_fanin // command_neurons, 1, motor_neurons))
+    fanout = int(
+        np.clip(motor_neurons * motor_fanin // command_neurons, 1, motor_neurons)
+    )
     for src in command:
         if int(src) not in sending:
             for dest in rng.choice(motor, size=fanout, replace=False):
@@ -255,7 +267,11 @@ def ncp(
 
 
 def auto_ncp(
-    units: int, output_size: int, input_size: int, *, sparsity: float = 0.5,
+    units: int,
+    output_size: int,
+    input_size: int,
+    *,
+    sparsity: float = 0.5,
     seed: int = 22222,
 ) -> Wiring:
     """An NCP sized from `(units, output_size)` alone, as `ncps.wirings.AutoNCP`:
@@ -292,7 +308,12 @@ def auto_ncp(
 
 
 def make_wiring(
-    kind: str, units: int, output_size: int, input_size: int, *, seed: int | None = None,
+    kind: str,
+    units: int,
+    output_size: int,
+    input_size: int,
+    *,
+    seed: int | None = None,
     sparsity: float = 0.5,
 ) -> Wiring:
     """A wiring by name: `"fc"` ([`ltc_jax.fully_connected`][]), `"random"`

@@ -22,7 +22,10 @@ def print_report(metrics: dict) -> None:
     )
     memory = metrics["memory_bytes_by_mode"]
     if memory:
-        print(f"\ncompiled training-step memory (MiB), gradient mode = {metrics['gradient_mode']}:")
+        print(
+            "\ncompiled training-step memory (MiB), gradient mode = "
+            f"{metrics['gradient_mode']}:"
+        )
         print(f"{'mode':<12}{'temp':>10}{'arguments':>12}{'outputs':>10}{'peak':>10}")
         for mode, record in memory.items():
             if record is None:

@@ -2,7 +2,6 @@
 
 import diffrax
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
@@ -14,9 +13,21 @@ import ltc_jax
 
 def _numpy_params(cell):
     names = [
-        "gleak", "vleak", "cm", "w", "sigma", "mu", "erev", "sensory_w",
-        "sensory_sigma", "sensory_mu", "sensory_erev", "input_w", "input_b",
-        "mask", "sensory_mask",
+        "gleak",
+        "vleak",
+        "cm",
+        "w",
+        "sigma",
+        "mu",
+        "erev",
+        "sensory_w",
+        "sensory_sigma",
+        "sensory_mu",
+        "sensory_erev",
+        "input_w",
+        "input_b",
+        "mask",
+        "sensory_mask",
     ]
     return {name: np.asarray(getattr(cell, name), dtype=np.float64) for name in names}
 
@@ -29,14 +40,21 @@ def numpy_original_fused_rnn_step(p, v, x, elapsed, unfolds, eps=1e-8):
     """The original update rule (ncps LTCCell._ode_solver), written out in NumPy
     for a batch: v (batch, units), x (batch, inputs), elapsed (batch,)."""
     x = x * p["input_w"] + p["input_b"]
-    s_act = p["sensory_w"] * _sigmoid(p["sensory_sigma"] * (x[:, :, None] - p["sensory_mu"]))
+    s_act = p["sensory_w"] * _sigmoid(
+        p["sensory_sigma"] * (x[:, :, None] - p["sensory_mu"])
+    )
     s_act = s_act * p["sensory_mask"]
     s_num = np.sum(s_act * p["sensory_erev"], axis=1)
     s_den = np.sum(s_act, axis=1)
     cm_t = p["cm"] / (elapsed[:, None] / unfolds)  # per-sequence time, broadcast right
     for _ in range(unfolds):
         w_act = p["w"] * _sigmoid(p["sigma"] * (v[:, :, None] - p["mu"])) * p["mask"]
-        numerator = cm_t * v + p["gleak"] * p["vleak"] + np.sum(w_act * p["erev"], axis=1) + s_num
+        numerator = (
+            cm_t * v
+            + p["gleak"] * p["vleak"]
+            + np.sum(w_act * p["erev"], axis=1)
+            + s_num
+        )
         denominator = cm_t + p["gleak"] + np.sum(w_act, axis=1) + s_den
         v = numerator / (denominator + eps)
     return v
@@ -44,7 +62,9 @@ def numpy_original_fused_rnn_step(p, v, x, elapsed, unfolds, eps=1e-8):
 
 def numpy_biophysical_derivative(p, v, x):
     x = x * p["input_w"] + p["input_b"]
-    s_act = p["sensory_w"] * _sigmoid(p["sensory_sigma"] * (x[:, None] - p["sensory_mu"]))
+    s_act = p["sensory_w"] * _sigmoid(
+        p["sensory_sigma"] * (x[:, None] - p["sensory_mu"])
+    )
     s_act = s_act * p["sensory_mask"]
     w_act = p["w"] * _sigmoid(p["sigma"] * (v[:, None] - p["mu"])) * p["mask"]
     current = (
@@ -119,8 +139,18 @@ def test_fused_converges_at_first_order_in_the_unfolds(getkey):
     unfolds = np.array([4, 8, 16, 32])
     errors = []
     for u in unfolds:
-        integrator = ltc_jax.make_integrator("fused", dt0=1.0, ode_unfolds=int(u), max_steps=8)
-        errors.append(float(jnp.max(jnp.abs(ltc_jax.integrate(cell, path, y0, integrator).ys - reference))))
+        integrator = ltc_jax.make_integrator(
+            "fused", dt0=1.0, ode_unfolds=int(u), max_steps=8
+        )
+        errors.append(
+            float(
+                jnp.max(
+                    jnp.abs(
+                        ltc_jax.integrate(cell, path, y0, integrator).ys - reference
+                    )
+                )
+            )
+        )
     slope = np.polyfit(np.log(unfolds), np.log(errors), 1)[0]
     assert abs(slope + 1.0) < 0.15, (slope, errors)
 
@@ -136,7 +166,9 @@ def test_gradient_modes_agree_on_the_biophysical_cell(getkey):
     grads = {}
     for mode in ltc_jax.ADJOINT_NAMES:
         integrator = ltc_jax.make_integrator("rk4", mode, dt0=0.01, max_steps=300)
-        grads[mode] = eqx.filter_jit(eqx.filter_grad(_loss))(model, integrator, ts, xs, lengths)
+        grads[mode] = eqx.filter_jit(eqx.filter_grad(_loss))(
+            model, integrator, ts, xs, lengths
+        )
     for mode in ("checkpoint", "direct", "backsolve"):
         assert max_relative_error(grads[mode], grads["full"]) < 1e-6, mode
     # The wiring's masks are integers: never trained, no gradient.
@@ -152,7 +184,9 @@ def test_fused_solver_under_every_gradient_mode(getkey):
         integrator = ltc_jax.make_integrator(
             "fused", mode, dt0=0.05, max_steps=64, backward_solver=backward
         )
-        grads[mode] = eqx.filter_jit(eqx.filter_grad(_loss))(model, integrator, ts, xs, lengths)
+        grads[mode] = eqx.filter_jit(eqx.filter_grad(_loss))(
+            model, integrator, ts, xs, lengths
+        )
     # full, checkpoint and direct differentiate the same discrete steps.
     assert max_relative_error(grads["checkpoint"], grads["full"]) < 1e-12
     assert max_relative_error(grads["direct"], grads["full"]) < 1e-12
@@ -169,7 +203,10 @@ def test_fused_batched_equals_each_sequence_alone(getkey):
     out = model(ltc_jax.InputPath(ts, xs, lengths), integrator=integrator)
     for b in range(6):
         n = int(lengths[b])
-        alone = model(ltc_jax.InputPath(ts[b : b + 1, :n], xs[b : b + 1, :n]), integrator=integrator)
+        alone = model(
+            ltc_jax.InputPath(ts[b : b + 1, :n], xs[b : b + 1, :n]),
+            integrator=integrator,
+        )
         np.testing.assert_allclose(out[b], alone[0], rtol=1e-12)
 
 
@@ -178,10 +215,18 @@ def test_fused_keeps_simplified_ltc_inside_theorem2_bound_for_any_step(getkey):
     ts = jnp.linspace(0.0, 50.0, 11)
     xs = 5.0 * jr.normal(getkey(), (1, 11, 2))
     integrator = ltc_jax.make_integrator("fused", dt0=5.0, ode_unfolds=1, max_steps=16)
-    ys = ltc_jax.integrate(cell, ltc_jax.InputPath(ts, xs), jnp.zeros((1, 8)), integrator, save="observations").ys
+    ys = ltc_jax.integrate(
+        cell,
+        ltc_jax.InputPath(ts, xs),
+        jnp.zeros((1, 8)),
+        integrator,
+        save="observations",
+    ).ys
     A = np.asarray(cell.A)
     assert np.all(np.isfinite(ys))
-    assert np.all(ys >= np.minimum(0, A) - 1e-12) and np.all(ys <= np.maximum(0, A) + 1e-12)
+    assert np.all(ys >= np.minimum(0, A) - 1e-12) and np.all(
+        ys <= np.maximum(0, A) + 1e-12
+    )
 
 
 def test_positivity_by_construction(getkey):
@@ -200,8 +245,14 @@ def test_initial_ranges_and_polarity(getkey):
     wiring = ltc_jax.make_wiring("fc", 40, 3, 5, seed=0)
     cell = ltc_jax.BiophysicalLTCVectorField(wiring, key=getkey())
     for name, (low, high) in dict(
-        gleak=(0.001, 1), vleak=(-0.2, 0.2), cm=(0.4, 0.6), w=(0.001, 1),
-        sigma=(3, 8), mu=(0.3, 0.8), sensory_w=(0.001, 1), sensory_sigma=(3, 8),
+        gleak=(0.001, 1),
+        vleak=(-0.2, 0.2),
+        cm=(0.4, 0.6),
+        w=(0.001, 1),
+        sigma=(3, 8),
+        mu=(0.3, 0.8),
+        sensory_w=(0.001, 1),
+        sensory_sigma=(3, 8),
         sensory_mu=(0.3, 0.8),
     ).items():
         value = np.asarray(getattr(cell, name))
@@ -215,12 +266,20 @@ def test_wiring_structure():
     assert fc.synapse_count == 25 and fc.sensory_synapse_count == 15
     rnd = ltc_jax.random_wiring(10, 2, 4, sparsity=0.7)
     assert rnd.synapse_count == 30 and rnd.sensory_synapse_count == 12
-    w = ltc_jax.ncp(8, 5, 3, 4, sensory_fanout=3, inter_fanout=2,
-                    recurrent_command_synapses=4, motor_fanin=2)
+    w = ltc_jax.ncp(
+        8,
+        5,
+        3,
+        4,
+        sensory_fanout=3,
+        inter_fanout=2,
+        recurrent_command_synapses=4,
+        motor_fanin=2,
+    )
     motor, command, inter = range(0, 3), range(3, 8), range(8, 16)
     a = w.adjacency != 0
     # Only sensory->inter, inter->command, command->command, command->motor.
-    assert not w.sensory_adjacency[:, : 8].any()
+    assert not w.sensory_adjacency[:, :8].any()
     assert not a[np.ix_(inter, inter)].any() and not a[np.ix_(inter, motor)].any()
     assert not a[np.ix_(command, inter)].any() and not a[np.ix_(motor, range(16))].any()
     assert all(np.count_nonzero(w.sensory_adjacency[:, i]) >= 1 for i in inter)
@@ -240,14 +299,40 @@ def test_wiring_structure():
         (lambda: ltc_jax.make_wiring("star", 8, 2, 3), "Unknown wiring"),
         (lambda: ltc_jax.auto_ncp(5, 3, 2), "at least 2 neurons"),
         (lambda: ltc_jax.random_wiring(5, 2, 2, sparsity=1.0), "sparsity"),
-        (lambda: ltc_jax.ncp(2, 2, 1, 3, sensory_fanout=3, inter_fanout=1,
-                             recurrent_command_synapses=1, motor_fanin=1), "sensory_fanout"),
+        (
+            lambda: ltc_jax.ncp(
+                2,
+                2,
+                1,
+                3,
+                sensory_fanout=3,
+                inter_fanout=1,
+                recurrent_command_synapses=1,
+                motor_fanin=1,
+            ),
+            "sensory_fanout",
+        ),
         (lambda: ltc_jax.fully_connected(4, 5, 2), "output_size"),
         (lambda: ltc_jax.FusedLTC(0), "ode_unfolds"),
-        (lambda: ltc_jax.LTC(2, 6, 2, cell="hodgkin", key=jr.PRNGKey(0)), "Unknown cell"),
-        (lambda: ltc_jax.LTC(2, 6, 2, cell="biophysical", wiring=ltc_jax.fully_connected(5, 2, 2),
-                             key=jr.PRNGKey(0)), "the model needs 6"),
-        (lambda: ltc_jax.make_integrator("fused", rtol=1e-3, atol=1e-3), "no error estimate"),
+        (
+            lambda: ltc_jax.LTC(2, 6, 2, cell="hodgkin", key=jr.PRNGKey(0)),
+            "Unknown cell",
+        ),
+        (
+            lambda: ltc_jax.LTC(
+                2,
+                6,
+                2,
+                cell="biophysical",
+                wiring=ltc_jax.fully_connected(5, 2, 2),
+                key=jr.PRNGKey(0),
+            ),
+            "the model needs 6",
+        ),
+        (
+            lambda: ltc_jax.make_integrator("fused", rtol=1e-3, atol=1e-3),
+            "no error estimate",
+        ),
     ],
 )
 def test_bad_arguments(call, match):

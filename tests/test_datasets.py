@@ -56,7 +56,9 @@ def test_reads_unequal_lengths_missing_values_and_labels(tmp_path):
 
 
 def test_regression_targets(tmp_path):
-    path = write(tmp_path, "@dimensions 1\n@targetLabel true\n@data\n1,2:0.5\n3,4,5:1.5\n")
+    path = write(
+        tmp_path, "@dimensions 1\n@targetLabel true\n@data\n1,2:0.5\n3,4,5:1.5\n"
+    )
     data = read_ts(path)
     assert not data.is_classification
     np.testing.assert_array_equal(data.labels[:, 0], [0.5, 1.5])
@@ -97,8 +99,12 @@ def test_timestamped_series_not_supported(tmp_path):
 def test_drop_observations_keeps_a_random_ordered_subset():
     train, _ = load_japanese_vowels()
     dropped = drop_observations(train, 0.5, seed=1)
-    np.testing.assert_array_equal(dropped.lengths, np.maximum(1, np.round(0.5 * train.lengths)))
-    assert dropped.labels is train.labels or np.array_equal(dropped.labels, train.labels)
+    np.testing.assert_array_equal(
+        dropped.lengths, np.maximum(1, np.round(0.5 * train.lengths))
+    )
+    assert dropped.labels is train.labels or np.array_equal(
+        dropped.labels, train.labels
+    )
     for i in range(len(train)):
         n = dropped.lengths[i]
         kept_times = dropped.ts[i, :n]
@@ -137,17 +143,22 @@ def test_forecast_windows():
     np.testing.assert_array_equal(data.lengths, [3, 3])
     assert not data.is_classification
     with pytest.raises(ValueError, match=r"needs starts in \[0, 5\]"):
-        ltc_jax.datasets.forecast_windows(ts, values, window=3, horizon=2,
-                                          starts=np.array([6]))
+        ltc_jax.datasets.forecast_windows(
+            ts, values, window=3, horizon=2, starts=np.array([6])
+        )
     with pytest.raises(ValueError, match="window must be at least 2"):
-        ltc_jax.datasets.forecast_windows(ts, values, window=1, horizon=1,
-                                          starts=np.array([0]))
+        ltc_jax.datasets.forecast_windows(
+            ts, values, window=1, horizon=1, starts=np.array([0])
+        )
     with pytest.raises(ValueError, match="horizon must be at least 1"):
-        ltc_jax.datasets.forecast_windows(ts, values, window=2, horizon=0,
-                                          starts=np.array([0]))
+        ltc_jax.datasets.forecast_windows(
+            ts, values, window=2, horizon=0, starts=np.array([0])
+        )
     with pytest.raises(ValueError, match="same n"):
-        ltc_jax.datasets.forecast_windows(ts[:-1], values, window=2, horizon=1,
-                                          starts=np.array([0]))
+        ltc_jax.datasets.forecast_windows(
+            ts[:-1], values, window=2, horizon=1, starts=np.array([0])
+        )
     with pytest.raises(ValueError, match="1-D integer array"):
-        ltc_jax.datasets.forecast_windows(ts, values, window=2, horizon=1,
-                                          starts=np.array([0.5]))
+        ltc_jax.datasets.forecast_windows(
+            ts, values, window=2, horizon=1, starts=np.array([0.5])
+        )

@@ -105,7 +105,9 @@ def test_solvers_quick(tmp_path):
     written = json.loads((out / "metrics.json").read_text())
     assert written["rows"] == metrics["rows"]
     rows = {(r["solver"], r["adjoint"]): r for r in written["rows"]}
-    assert set(rows) == {(s, a) for s in ("euler", "fused") for a in ("checkpoint", "backsolve")}
+    assert set(rows) == {
+        (s, a) for s in ("euler", "fused") for a in ("checkpoint", "backsolve")
+    }
     # Euler evaluates the field once per step: 10 steps per frame over the
     # longest sequence of the batch; the fused step six times per frame.
     euler = rows["euler", "checkpoint"]

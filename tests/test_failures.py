@@ -7,7 +7,6 @@ import subprocess
 import sys
 import time
 
-import jax.numpy as jnp
 import numpy as np
 import pytest
 from helpers import max_relative_error
@@ -71,7 +70,12 @@ def test_skip_drops_failed_updates_and_stops_after_k_in_a_row():
     assert [h["failures"] for h in history] == [2, 2]
     assert np.isfinite(history[-1]["loss"])
     with pytest.raises(ltc_jax.TrainingFailedError, match="3 failed steps in a row"):
-        _fit(_dataset([40] * 5), integrator, on_failure="skip", max_consecutive_failures=3)
+        _fit(
+            _dataset([40] * 5),
+            integrator,
+            on_failure="skip",
+            max_consecutive_failures=3,
+        )
 
 
 def test_warns_when_a_solve_nears_max_steps():
@@ -80,8 +84,12 @@ def test_warns_when_a_solve_nears_max_steps():
     model = ltc_jax.LTC(2, 4, 2, key=jr_key(0))  # as _fit builds it
     path = ltc_jax.dataset_path(data)
     steps = int(model.solve(path, integrator=loose).stats["num_steps"])
-    integrator = ltc_jax.make_integrator("tsit5", rtol=1e-3, atol=1e-4, max_steps=steps + 1)
-    with pytest.warns(UserWarning, match=f"took {steps} of max_steps={steps + 1} steps"):
+    integrator = ltc_jax.make_integrator(
+        "tsit5", rtol=1e-3, atol=1e-4, max_steps=steps + 1
+    )
+    with pytest.warns(
+        UserWarning, match=f"took {steps} of max_steps={steps + 1} steps"
+    ):
         _, history = _fit(data, integrator, batch_size=2)
     assert history[0]["max_steps_used"] == steps / (steps + 1)
 
@@ -103,9 +111,18 @@ def test_resume_is_bit_exact_and_falls_back_past_damaged_checkpoints(tmp_path):
         file.seek(10)
         file.write(b"garbage")
     # Build an older good checkpoint by rerunning to step 6.
-    _fit(data, integrator, checkpoint_dir=tmp_path / "six", checkpoint_every=3,
-         epochs=2, batch_size=2, seed=4)
-    os.rename(ltc_jax.list_checkpoints(tmp_path / "six")[0], directory / "step-00000006")
+    _fit(
+        data,
+        integrator,
+        checkpoint_dir=tmp_path / "six",
+        checkpoint_every=3,
+        epochs=2,
+        batch_size=2,
+        seed=4,
+    )
+    os.rename(
+        ltc_jax.list_checkpoints(tmp_path / "six")[0], directory / "step-00000006"
+    )
     with pytest.warns(UserWarning, match="checksum mismatch"):
         resumed, history = _fit(
             data, integrator, checkpoint_dir=directory, resume=True, **kwargs
@@ -126,6 +143,7 @@ def test_same_seed_same_metrics():
     integrator = ltc_jax.make_integrator("tsit5", rtol=1e-3, atol=1e-4)
     first, history = _fit(data, integrator, epochs=2, batch_size=2, seed=7)
     second, history2 = _fit(data, integrator, epochs=2, batch_size=2, seed=7)
+
     def without_timing(records):
         return [{k: v for k, v in r.items() if k != "seconds"} for r in records]
 
@@ -147,7 +165,15 @@ def _toy_ts(path, n, seed):
 
 
 def _train_command(*args):
-    return [sys.executable, "-m", "ltc_jax.cli", "train", "--no-progress", "--no-memory-table", *args]
+    return [
+        sys.executable,
+        "-m",
+        "ltc_jax.cli",
+        "train",
+        "--no-progress",
+        "--no-memory-table",
+        *args,
+    ]
 
 
 @pytest.mark.slow
@@ -156,13 +182,33 @@ def test_killed_run_resumes_to_the_same_result(tmp_path):
     was never interrupted: same metrics, bit-identical parameters (CPU)."""
     train = _toy_ts(tmp_path / "train.ts", 64, 0)
     test = _toy_ts(tmp_path / "test.ts", 16, 1)
-    common = ["--data", train, "--test-data", test, "--hidden-size", "8",
-              "--epochs", "40", "--batch-size", "8", "--checkpoint-every", "4"]
+    common = [
+        "--data",
+        train,
+        "--test-data",
+        test,
+        "--hidden-size",
+        "8",
+        "--epochs",
+        "40",
+        "--batch-size",
+        "8",
+        "--checkpoint-every",
+        "4",
+    ]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    subprocess.run(_train_command(*common, "--out", str(tmp_path / "whole")),
-                   check=True, env=env, capture_output=True)
-    victim = subprocess.Popen(_train_command(*common, "--out", str(tmp_path / "killed")),
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        _train_command(*common, "--out", str(tmp_path / "whole")),
+        check=True,
+        env=env,
+        capture_output=True,
+    )
+    victim = subprocess.Popen(
+        _train_command(*common, "--out", str(tmp_path / "killed")),
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     checkpoints = tmp_path / "killed" / "checkpoints"
     deadline = time.time() + 300
     while time.time() < deadline and len(ltc_jax.list_checkpoints(checkpoints)) < 2:
@@ -170,8 +216,12 @@ def test_killed_run_resumes_to_the_same_result(tmp_path):
     os.kill(victim.pid, signal.SIGKILL)
     victim.wait()
     assert not (tmp_path / "killed" / "metrics.json").exists()  # really mid-run
-    subprocess.run(_train_command("--resume", str(tmp_path / "killed")),
-                   check=True, env=env, capture_output=True)
+    subprocess.run(
+        _train_command("--resume", str(tmp_path / "killed")),
+        check=True,
+        env=env,
+        capture_output=True,
+    )
     whole = json.loads((tmp_path / "whole" / "metrics.json").read_text())
     resumed = json.loads((tmp_path / "killed" / "metrics.json").read_text())
     assert resumed["resumed"] and not whole["resumed"]
@@ -185,16 +235,22 @@ def test_x64_switch(tmp_path):
     test = _toy_ts(tmp_path / "test.ts", 4, 1)
     script = (
         "import jax, json, sys; from ltc_jax import _run; "
-        "m = _run.train_and_evaluate(_run.TrainConfig(data=sys.argv[1], test_data=sys.argv[2], "
-        "out=sys.argv[3], epochs=1, hidden_size=4, batch_size=4, progress=False, "
-        "memory_table=False, x64=sys.argv[4] == '1')); "
+        "m = _run.train_and_evaluate(_run.TrainConfig(data=sys.argv[1], "
+        "test_data=sys.argv[2], out=sys.argv[3], epochs=1, hidden_size=4, "
+        "batch_size=4, progress=False, memory_table=False, x64=sys.argv[4] == '1')); "
         "print(json.dumps([m['environment']['x64'], jax.numpy.zeros(()).dtype.name]))"
     )
     results = []
     for flag in ("0", "1"):
-        out = subprocess.run(
-            [sys.executable, "-c", script, train, test, str(tmp_path / flag), flag],
-            check=True, capture_output=True, text=True,
-        ).stdout.strip().splitlines()[-1]
+        out = (
+            subprocess.run(
+                [sys.executable, "-c", script, train, test, str(tmp_path / flag), flag],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
+            .stdout.strip()
+            .splitlines()[-1]
+        )
         results.append(json.loads(out))
     assert results == [[False, "float32"], [True, "float64"]]

@@ -22,12 +22,16 @@ def _model(key, tau_min=0.2):
 
 @eqx.filter_jit
 def _outputs(model, ts, xs, lengths, integrator, sequence=False):
-    return model(ltc_jax.InputPath(ts, xs, lengths), integrator=integrator, sequence=sequence)
+    return model(
+        ltc_jax.InputPath(ts, xs, lengths), integrator=integrator, sequence=sequence
+    )
 
 
 def _alone(model, ts, xs, lengths, integrator, b, sequence=False):
     n = int(lengths[b])
-    return _outputs(model, ts[b : b + 1, :n], xs[b : b + 1, :n], None, integrator, sequence)[0]
+    return _outputs(
+        model, ts[b : b + 1, :n], xs[b : b + 1, :n], None, integrator, sequence
+    )[0]
 
 
 @pytest.mark.parametrize("solver", ["euler", "heun", "rk4", "tsit5"])
@@ -39,7 +43,10 @@ def test_batched_equals_each_sequence_alone(getkey, solver, batch):
     out = _outputs(model, ts, xs, lengths, integrator)
     for b in range(batch):
         np.testing.assert_allclose(
-            out[b], _alone(model, ts, xs, lengths, integrator, b), rtol=1e-12, atol=1e-13
+            out[b],
+            _alone(model, ts, xs, lengths, integrator, b),
+            rtol=1e-12,
+            atol=1e-13,
         )
 
 
@@ -55,7 +62,12 @@ def test_gradients_of_batch_equal_sum_of_gradients_alone(getkey):
     grad = eqx.filter_grad(loss)
     batched = grad(model, ts, xs, lengths)
     alone = [
-        grad(model, ts[b : b + 1, : int(lengths[b])], xs[b : b + 1, : int(lengths[b])], None)
+        grad(
+            model,
+            ts[b : b + 1, : int(lengths[b])],
+            xs[b : b + 1, : int(lengths[b])],
+            None,
+        )
         for b in range(batch)
     ]
     summed = jax.tree.map(lambda *g: sum(g), *alone)
@@ -70,12 +82,18 @@ def test_fixed_steps_match_numpy_reference(getkey, solver):
     ts, xs, lengths = ragged_batch(getkey(), 3, 7, INPUT)
     integrator = ltc_jax.make_integrator(solver, dt0=0.21, max_steps=64)
     states = eqx.filter_jit(
-        lambda m, ts, xs, n: m.solve(ltc_jax.InputPath(ts, xs, n), integrator=integrator).ys
+        lambda m, ts, xs, n: (
+            m.solve(ltc_jax.InputPath(ts, xs, n), integrator=integrator).ys
+        )
     )(model, ts, xs, lengths)
     for b in range(3):
         n = int(lengths[b])
         expected = numpy_solve_fixed(
-            field_params(model.cell), np.asarray(ts[b, :n]), np.asarray(xs[b, :n]), 0.21, solver
+            field_params(model.cell),
+            np.asarray(ts[b, :n]),
+            np.asarray(xs[b, :n]),
+            0.21,
+            solver,
         )
         np.testing.assert_allclose(states[b], expected, rtol=1e-11, atol=1e-13)
 
@@ -115,9 +133,11 @@ def test_sequence_outputs_at_observation_times(getkey):
     ts, xs, lengths = ragged_batch(getkey(), 3, 6, INPUT)
     integrator = ltc_jax.make_integrator("tsit5", rtol=1e-10, atol=1e-12)
     states = eqx.filter_jit(
-        lambda m, ts, xs, n: m.solve(
-            ltc_jax.InputPath(ts, xs, n), integrator=integrator, sequence=True
-        ).ys
+        lambda m, ts, xs, n: (
+            m.solve(
+                ltc_jax.InputPath(ts, xs, n), integrator=integrator, sequence=True
+            ).ys
+        )
     )(model, ts, xs, lengths)
     assert states.shape == (3, 6, HIDDEN)
     for b in range(3):
@@ -132,11 +152,18 @@ def test_sequence_outputs_at_observation_times(getkey):
             jnp.zeros(HIDDEN),
             args=path,
             saveat=diffrax.SaveAt(ts=ts[b, :n]),
-            stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-12, jump_ts=ts[b, :n]),
+            stepsize_controller=diffrax.PIDController(
+                rtol=1e-10, atol=1e-12, jump_ts=ts[b, :n]
+            ),
         )
         np.testing.assert_allclose(states[b, :n], sol.ys, rtol=1e-7, atol=1e-9)
         # Padding repeats the final state.
-        np.testing.assert_allclose(states[b, n:], jnp.broadcast_to(sol.ys[-1], (6 - n, HIDDEN)), rtol=1e-7, atol=1e-9)
+        np.testing.assert_allclose(
+            states[b, n:],
+            jnp.broadcast_to(sol.ys[-1], (6 - n, HIDDEN)),
+            rtol=1e-7,
+            atol=1e-9,
+        )
 
 
 def test_sequence_outputs_with_shared_times(getkey):
@@ -145,9 +172,13 @@ def test_sequence_outputs_with_shared_times(getkey):
     xs = jr.normal(getkey(), (3, 5, INPUT))
     integrator = ltc_jax.make_integrator("heun", dt0=0.05, max_steps=64)
     shared = _outputs(model, ts, xs, None, integrator, True)
-    per_sequence = _outputs(model, jnp.broadcast_to(ts, (3, 5)), xs, jnp.full((3,), 5), integrator, True)
+    per_sequence = _outputs(
+        model, jnp.broadcast_to(ts, (3, 5)), xs, jnp.full((3,), 5), integrator, True
+    )
     np.testing.assert_allclose(shared, per_sequence, rtol=1e-12)
-    np.testing.assert_allclose(shared[:, -1], _outputs(model, ts, xs, None, integrator), rtol=1e-12)
+    np.testing.assert_allclose(
+        shared[:, -1], _outputs(model, ts, xs, None, integrator), rtol=1e-12
+    )
 
 
 def test_padding_has_no_effect(getkey):
@@ -159,7 +190,7 @@ def test_padding_has_no_effect(getkey):
     for adjoint in ("checkpoint", "backsolve"):
         integrator = ltc_jax.make_integrator("heun", adjoint, dt0=0.1, max_steps=64)
 
-        def loss(model, ts, xs):
+        def loss(model, ts, xs, integrator=integrator):
             return jnp.sum(_outputs(model, ts, xs, lengths, integrator) ** 2)
 
         value, grad = eqx.filter_value_and_grad(loss)(model, ts, xs)
@@ -204,7 +235,9 @@ def test_gradient_modes_agree_and_match_finite_differences(getkey):
     grads = {}
     for mode in ltc_jax.ADJOINT_NAMES:
         integrator = ltc_jax.make_integrator("rk4", mode, dt0=0.01, max_steps=400)
-        grads[mode] = eqx.filter_jit(eqx.filter_grad(_loss_fn(integrator, ts, xs, lengths)))(model)
+        grads[mode] = eqx.filter_jit(
+            eqx.filter_grad(_loss_fn(integrator, ts, xs, lengths))
+        )(model)
     for mode in ("checkpoint", "direct", "backsolve"):
         assert max_relative_error(grads[mode], grads["full"]) < 1e-6, mode
     assert max_relative_error(grads["checkpoint"], grads["full"]) < 1e-12
@@ -215,7 +248,9 @@ def test_gradient_modes_agree_and_match_finite_differences(getkey):
     params, static = eqx.partition(model, eqx.is_inexact_array)
     leaves, treedef = jax.tree.flatten(params)
     keys = jr.split(getkey(), len(leaves))
-    direction = jax.tree.unflatten(treedef, [jr.normal(k, x.shape) for k, x in zip(keys, leaves)])
+    direction = jax.tree.unflatten(
+        treedef, [jr.normal(k, x.shape) for k, x in zip(keys, leaves, strict=True)]
+    )
     eps = 1e-5
 
     def shifted(sign):
@@ -226,7 +261,11 @@ def test_gradient_modes_agree_and_match_finite_differences(getkey):
     for mode, grad in grads.items():
         directional = sum(
             jnp.vdot(g, d)
-            for g, d in zip(jax.tree.leaves(eqx.filter(grad, eqx.is_inexact_array)), jax.tree.leaves(direction))
+            for g, d in zip(
+                jax.tree.leaves(eqx.filter(grad, eqx.is_inexact_array)),
+                jax.tree.leaves(direction),
+                strict=True,
+            )
         )
         np.testing.assert_allclose(directional, fd, rtol=1e-6, err_msg=mode)
 
@@ -272,7 +311,9 @@ def test_naive_backsolve_memory_grows_with_input_length(getkey):
     cell = ltc_jax.LTCVectorField(1, 8, key=getkey())
 
     def temp_bytes(times):
-        data = diffrax.LinearInterpolation(jnp.linspace(0.0, 1.0, times), jnp.zeros((times, 1)))
+        data = diffrax.LinearInterpolation(
+            jnp.linspace(0.0, 1.0, times), jnp.zeros((times, 1))
+        )
 
         def loss(cell, data):
             sol = diffrax.diffeqsolve(
@@ -297,7 +338,9 @@ def test_linear_encoder_equals_folding_it_into_the_input_weights(getkey):
     """An affine encoder x -> E x + c in front of the cell equals a cell with
     W_in' = W_in E and b' = b + W_in c: derived by hand, not by the library."""
     encoder = eqx.nn.Linear(INPUT, 3, key=getkey())
-    encoded = ltc_jax.LTC(INPUT, HIDDEN, 2, encoder=encoder, encoded_size=3, key=getkey())
+    encoded = ltc_jax.LTC(
+        INPUT, HIDDEN, 2, encoder=encoder, encoded_size=3, key=getkey()
+    )
     cell = encoded.cell
     folded_cell = eqx.tree_at(
         lambda c: (c.weight_in, c.weight_rec, c.bias, c.tau_raw, c.A),
@@ -310,8 +353,12 @@ def test_linear_encoder_equals_folding_it_into_the_input_weights(getkey):
             cell.A,
         ),
     )
-    folded = eqx.tree_at(lambda m: (m.cell, m.encoder), encoded, (folded_cell, None),
-                         is_leaf=lambda x: x is None)
+    folded = eqx.tree_at(
+        lambda m: (m.cell, m.encoder),
+        encoded,
+        (folded_cell, None),
+        is_leaf=lambda x: x is None,
+    )
     ts, xs, lengths = ragged_batch(getkey(), 3, 6, INPUT)
     integrator = ltc_jax.make_integrator("heun", dt0=0.1, max_steps=64)
     np.testing.assert_allclose(
@@ -321,7 +368,9 @@ def test_linear_encoder_equals_folding_it_into_the_input_weights(getkey):
     )
 
 
-def test_adaptive_checkpointing_keeps_no_copy_of_observation_times_per_checkpoint(getkey):
+def test_adaptive_checkpointing_keeps_no_copy_of_observation_times_per_checkpoint(
+    getkey,
+):
     """With adaptive steps, the observation times are jump times of the step-size
     controller. diffrax's ClipStepSizeController carries them in the solver state,
     which every checkpoint stores; ltc_jax keeps them out of it. Growth from 100 to
@@ -333,7 +382,9 @@ def test_adaptive_checkpointing_keeps_no_copy_of_observation_times_per_checkpoin
         return jnp.sum(model(path, integrator=integrator))
 
     def temp_bytes(times):
-        path = ltc_jax.InputPath(jnp.linspace(0.0, 1.0, times), jnp.zeros((4, times, 1)))
+        path = ltc_jax.InputPath(
+            jnp.linspace(0.0, 1.0, times), jnp.zeros((4, times, 1))
+        )
         return ltc_jax.compiled_memory(eqx.filter_grad(loss), model, path).temp_bytes
 
     growth = temp_bytes(2000) - temp_bytes(100)

@@ -121,4 +121,3 @@ def test_a_day_of_ecg_at_250_hz_fits_in_under_a_gib_beyond_the_input():
     assert backsolve < 1e-3 * steps  # not even a byte per step
     full = _temp_bytes("full", steps, batch=1)
     assert full >= steps * _state_bytes(batch=1)
-

@@ -17,12 +17,20 @@ TINY = {
         lengths=(10, 30), batch_size=2, hidden_size=4, timed_steps=1
     ),
     "03_solvers_and_tolerances.ipynb": dict(
-        hidden_size=4, batch_size=2, tolerances=(1e-2, 1e-4), fixed_steps=(0.5, 0.25),
+        hidden_size=4,
+        batch_size=2,
+        tolerances=(1e-2, 1e-4),
+        fixed_steps=(0.5, 0.25),
         stiff_tau=0.1,
     ),
     "04_long_ecg.ipynb": dict(
-        window_seconds=0.1, train_windows=8, test_windows=4, hidden_size=4,
-        batch_size=4, epochs=1, estimate_seconds=(0.1, 1),
+        window_seconds=0.1,
+        train_windows=8,
+        test_windows=4,
+        hidden_size=4,
+        batch_size=4,
+        epochs=1,
+        estimate_seconds=(0.1, 1),
     ),
 }
 
@@ -30,7 +38,8 @@ TINY = {
 def execute(name: str, overrides: dict, workdir: pathlib.Path) -> nbformat.NotebookNode:
     notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
     tagged = [
-        i for i, cell in enumerate(notebook.cells)
+        i
+        for i, cell in enumerate(notebook.cells)
         if "parameters" in cell.metadata.get("tags", [])
     ]
     assert len(tagged) == 1, f"{name} needs exactly one cell tagged 'parameters'"

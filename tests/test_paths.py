@@ -72,17 +72,32 @@ def test_infinite_value_inside_length():
 def test_missing_values_interpolate_each_channel_through_its_own_observations():
     ts = jnp.array([[0.0, 1.0, 2.5, 3.0, 4.0, 9.0]])
     xs = jnp.array(
-        [[[np.nan, 1.0], [2.0, np.nan], [np.nan, 3.0], [4.0, np.nan], [np.nan, np.nan], [0.0, 0.0]]]
+        [
+            [
+                [np.nan, 1.0],
+                [2.0, np.nan],
+                [np.nan, 3.0],
+                [4.0, np.nan],
+                [np.nan, np.nan],
+                [0.0, 0.0],
+            ]
+        ]
     )
     path = ltc_jax.InputPath(ts, xs, jnp.array([5]))  # the last column is padding
     for t in np.linspace(0.0, 4.0, 17):
         got = np.asarray(path.evaluate(jnp.array([t])))[0]
         # Channel 0 observed at t = 1, 3; channel 1 at t = 0, 2.5; flat outside.
-        np.testing.assert_allclose(got[0], np.interp(t, [1.0, 3.0], [2.0, 4.0]), rtol=1e-12)
-        np.testing.assert_allclose(got[1], np.interp(t, [0.0, 2.5], [1.0, 3.0]), rtol=1e-12)
+        np.testing.assert_allclose(
+            got[0], np.interp(t, [1.0, 3.0], [2.0, 4.0]), rtol=1e-12
+        )
+        np.testing.assert_allclose(
+            got[1], np.interp(t, [0.0, 2.5], [1.0, 3.0]), rtol=1e-12
+        )
     cubic = ltc_jax.InputPath(ts, xs, jnp.array([5]), interpolation="cubic")
     for t, value in [(1.0, 2.0), (3.0, 4.0)]:
-        np.testing.assert_allclose(cubic.evaluate(jnp.array([t]))[0, 0], value, rtol=1e-12)
+        np.testing.assert_allclose(
+            cubic.evaluate(jnp.array([t]))[0, 0], value, rtol=1e-12
+        )
     assert np.all(np.isfinite(cubic.evaluate(jnp.array([0.2]))))
 
 
@@ -99,9 +114,7 @@ def test_mask_and_time_since_observation_channels():
     xs = jnp.array([[[1.0], [np.nan], [np.nan], [2.0], [5.0]]])
     path = ltc_jax.InputPath(ts, xs, observation_mask=True, time_since_observation=True)
     assert path.input_size == 3
-    knots = np.stack(
-        [np.asarray(path.evaluate(jnp.array([t])))[0] for t in ts[0]]
-    )
+    knots = np.stack([np.asarray(path.evaluate(jnp.array([t])))[0] for t in ts[0]])
     np.testing.assert_allclose(knots[:, 1], [1, 0, 0, 1, 1])  # observed?
     # GRU-D delta: 0; 1; 2 + 1 (missing at t=1); 1 + 3 (missing at t=3); 3.
     np.testing.assert_allclose(knots[:, 2], [0, 1, 3, 4, 3])

@@ -21,7 +21,9 @@ def _batch(seed, batch):
     """Random lengths in [1, TIMES], random gaps (some tiny, some long), random
     start times, NaN padding."""
     rng = np.random.default_rng(seed)
-    gaps = rng.choice([1e-3, 0.1, 0.5, 2.0], size=(batch, TIMES)) * rng.uniform(0.5, 1.5, (batch, TIMES))
+    gaps = rng.choice([1e-3, 0.1, 0.5, 2.0], size=(batch, TIMES)) * rng.uniform(
+        0.5, 1.5, (batch, TIMES)
+    )
     ts = rng.uniform(-5, 5, (batch, 1)) + np.cumsum(gaps, axis=1)
     xs = rng.normal(size=(batch, TIMES, 2))
     lengths = rng.integers(1, TIMES + 1, batch)
@@ -49,7 +51,9 @@ def test_ragged_batch_equals_per_sequence_solves(batch, seed):
     for b in range(batch):
         n = int(lengths[b])
         # Alone, padded to the same width with the sequence's own last row.
-        ts_b = jnp.concatenate([ts[b, :n], ts[b, n - 1] + jnp.arange(1.0, TIMES - n + 1)])
+        ts_b = jnp.concatenate(
+            [ts[b, :n], ts[b, n - 1] + jnp.arange(1.0, TIMES - n + 1)]
+        )
         xs_b = jnp.concatenate([xs[b, :n], jnp.repeat(xs[b, n - 1 : n], TIMES - n, 0)])
         alone = _outputs(MODEL, ts_b[None], xs_b[None], jnp.array([n], jnp.int32))
         np.testing.assert_allclose(out[b], alone[0], rtol=1e-11, atol=1e-12)
@@ -68,7 +72,7 @@ def test_padding_has_no_influence_on_outputs_or_gradients(seed, fill):
     other = jnp.where(pad[..., None], fill, xs)
     value2, grads2 = eqx.filter_value_and_grad(loss)(MODEL, other)
     assert value == value2
-    for a, b in zip(jax.tree.leaves(grads), jax.tree.leaves(grads2)):
+    for a, b in zip(jax.tree.leaves(grads), jax.tree.leaves(grads2), strict=True):
         np.testing.assert_array_equal(a, b)
     # The observations are constants of the solve: no gradient reaches them.
     xs_grad = jax.grad(loss, argnums=1)(MODEL, xs)

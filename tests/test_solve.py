@@ -91,5 +91,7 @@ def test_implicit_solvers_default_to_one_solve_per_sequence():
     assert ltc_jax.make_integrator("kvaerno5", rtol=1e-3, atol=1e-4).batching == "vmap"
     assert ltc_jax.make_integrator("tsit5", rtol=1e-3, atol=1e-4).batching == "batched"
     assert ltc_jax.make_integrator("fused", dt0=1.0).batching == "batched"
-    explicit = ltc_jax.make_integrator("kvaerno5", rtol=1e-3, atol=1e-4, batching="batched")
+    explicit = ltc_jax.make_integrator(
+        "kvaerno5", rtol=1e-3, atol=1e-4, batching="batched"
+    )
     assert explicit.batching == "batched"

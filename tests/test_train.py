@@ -3,8 +3,6 @@ import os
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
-import jax.random as jr
 import numpy as np
 import pytest
 from helpers import max_relative_error
@@ -28,8 +26,13 @@ def test_short_training_lowers_the_loss(small_vowels, getkey):
     before = ltc_jax.evaluate(model, train, integrator=integrator)["loss"]
     optimizer = ltc_jax.make_optimizer(2e-2, total_steps=40)
     model, history = ltc_jax.fit(
-        model, train, integrator=integrator, optimizer=optimizer, epochs=10,
-        batch_size=16, progress=False,
+        model,
+        train,
+        integrator=integrator,
+        optimizer=optimizer,
+        epochs=10,
+        batch_size=16,
+        progress=False,
     )
     after = ltc_jax.evaluate(model, train, integrator=integrator)["loss"]
     assert after < 0.7 * before
@@ -43,7 +46,10 @@ def test_short_training_lowers_the_loss(small_vowels, getkey):
 
 def test_batches_fill_up_the_last_batch(small_vowels):
     train, _ = small_vowels
-    sizes = [(b.path.lengths.shape[0], float(b.weights.sum())) for b in ltc_jax.batches(train, 24)]
+    sizes = [
+        (b.path.lengths.shape[0], float(b.weights.sum()))
+        for b in ltc_jax.batches(train, 24)
+    ]
     assert sizes == [(24, 24.0), (24, 24.0), (24, 16.0)]
 
 
@@ -70,8 +76,14 @@ def test_unstable_fixed_step_is_detected_and_named(getkey, tmp_path):
     model, integrator, optimizer = _unstable(getkey())
     with pytest.raises(ltc_jax.NonFiniteLossError, match="stability region"):
         ltc_jax.fit(
-            model, _long_sequences(), integrator=integrator, optimizer=optimizer,
-            epochs=1, batch_size=8, progress=False, checkpoint_dir=tmp_path,
+            model,
+            _long_sequences(),
+            integrator=integrator,
+            optimizer=optimizer,
+            epochs=1,
+            batch_size=8,
+            progress=False,
+            checkpoint_dir=tmp_path,
         )
     assert ltc_jax.list_checkpoints(tmp_path) == []  # nothing broken was saved
 
@@ -122,14 +134,34 @@ def test_cli_on_any_ts_pair(tmp_path, capsys):
     train = _toy_ts(tmp_path / "train.ts", 24, 0)
     test = _toy_ts(tmp_path / "test.ts", 10, 1)
     out = tmp_path / "run"
-    cli.main([
-        "train", "--data", train, "--test-data", test, "--out", str(out),
-        "--hidden-size", "4", "--epochs", "2", "--batch-size", "8", "--no-progress",
-    ])
+    cli.main(
+        [
+            "train",
+            "--data",
+            train,
+            "--test-data",
+            test,
+            "--out",
+            str(out),
+            "--hidden-size",
+            "4",
+            "--epochs",
+            "2",
+            "--batch-size",
+            "8",
+            "--no-progress",
+        ]
+    )
     printed = capsys.readouterr().out
     assert "test accuracy" in printed and "backsolve" in printed
     metrics = json.loads((out / "metrics.json").read_text())
-    for key in ("test_accuracy", "train_seconds", "gradient_mode", "solver", "memory_bytes_by_mode"):
+    for key in (
+        "test_accuracy",
+        "train_seconds",
+        "gradient_mode",
+        "solver",
+        "memory_bytes_by_mode",
+    ):
         assert key in metrics
     assert metrics["gradient_mode"] == "checkpoint" and metrics["solver"] == "tsit5"
     assert set(metrics["memory_bytes_by_mode"]) == set(ltc_jax.ADJOINT_NAMES)
@@ -155,12 +187,35 @@ def test_cli_biophysical_cell_with_fused_solver(tmp_path):
     train = _toy_ts(tmp_path / "train.ts", 16, 0)
     test = _toy_ts(tmp_path / "test.ts", 8, 1)
     out = tmp_path / "run"
-    cli.main([
-        "train", "--data", train, "--test-data", test, "--out", str(out),
-        "--cell", "biophysical", "--wiring", "ncp", "--hidden-size", "6",
-        "--solver", "fused", "--dt0", "1", "--ode-unfolds", "3",
-        "--epochs", "1", "--batch-size", "8", "--no-progress", "--no-memory-table",
-    ])
+    cli.main(
+        [
+            "train",
+            "--data",
+            train,
+            "--test-data",
+            test,
+            "--out",
+            str(out),
+            "--cell",
+            "biophysical",
+            "--wiring",
+            "ncp",
+            "--hidden-size",
+            "6",
+            "--solver",
+            "fused",
+            "--dt0",
+            "1",
+            "--ode-unfolds",
+            "3",
+            "--epochs",
+            "1",
+            "--batch-size",
+            "8",
+            "--no-progress",
+            "--no-memory-table",
+        ]
+    )
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["cell"] == "biophysical" and metrics["wiring"] == "ncp"
     assert metrics["solver"] == "fused" and not metrics["adaptive"]
@@ -172,12 +227,29 @@ def test_cli_irregular_protocol_with_mask_and_time_channels(tmp_path):
     train = _toy_ts(tmp_path / "train.ts", 16, 0)
     test = _toy_ts(tmp_path / "test.ts", 8, 1)
     out = tmp_path / "run"
-    cli.main([
-        "train", "--data", train, "--test-data", test, "--out", str(out),
-        "--drop-rate", "0.5", "--observation-mask", "--time-since-observation",
-        "--hidden-size", "4", "--epochs", "1", "--batch-size", "8", "--no-progress",
-        "--no-memory-table",
-    ])
+    cli.main(
+        [
+            "train",
+            "--data",
+            train,
+            "--test-data",
+            test,
+            "--out",
+            str(out),
+            "--drop-rate",
+            "0.5",
+            "--observation-mask",
+            "--time-since-observation",
+            "--hidden-size",
+            "4",
+            "--epochs",
+            "1",
+            "--batch-size",
+            "8",
+            "--no-progress",
+            "--no-memory-table",
+        ]
+    )
     metrics = json.loads((out / "metrics.json").read_text())
     assert "50% of observations dropped" in metrics["dataset"]["train"]
     config = json.loads((out / "config.json").read_text())
@@ -193,17 +265,28 @@ def test_tolerance_schedule_changes_the_tolerances_used(small_vowels, getkey):
     assert schedule.final.stepsize_controller.rtol == 1e-6
     model = ltc_jax.LTC(12, 8, 9, key=getkey())
     _, history = ltc_jax.fit(
-        model, train, integrator=schedule, optimizer=ltc_jax.make_optimizer(1e-2, 12),
-        epochs=3, batch_size=32, progress=False,
+        model,
+        train,
+        integrator=schedule,
+        optimizer=ltc_jax.make_optimizer(1e-2, 12),
+        epochs=3,
+        batch_size=32,
+        progress=False,
     )
-    assert [(h["rtol"], h["atol"]) for h in history] == [(1e-2, 1e-3), (1e-2, 1e-3), (1e-6, 1e-8)]
+    assert [(h["rtol"], h["atol"]) for h in history] == [
+        (1e-2, 1e-3),
+        (1e-2, 1e-3),
+        (1e-6, 1e-8),
+    ]
     # Tighter tolerances take more steps on the same data.
     assert history[2]["num_steps"] > 1.5 * history[1]["num_steps"]
     with pytest.raises(ValueError, match="start at 0"):
         ltc_jax.ToleranceSchedule(base, start_epochs=(1,), rtols=(1e-3,), atols=(1e-3,))
     with pytest.raises(ValueError, match="adaptive"):
         ltc_jax.ToleranceSchedule(
-            ltc_jax.make_integrator("heun", dt0=0.1), start_epochs=(0,), rtols=(1e-3,),
+            ltc_jax.make_integrator("heun", dt0=0.1),
+            start_epochs=(0,),
+            rtols=(1e-3,),
             atols=(1e-3,),
         )
 
@@ -236,7 +319,11 @@ def test_backsolve_blow_up_is_named(getkey):
     data = _long_sequences()
     with pytest.raises(ltc_jax.NonFiniteLossError, match="expansive backwards"):
         ltc_jax.fit(
-            model, data, integrator=integrator,
-            optimizer=ltc_jax.make_optimizer(1e-2, total_steps=10), epochs=1,
-            batch_size=8, progress=False,
+            model,
+            data,
+            integrator=integrator,
+            optimizer=ltc_jax.make_optimizer(1e-2, total_steps=10),
+            epochs=1,
+            batch_size=8,
+            progress=False,
         )

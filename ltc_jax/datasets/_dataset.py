@@ -102,7 +102,9 @@ def standardize(
     )
 
 
-def drop_observations(data: SequenceDataset, rate: float, *, seed: int = 0) -> SequenceDataset:
+def drop_observations(
+    data: SequenceDataset, rate: float, *, seed: int = 0
+) -> SequenceDataset:
     """Drop a fraction `rate` of each sequence's observations at random, keeping the
     times of the rest: the irregular-sampling protocol of Kidger et al. (2020),
     "Neural Controlled Differential Equations for Irregular Time Series", Sec. 4.

@@ -175,7 +175,9 @@ def read_ts(
         labels = np.empty(n, dtype=np.int32)
         for i, label in enumerate(raw_labels):
             if label not in index:
-                source = "the training set" if class_names is not None else "@classLabel"
+                source = (
+                    "the training set" if class_names is not None else "@classLabel"
+                )
                 raise TSFormatError(
                     f"{path}: series {i} has label {label!r}, which {source} does not "
                     f"declare ({', '.join(names)})."
@@ -186,7 +188,9 @@ def read_ts(
         try:
             labels = np.asarray([float(v) for v in raw_labels])[:, None]
         except ValueError:
-            raise TSFormatError(f"{path}: a @targetLabel value is not numeric.") from None
+            raise TSFormatError(
+                f"{path}: a @targetLabel value is not numeric."
+            ) from None
         names = ()
     else:
         raise TSFormatError(
