@@ -270,6 +270,25 @@ def _save_clock_times(path: InputPath, clock: _Clock) -> Float[Array, "batch tim
     )
 
 
+def _reverse_solve_stops_at_jumps(adjoint, controller):
+    """A backsolve reverse solve with a step-size controller of its own (e.g. the
+    seminorm's) stops at the same jump times as the forward solve: the kinks of a
+    linear input and the sequences' ends. (Without one, diffrax reuses the
+    forward controller, jumps included.)"""
+    if not isinstance(adjoint, diffrax.BacksolveAdjoint) or not isinstance(
+        controller, _ClipToJumps
+    ):
+        return adjoint
+    backward = adjoint.kwargs.get("stepsize_controller")
+    if backward is None or isinstance(backward, _ClipToJumps):
+        return adjoint
+    kwargs = dict(
+        adjoint.kwargs,
+        stepsize_controller=_ClipToJumps(backward, jump_ts=controller.jump_ts),
+    )
+    return diffrax.BacksolveAdjoint(**kwargs)
+
+
 def _integrate_batch(vector_field, path, y0, integrator, save) -> Trajectory:
     clock = _make_clock(path, integrator)
     s_end = jnp.max(clock.num_steps)
@@ -287,6 +306,7 @@ def _integrate_batch(vector_field, path, y0, integrator, save) -> Trajectory:
     else:
         dt0 = 1.0
         controller = integrator.stepsize_controller
+    adjoint = _reverse_solve_stops_at_jumps(integrator.adjoint, controller)
 
     if save == "final":
         saveat = diffrax.SaveAt(t1=True)
@@ -320,7 +340,7 @@ def _integrate_batch(vector_field, path, y0, integrator, save) -> Trajectory:
         args=args,
         saveat=saveat,
         stepsize_controller=controller,
-        adjoint=integrator.adjoint,
+        adjoint=adjoint,
         max_steps=integrator.max_steps,
         throw=integrator.throw,
     )
