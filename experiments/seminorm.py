@@ -6,7 +6,10 @@ need not limit the step size: diffrax's `adjoint_rms_seminorm` leaves them out o
 the error estimate (Kidger, Chen and Lyons 2021, "Hey, that's not an ODE", who
 report a median of about 40% fewer backward evaluations on their problems). This
 experiment measures backward evaluations, backward time and the gradient's error
-with and without it, on ECG forecasting windows of growing length.
+with and without it, on ECG forecasting windows of growing length, with the
+input interpolated linearly (every solve, forward and reverse, stops at each
+sample: a kink of the input) and by cubic Hermite (steps chosen by the error
+control alone).
 
     python -m experiments.seminorm           # default size, a few minutes, 2 CPUs
     python -m experiments.seminorm --quick   # smoke test, under a minute
@@ -37,6 +40,7 @@ class Config:
     """Smoke-test sizes (under a minute)."""
     windows: tuple[int, ...] = (90, 360, 1440)
     """Window lengths in samples (360 Hz): 0.25 s, 1 s, 4 s."""
+    interpolations: tuple[str, ...] = ("linear", "cubic")
     horizon: int = 36
     """Forecast the signal this many samples (0.1 s) after each window."""
     tolerances: tuple[tuple[float, float], ...] = ((1e-3, 1e-4), (1e-5, 1e-6))
@@ -51,6 +55,7 @@ class Config:
 
 QUICK = dict(
     windows=(45,),
+    interpolations=("cubic",),
     tolerances=((1e-3, 1e-4),),
     hidden_size=4,
     batch_size=2,
@@ -60,7 +65,7 @@ QUICK = dict(
 
 
 def problem(
-    config: Config, window: int, dtype: str
+    config: Config, window: int, dtype: str, interpolation: str = "linear"
 ) -> tuple[ltc_jax.LTC, ltc_jax.Batch]:
     """ECG windows of `window` samples (time in seconds from each window's start),
     labelled with the value `horizon` samples later; the float32 LTC of `seed`,
@@ -80,7 +85,9 @@ def problem(
         )
     model = _common.cast(model, dtype)
     path = ltc_jax.InputPath(
-        jnp.asarray(data.ts - data.ts[:, :1], dtype), jnp.asarray(data.xs, dtype)
+        jnp.asarray(data.ts - data.ts[:, :1], dtype),
+        jnp.asarray(data.xs, dtype),
+        interpolation=interpolation,
     )
     batch = ltc_jax.Batch(
         path, jnp.asarray(data.labels, dtype), jnp.ones(config.batch_size, dtype)
@@ -88,10 +95,12 @@ def problem(
     return model, batch
 
 
-def reference_gradient(config: dict, window: int, out_file: str) -> dict:
+def reference_gradient(
+    config: dict, window: int, interpolation: str, out_file: str
+) -> dict:
     """The float64 gradient of exact backpropagation at `reference_rtol`."""
     config = Config(**config)
-    model, batch = problem(config, window, "float64")
+    model, batch = problem(config, window, "float64", interpolation)
     integrator = ltc_jax.make_integrator(
         "tsit5",
         rtol=config.reference_rtol,
@@ -103,57 +112,74 @@ def reference_gradient(config: dict, window: int, out_file: str) -> dict:
     return dict(norm=float(np.linalg.norm(flat)))
 
 
+def _measure_window(
+    config: Config, window: int, interpolation: str, run_dir: str
+) -> list[dict]:
+    """Backsolve's training step on one window length, at every tolerance, with
+    and without the seminorm."""
+    path = os.path.join(run_dir, f"reference_{interpolation}_{window}.npy")
+    ltc_jax.call_in_subprocess(
+        "experiments.seminorm:reference_gradient",
+        dict(
+            config=dataclasses.asdict(config),
+            window=window,
+            interpolation=interpolation,
+            out_file=path,
+        ),
+        env={"JAX_ENABLE_X64": "1"},
+    )
+    reference = np.load(path)
+    model, batch = problem(config, window, "float32", interpolation)
+    rows = []
+    for rtol, atol in config.tolerances:
+        for seminorm in (False, True):
+            integrator = ltc_jax.make_integrator(
+                config.solver,
+                "backsolve",
+                rtol=rtol,
+                atol=atol,
+                max_steps=config.max_steps,
+                seminorm=seminorm,
+            )
+            m = ltc_jax.measure(
+                model,
+                batch,
+                integrator,
+                timed_steps=config.timed_steps,
+                reference_gradient=reference,
+            )
+            rows.append(
+                dict(
+                    interpolation=interpolation,
+                    window_samples=window,
+                    window_seconds=window / 360,
+                    rtol=rtol,
+                    atol=atol,
+                    seminorm=seminorm,
+                    forward_evaluations=m.forward_evaluations,
+                    backward_evaluations=m.backward_evaluations,
+                    forward_seconds=m.forward_seconds,
+                    backward_seconds=m.backward_seconds,
+                    gradient_is_finite=m.gradient_is_finite,
+                    gradient_relative_error=m.gradient_relative_error,
+                )
+            )
+            print(
+                f"{interpolation} window {window}, rtol {rtol:g}, seminorm "
+                f"{seminorm}: {m.backward_evaluations} backward evaluations"
+            )
+    return rows
+
+
 def main(config: Config) -> dict:
     """Measure every window, tolerance and seminorm setting; return the metrics."""
     if config.quick:
         config = dataclasses.replace(config, **QUICK)
     run_dir = _common.start_run(config, "seminorm")
     rows = []
-    for window in config.windows:
-        path = os.path.join(run_dir, f"reference_{window}.npy")
-        ltc_jax.call_in_subprocess(
-            "experiments.seminorm:reference_gradient",
-            dict(config=dataclasses.asdict(config), window=window, out_file=path),
-            env={"JAX_ENABLE_X64": "1"},
-        )
-        reference = np.load(path)
-        model, batch = problem(config, window, "float32")
-        for rtol, atol in config.tolerances:
-            for seminorm in (False, True):
-                integrator = ltc_jax.make_integrator(
-                    config.solver,
-                    "backsolve",
-                    rtol=rtol,
-                    atol=atol,
-                    max_steps=config.max_steps,
-                    seminorm=seminorm,
-                )
-                m = ltc_jax.measure(
-                    model,
-                    batch,
-                    integrator,
-                    timed_steps=config.timed_steps,
-                    reference_gradient=reference,
-                )
-                rows.append(
-                    dict(
-                        window_samples=window,
-                        window_seconds=window / 360,
-                        rtol=rtol,
-                        atol=atol,
-                        seminorm=seminorm,
-                        forward_evaluations=m.forward_evaluations,
-                        backward_evaluations=m.backward_evaluations,
-                        forward_seconds=m.forward_seconds,
-                        backward_seconds=m.backward_seconds,
-                        gradient_is_finite=m.gradient_is_finite,
-                        gradient_relative_error=m.gradient_relative_error,
-                    )
-                )
-                print(
-                    f"window {window}, rtol {rtol:g}, seminorm {seminorm}: "
-                    f"{m.backward_evaluations} backward evaluations"
-                )
+    for interpolation in config.interpolations:
+        for window in config.windows:
+            rows += _measure_window(config, window, interpolation, run_dir)
     savings = [
         1 - with_["backward_evaluations"] / without["backward_evaluations"]
         for without, with_ in zip(rows[::2], rows[1::2], strict=True)
@@ -180,6 +206,7 @@ def format_report(metrics: dict) -> str:
     table = _common.format_table(
         metrics["rows"],
         [
+            ("input", lambda r: r["interpolation"]),
             ("window", lambda r: f"{r['window_seconds']:g} s"),
             ("rtol / atol", lambda r: f"{r['rtol']:g} / {r['atol']:g}"),
             ("seminorm", lambda r: "yes" if r["seminorm"] else "no"),
@@ -209,7 +236,10 @@ def plot(rows: list[dict], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = [f"{r['window_seconds']:g} s\nrtol {r['rtol']:g}" for r in rows[::2]]
+    labels = [
+        f"{r['interpolation']}\n{r['window_seconds']:g} s\nrtol {r['rtol']:g}"
+        for r in rows[::2]
+    ]
     x = np.arange(len(labels))
     fig, ax = plt.subplots(figsize=(max(5, 1.4 * len(labels)), 3.8))
     ax.bar(

@@ -321,7 +321,8 @@ def make_integrator(
     - `seminorm`: for `"backsolve"` with adaptive steps: the reverse solve's error
         control ignores the parameter-cotangent channels, whose error does not
         feed back into the solve (`diffrax.adjoint_rms_seminorm`; Kidger, Chen and
-        Lyons 2021, "Hey, that's not an ODE"), so it takes fewer steps.
+        Lyons 2021, "Hey, that's not an ODE"), so it may take fewer steps. The
+        reverse solve still stops at the input's kinks, as the forward one does.
     - `ode_unfolds`: for `"fused"`: sub-steps per step (default 6).
     - `batching`: `"batched"`: the batch is one ODE state `(batch, hidden_size)`
         with shared solver steps; exact, and 2-5x faster than `"vmap"`, which
