@@ -356,12 +356,7 @@ def train_and_evaluate(config: TrainConfig) -> dict[str, Any]:
         jax.config.update("jax_enable_x64", True)
     train, test = load_data(config)
     integrator = make_config_integrator(config, (train, test))
-    if not resume:
-        run_dir = make_run_dir(config.out, os.path.join("runs", "train"))
-        with open(os.path.join(run_dir, "config.json"), "w") as file:
-            json.dump(dataclasses.asdict(config), file, indent=2)
-    checkpoint_dir = os.path.join(run_dir, "checkpoints")
-
+    schedule = training_schedule(config, integrator)
     options = path_options(config)
     train_path = dataset_path(train, **options)
     output_size = (
@@ -384,7 +379,12 @@ def train_and_evaluate(config: TrainConfig) -> dict[str, Any]:
         clip_norm=config.clip_norm,
         weight_decay=config.weight_decay,
     )
-    schedule = training_schedule(config, integrator)
+    # Every option is checked above; only now is the run folder made.
+    if not resume:
+        run_dir = make_run_dir(config.out, os.path.join("runs", "train"))
+        with open(os.path.join(run_dir, "config.json"), "w") as file:
+            json.dump(dataclasses.asdict(config), file, indent=2)
+    checkpoint_dir = os.path.join(run_dir, "checkpoints")
     start = time.perf_counter()
     model, history = fit(
         model,

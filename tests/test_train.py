@@ -181,6 +181,10 @@ def test_cli_rejects_bad_arguments(tmp_path):
         cli.main(["train", "--dt0", "-1", "--out", str(tmp_path / "b")])
     with pytest.raises(SystemExit):
         cli.main(["train", "--solver", "rk45"])
+    # A bad option found before training leaves no run folder behind.
+    with pytest.raises(ValueError, match="tighten-at must lie in"):
+        cli.main(["train", "--tighten-at", "1.5", "--out", str(tmp_path / "c")])
+    assert not (tmp_path / "c").exists()
 
 
 def test_cli_biophysical_cell_with_fused_solver(tmp_path):
