@@ -332,7 +332,8 @@ def make_integrator(
         Newton iterations factorise the Jacobian of the state, a dense
         `(batch * hidden_size)^2` matrix for the batch as one state
         (`hidden_size^2` per sequence under vmap; one gradient took 50 s batched
-        against 0.19 s under vmap on JapaneseVowels, batch 32, 32 units, CPU); `"batched"` otherwise.
+        against 0.19 s under vmap on JapaneseVowels, batch 32, 32 units, CPU);
+        `"batched"` otherwise.
     - `throw`: raise on a failed solve (default True).
 
     **Raises:** `ValueError` for an unknown name, a non-positive `dt0`, `rtol`
