@@ -379,7 +379,11 @@ def train_and_evaluate(config: TrainConfig) -> dict[str, Any]:
         clip_norm=config.clip_norm,
         weight_decay=config.weight_decay,
     )
-    # Every option is checked above; only now is the run folder made.
+    # The options are checked above; only now is the run folder made.
+    if config.checkpoint_every is not None and config.checkpoint_every < 1:
+        raise ValueError(
+            f"--checkpoint-every must be positive; got {config.checkpoint_every}."
+        )
     if not resume:
         run_dir = make_run_dir(config.out, os.path.join("runs", "train"))
         with open(os.path.join(run_dir, "config.json"), "w") as file:

@@ -130,7 +130,8 @@ def make_adjoint(
         `2 * max_steps < (c + 1) * (c + 2)`, about `sqrt(2 * max_steps)` (online
         treeverse, Stumm and Walther 2010): memory grows like the square root of
         `max_steps` (not of the steps actually taken), and the backward pass
-        re-evaluates the field about 3 times per forward evaluation. An int stores
+        re-evaluates the field 2-3 times per forward evaluation (more as
+        `max_steps` grows). An int stores
         that many states; `ceil(log2(max_steps))` gives memory logarithmic in
         `max_steps` for more recomputation. The right default for almost
         everything.
@@ -223,9 +224,10 @@ class Integrator(eqx.Module):
         or `None` to let diffrax choose.
     - `max_steps`: static int, the most steps one solve may take; exceeding it is
         an error, never a silent truncation.
-    - `batching`: `"batched"` (default) solves the batch as one `(batch,
+    - `batching`: `"batched"` (default here) solves the batch as one `(batch,
         hidden_size)` state; `"vmap"` solves each sequence on its own (per-sequence
-        adaptive steps, at a cost; see [`ltc_jax.make_integrator`][]).
+        adaptive steps, at a cost). [`ltc_jax.make_integrator`][] chooses
+        `"vmap"` for implicit solvers unless told otherwise; this class does not.
     - `throw`: static bool; raise when a solve fails (default). With `False` the
         failure is reported in the solution's `result` instead.
     """

@@ -214,11 +214,10 @@ def test_call_in_subprocess_rejects_bad_requests():
 def test_seminorm_reverse_solve_stops_at_the_input_kinks(getkey):
     """With its own (seminorm) step-size controller, backsolve's reverse solve
     still stops at every knot of a linear input, as the forward solve does: at
-    least one step, so at least one evaluation, per knot interval."""
+    least one Tsit5 step, six evaluations, per knot interval."""
     model, batch = _problem(getkey, steps=60)
     integrator = ltc_jax.make_integrator(
         "tsit5", "backsolve", rtol=1e-2, atol=1e-3, seminorm=True
     )
     measurement = ltc_jax.measure(model, batch, integrator, timed_steps=1)
-    assert measurement.num_steps >= 60
-    assert measurement.backward_evaluations >= 60
+    assert measurement.backward_evaluations >= 6 * 60

@@ -185,6 +185,9 @@ def test_cli_rejects_bad_arguments(tmp_path):
     with pytest.raises(ValueError, match="tighten-at must lie in"):
         cli.main(["train", "--tighten-at", "1.5", "--out", str(tmp_path / "c")])
     assert not (tmp_path / "c").exists()
+    with pytest.raises(ValueError, match="checkpoint-every must be positive"):
+        cli.main(["train", "--checkpoint-every", "0", "--out", str(tmp_path / "d")])
+    assert not (tmp_path / "d").exists()
 
 
 def test_cli_biophysical_cell_with_fused_solver(tmp_path):
