@@ -109,3 +109,25 @@ def float32_paths(*datasets) -> list[ltc_jax.InputPath]:
     """Each dataset's input path in float32, the experiments' precision, whatever
     JAX's default float (the tests run in float64)."""
     return [ltc_jax.dataset_path(data, dtype=np.float32) for data in datasets]
+
+
+def train_skipping_failures(
+    model: ltc_jax.LTC, train, integrator, optimizer, *, epochs, batch_size, seed, path
+):
+    """`ltc_jax.fit` as the experiments train: a failed update (a solve past
+    `max_steps`, a non-finite loss or gradient) is skipped and counted; five in a
+    row end the run with `ltc_jax.TrainingFailedError`, which the experiments
+    record as a result."""
+    return ltc_jax.fit(
+        model,
+        train,
+        integrator=integrator,
+        optimizer=optimizer,
+        epochs=epochs,
+        batch_size=batch_size,
+        seed=seed,
+        path=path,
+        on_failure="skip",
+        max_consecutive_failures=5,
+        progress=False,
+    )

@@ -196,18 +196,15 @@ def train_row(solver: str, adjoint: str, config: Config, data, optimizer) -> dic
     for seed in config.seeds:
         start = time.perf_counter()
         try:
-            model, history = ltc_jax.fit(
+            model, history = _common.train_skipping_failures(
                 make_model(config, seed),
                 train,
-                integrator=integrator,
-                optimizer=optimizer,
+                integrator,
+                optimizer,
                 epochs=config.epochs,
                 batch_size=config.batch_size,
                 seed=seed,
                 path=train_path,
-                on_failure="skip",
-                max_consecutive_failures=5,
-                progress=False,
             )
             failed_updates += sum(h["failures"] for h in history)
             result = ltc_jax.evaluate(
@@ -312,6 +309,23 @@ def _error(row: dict) -> str:
     return "-" if value is None else f"{value:.1e}"
 
 
+# Evaluations, time and gradient error of one measured training step.
+_COST_COLUMNS = [
+    (
+        "evaluations fwd + bwd",
+        lambda r: (
+            f"{_count(r.get('forward_evaluations'))} + "
+            f"{_count(r.get('backward_evaluations'))}"
+        ),
+    ),
+    (
+        "s/step",
+        lambda r: "-" if r.get("step_seconds") is None else f"{r['step_seconds']:.3f}",
+    ),
+    ("gradient error", _error),
+]
+
+
 def format_report(metrics: dict, config: Config) -> str:
     trained = _common.format_table(
         metrics["rows"],
@@ -326,20 +340,7 @@ def format_report(metrics: dict, config: Config) -> str:
                     else "not trained"
                 ),
             ),
-            (
-                "evaluations fwd + bwd",
-                lambda r: (
-                    f"{_count(r.get('forward_evaluations'))} + "
-                    f"{_count(r.get('backward_evaluations'))}"
-                ),
-            ),
-            (
-                "s/step",
-                lambda r: (
-                    "-" if r.get("step_seconds") is None else f"{r['step_seconds']:.3f}"
-                ),
-            ),
-            ("gradient error", _error),
+            *_COST_COLUMNS,
             (
                 "failed runs",
                 lambda r: (
@@ -365,20 +366,7 @@ def format_report(metrics: dict, config: Config) -> str:
                     else f"{r['num_steps']:,} ({r['num_rejected_steps']:,})"
                 ),
             ),
-            (
-                "evaluations fwd + bwd",
-                lambda r: (
-                    f"{_count(r.get('forward_evaluations'))} + "
-                    f"{_count(r.get('backward_evaluations'))}"
-                ),
-            ),
-            (
-                "s/step",
-                lambda r: (
-                    "-" if r.get("step_seconds") is None else f"{r['step_seconds']:.3f}"
-                ),
-            ),
-            ("gradient error", _error),
+            *_COST_COLUMNS,
             ("failure", lambda r: r.get("error") or "-"),
         ],
     )

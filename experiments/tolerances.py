@@ -104,18 +104,15 @@ def train_setting(name: str, integrator, config: Config, data, optimizer) -> dic
     for seed in config.seeds:
         start = time.perf_counter()
         try:
-            model, history = ltc_jax.fit(
+            model, history = _common.train_skipping_failures(
                 _common.vowels_model(config.hidden_size, seed),
                 train,
-                integrator=integrator,
-                optimizer=optimizer,
+                integrator,
+                optimizer,
                 epochs=config.epochs,
                 batch_size=config.batch_size,
                 seed=seed,
                 path=train_path,
-                on_failure="skip",
-                max_consecutive_failures=5,
-                progress=False,
             )
         except ltc_jax.TrainingFailedError as error:  # a failure is a result
             failures.append(str(error))
