@@ -10,6 +10,7 @@ from typing import Any
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 import ltc_jax
@@ -109,6 +110,37 @@ def float32_paths(*datasets) -> list[ltc_jax.InputPath]:
     """Each dataset's input path in float32, the experiments' precision, whatever
     JAX's default float (the tests run in float64)."""
     return [ltc_jax.dataset_path(data, dtype=np.float32) for data in datasets]
+
+
+def ecg_batch(
+    window: int,
+    *,
+    horizon: int,
+    batch_size: int,
+    dtype: str = "float32",
+    interpolation: str = "linear",
+) -> ltc_jax.Batch:
+    """`batch_size` windows of `window` samples of the MIT-BIH 208 ECG, evenly
+    spaced from the recording's start, each labelled with the value `horizon`
+    samples after its end (millivolts); times in seconds from each window's
+    start, everything in `dtype`."""
+    ts, millivolts = ltc_jax.datasets.load_mitbih_208()
+    spacing = (len(ts) - window - horizon) // batch_size
+    data = ltc_jax.datasets.forecast_windows(
+        ts,
+        millivolts,
+        window=window,
+        horizon=horizon,
+        starts=np.arange(batch_size) * spacing,
+    )
+    path = ltc_jax.InputPath(
+        jnp.asarray(data.ts - data.ts[:, :1], dtype),
+        jnp.asarray(data.xs, dtype),
+        interpolation=interpolation,
+    )
+    return ltc_jax.Batch(
+        path, jnp.asarray(data.labels, dtype), jnp.ones(batch_size, dtype)
+    )
 
 
 def train_skipping_failures(

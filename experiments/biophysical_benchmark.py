@@ -19,8 +19,6 @@ import dataclasses
 import os
 
 import jax
-import jax.numpy as jnp
-import numpy as np
 import tyro
 
 import ltc_jax
@@ -58,16 +56,6 @@ QUICK = dict(steps=20, batch_size=4, hidden_size=8, timed_steps=1)
 def measure_configuration(config: dict, cell: str, adjoint: str) -> dict:
     """Measure one training step of one cell and gradient mode (float32)."""
     config = Config(**config)
-    ts, millivolts = ltc_jax.datasets.load_mitbih_208()
-    window = config.steps + 1
-    spacing = (len(ts) - window - config.horizon) // config.batch_size
-    data = ltc_jax.datasets.forecast_windows(
-        ts,
-        millivolts,
-        window=window,
-        horizon=config.horizon,
-        starts=np.arange(config.batch_size) * spacing,
-    )
     with jax.enable_x64(False):
         model = ltc_jax.LTC(
             1,
@@ -77,14 +65,8 @@ def measure_configuration(config: dict, cell: str, adjoint: str) -> dict:
             wiring=config.wiring,
             key=jax.random.PRNGKey(config.seed),
         )
-        path = ltc_jax.InputPath(
-            jnp.asarray(data.ts - data.ts[:, :1], jnp.float32),
-            jnp.asarray(data.xs, jnp.float32),
-        )
-        batch = ltc_jax.Batch(
-            path,
-            jnp.asarray(data.labels, jnp.float32),
-            jnp.ones(config.batch_size, jnp.float32),
+        batch = _common.ecg_batch(
+            config.steps + 1, horizon=config.horizon, batch_size=config.batch_size
         )
         # One fused step per sample (1/360 s).
         integrator = ltc_jax.make_integrator(

@@ -22,7 +22,6 @@ import dataclasses
 import os
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import tyro
 
@@ -70,29 +69,18 @@ def problem(
     """ECG windows of `window` samples (time in seconds from each window's start),
     labelled with the value `horizon` samples later; the float32 LTC of `seed`,
     cast to `dtype`."""
-    ts, millivolts = ltc_jax.datasets.load_mitbih_208()
-    spacing = (len(ts) - window - config.horizon) // config.batch_size
-    data = ltc_jax.datasets.forecast_windows(
-        ts,
-        millivolts,
-        window=window,
-        horizon=config.horizon,
-        starts=np.arange(config.batch_size) * spacing,
-    )
     with jax.enable_x64(False):
         model = ltc_jax.LTC(
             1, config.hidden_size, 1, key=jax.random.PRNGKey(config.seed)
         )
-    model = _common.cast(model, dtype)
-    path = ltc_jax.InputPath(
-        jnp.asarray(data.ts - data.ts[:, :1], dtype),
-        jnp.asarray(data.xs, dtype),
+    batch = _common.ecg_batch(
+        window,
+        horizon=config.horizon,
+        batch_size=config.batch_size,
+        dtype=dtype,
         interpolation=interpolation,
     )
-    batch = ltc_jax.Batch(
-        path, jnp.asarray(data.labels, dtype), jnp.ones(config.batch_size, dtype)
-    )
-    return model, batch
+    return _common.cast(model, dtype), batch
 
 
 def reference_gradient(

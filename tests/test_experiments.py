@@ -149,12 +149,11 @@ def test_seminorm_quick(tmp_path):
     without, with_ = metrics["rows"]
     assert not without["seminorm"] and with_["seminorm"]
     assert with_["forward_evaluations"] == without["forward_evaluations"]
-    assert with_["backward_evaluations"] > 0
+    # Both gradients are close to the float64 reference of exact backpropagation.
+    assert without["gradient_relative_error"] < 1e-2
     assert with_["gradient_relative_error"] < 1e-2
     written = json.loads((out / "metrics.json").read_text())
-    assert written["backward_evaluation_savings"] == [
-        1 - with_["backward_evaluations"] / without["backward_evaluations"]
-    ]
+    assert written["rows"] == metrics["rows"]
     assert (out / "seminorm.png").stat().st_size > 10_000
 
 
