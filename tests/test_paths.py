@@ -1,5 +1,7 @@
 import equinox as eqx
+import jax
 import jax.numpy as jnp
+import jax.random as jr
 import numpy as np
 import pytest
 from helpers import ragged_batch
@@ -147,3 +149,34 @@ def test_bad_lengths_and_options():
         ltc_jax.InputPath(jnp.arange(3.0), xs, interpolation="spline")
     with pytest.raises(ValueError, match="floating point"):
         ltc_jax.InputPath(jnp.arange(3.0), jnp.zeros((2, 3, 1), int))
+
+
+@pytest.mark.parametrize("interpolation", ["linear", "cubic"])
+def test_long_paths_evaluate_like_diffrax_on_the_whole_sequence(getkey, interpolation):
+    """Paths are evaluated by a two-level interval search (blocks of 64 knots);
+    the values are those of diffrax's interpolation of the whole sequence, bit for
+    bit: at random times, exactly at knots and block boundaries, before the first
+    knot, past the last, and in ragged sequences whose padding sits in the last
+    block."""
+    times = 5 * 64 + 37
+    gaps = jr.uniform(getkey(), (3, times), minval=0.1, maxval=2.0)
+    ts = jnp.cumsum(gaps, axis=1)
+    xs = jr.normal(getkey(), (3, times, 2))
+    lengths = jnp.array([times, times - 50, 3 * 64 + 1])
+    path = ltc_jax.InputPath(ts, xs, lengths, interpolation=interpolation)
+    assert path.block_ts.shape == (3, 6)  # ceil(357 / 64)
+
+    def whole(t):
+        return jax.vmap(lambda p, ti: p.evaluate(ti))(path.interpolation, t)
+
+    end = float(ts.max())
+    queries = [
+        jr.uniform(getkey(), (40, 3), minval=-1.0, maxval=end + 5.0),
+        path.ts[:, ::32].T,  # knots, block boundaries among them
+        path.ts[:, 1::64].T,
+        jnp.full((1, 3), -3.0),
+        jnp.full((1, 3), 10 * end),
+    ]
+    evaluate = jax.jit(lambda path, t: path.evaluate(t))
+    for t in jnp.concatenate(queries):
+        np.testing.assert_array_equal(evaluate(path, t), whole(t))
