@@ -8,7 +8,7 @@ number of steps (one fixed RK4 step per 1/360 s sample). Each configuration is
 measured in its own process ([`ltc_jax.call_in_subprocess`][]), so that its
 runtime peak is its own.
 
-    python -m experiments.memory_scaling          # default size, ~50 min on 2 cores
+    python -m experiments.memory_scaling          # default size, ~13 min on 2 cores
     python -m experiments.memory_scaling --quick    # smoke test, under a minute
 
 Writes `results/memory_scaling/<run>/`: `config.json`, `records/*.json` (one per
@@ -58,7 +58,7 @@ class Config:
     """Seeds the model's parameters."""
     hidden_size: int = 32
     """LTC units."""
-    batch_size: int = 8
+    batch_size: int = 4
     """Windows per batch (evenly spaced start times over the recording)."""
     horizon_seconds: float = 0.1
     """How far past a window's end the target lies (seconds)."""
@@ -70,6 +70,10 @@ class Config:
     """Gradient modes."""
     timed_steps: int = 3
     """Timed training steps (and forward solves) per configuration, after warm-up."""
+    count_evaluations_up_to: int = 10_000
+    """Count vector-field evaluations in configurations of at most this many steps
+    (each evaluation counted costs a host callback, about 40 us on CPU: over a
+    minute per mode at 1e5 steps)."""
     reference_substeps: int = 4
     """RK4 steps per sample of the float64 reference gradient."""
     estimate_steps: tuple[int, ...] = (1_000_000, 21_600_000)
@@ -253,6 +257,7 @@ def measure_configuration(
     reference_file: str | None,
     rtol: float | None = None,
     max_steps: int = 4_096,
+    count_evaluations: bool = True,
 ) -> dict:
     """Measure one gradient mode on windows of `steps + 1` samples: the
     [`ltc_jax.Measurement`][] as a dict, with the input's size and the number of
@@ -290,6 +295,7 @@ def measure_configuration(
         warmup_steps=0,
         timed_steps=timed_steps,
         reference_gradient=reference,
+        count_evaluations=count_evaluations,
     )
     return dict(
         measurement.asdict(),
@@ -542,6 +548,7 @@ def main(config: Config) -> dict:
                     solver="rk4",
                     timed_steps=config.timed_steps,
                     reference_file=reference_file,
+                    count_evaluations=steps <= config.count_evaluations_up_to,
                 ),
             )
             records.append(record)
@@ -693,6 +700,11 @@ def _error(value: float | None) -> str:
     return "non-finite" if value is None else f"{value:.1e}"
 
 
+def _ratio(value: float | None, suffix: str = "") -> str:
+    """A ratio to two decimals; "-" where it was not measured."""
+    return "-" if value is None else f"{value:.2f}{suffix}"
+
+
 MEASURED_COLUMNS = [
     ("mode", lambda r: r["label"]),
     ("steps", lambda r: r["num_steps"]),
@@ -705,9 +717,9 @@ MEASURED_COLUMNS = [
     ("step s", lambda r: f"{r['step_seconds']:.3f}"),
     ("forward s", lambda r: f"{r['forward_seconds']:.3f}"),
     ("bwd/fwd time", lambda r: f"{r['backward_forward_time_ratio']:.2f}"),
-    ("fwd evals", lambda r: r["forward_evaluations"]),
-    ("bwd evals", lambda r: r["backward_evaluations"]),
-    ("bwd/fwd evals", lambda r: f"{r['backward_forward_evaluation_ratio']:.2f}"),
+    ("fwd evals", lambda r: r["forward_evaluations"] or "-"),
+    ("bwd evals", lambda r: r["backward_evaluations"] or "-"),
+    ("bwd/fwd evals", lambda r: _ratio(r["backward_forward_evaluation_ratio"])),
     ("grad rel. error", lambda r: _error(r["gradient_relative_error"])),
 ]
 
@@ -792,17 +804,42 @@ def format_report(metrics: dict, config: Config) -> str:
             )
         )
     largest = max(r["num_steps"] for r in metrics["records"])
+    counted = [
+        r["num_steps"]
+        for r in metrics["cost_ratios"]
+        if r["backward_forward_evaluation_ratio"] is not None
+    ]
+    largest_counted = max(counted, default=None)
+
+    def at(steps, label, key):
+        return next(
+            (
+                r[key]
+                for r in metrics["cost_ratios"]
+                if r["num_steps"] == steps and r["label"] == label
+            ),
+            None,
+        )
+
     sections.append(
         (
-            f"Cost of the gradient at {largest} steps (backward / forward):",
+            f"Cost of the gradient (backward / forward): time at {largest} steps, "
+            f"evaluations at {largest_counted} steps (the largest size counted):",
             _common.format_table(
                 [r for r in metrics["cost_ratios"] if r["num_steps"] == largest],
                 [
                     ("mode", lambda r: r["label"]),
-                    ("time", lambda r: f"{r['backward_forward_time_ratio']:.2f}x"),
+                    ("time", lambda r: _ratio(r["backward_forward_time_ratio"], "x")),
                     (
                         "evaluations",
-                        lambda r: f"{r['backward_forward_evaluation_ratio']:.2f}x",
+                        lambda r: _ratio(
+                            at(
+                                largest_counted,
+                                r["label"],
+                                "backward_forward_evaluation_ratio",
+                            ),
+                            "x",
+                        ),
                     ),
                 ],
             ),
@@ -827,7 +864,7 @@ def format_report(metrics: dict, config: Config) -> str:
                         ("bwd evals", lambda r: r["backward_evaluations"]),
                         (
                             "bwd/fwd evals",
-                            lambda r: f"{r['backward_forward_evaluation_ratio']:.2f}",
+                            lambda r: _ratio(r["backward_forward_evaluation_ratio"]),
                         ),
                         (
                             "bwd/fwd time",
