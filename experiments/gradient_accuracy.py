@@ -11,7 +11,7 @@ returns the same numbers in far less memory), on windows of the MIT-BIH ECG. The
 input is the cubic (Hermite) interpolation of the samples, so adaptive solvers choose
 their own steps (with linear interpolation they would stop at every sample).
 
-    python -m experiments.gradient_accuracy          # default size, ~20 min on 2 cores
+    python -m experiments.gradient_accuracy          # default size, ~9 min on 2 cores
     python -m experiments.gradient_accuracy --quick  # smoke test, under a minute
 
 Writes `results/gradient_accuracy/<run>/`: `config.json`, `metrics.json` (one record
