@@ -270,6 +270,21 @@ def _save_clock_times(path: InputPath, clock: _Clock) -> Float[Array, "batch tim
     )
 
 
+def _one_save_at_end(ts: Float[Array, " saves"]) -> Float[Array, " saves"]:
+    """Sorted save times with the last one unrepeated: repeats of it are moved to
+    the latest earlier save time (if there is one).
+
+    Several sequences end at the end of the solve, but diffrax's
+    `BacksolveAdjoint` (0.7.2) returns a NaN gradient when a save time repeats at
+    `t1`; repeats before it are harmless. The first of equal save times still
+    holds every state asked for (`jnp.searchsorted` finds it), so the outputs do
+    not change."""
+    at_end = ts == ts[-1]
+    earlier = jnp.max(jnp.where(at_end, -jnp.inf, ts))
+    moved = at_end.at[-1].set(False) & jnp.isfinite(earlier)
+    return jnp.where(moved, earlier, ts)
+
+
 def _reverse_solve_stops_at_jumps(adjoint, controller):
     """A backsolve reverse solve with a step-size controller of its own (e.g. the
     seminorm's) stops at the same jump times as the forward solve: the kinks of a
@@ -315,7 +330,7 @@ def _integrate_batch(vector_field, path, y0, integrator, save) -> Trajectory:
         if path.shared_times:
             saveat = diffrax.SaveAt(ts=save_s[0])
         else:
-            saveat = diffrax.SaveAt(ts=jnp.sort(save_s.ravel()))
+            saveat = diffrax.SaveAt(ts=_one_save_at_end(jnp.sort(save_s.ravel())))
 
     args = path
     if isinstance(integrator.adjoint, diffrax.BacksolveAdjoint):
