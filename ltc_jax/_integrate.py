@@ -107,6 +107,9 @@ class _ClockTerm(diffrax.AbstractTerm):
 
     def vf(self, t, y, args):
         time, path = _thaw(self.clock).time(t), _thaw(args)
+        if path.shared_times:
+            # One grid and one length: every sequence's time is the same.
+            time = time[0]
         if self.with_decay:
             return self.vector_field.derivative_and_decay(time, y, path)
         return self.vector_field(time, y, path)
@@ -202,7 +205,8 @@ def integrate(
     **Arguments:**
 
     - `vector_field`: called as `vector_field(t, y, path)` with `t` of shape
-        `(batch,)` (each sequence's own time), `y` the batched state and `path`
+        `(batch,)` (each sequence's own time; a scalar, the time of all, when
+        `path.shared_times`), `y` the batched state and `path`
         the [`ltc_jax.InputPath`][], whose `evaluate(t)` gives `(batch,
         input_size)`. Must return `dy/dt` shaped like `y`. Its parameters are
         differentiated by every adjoint (it enters as a diffrax term).

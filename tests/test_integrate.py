@@ -181,6 +181,29 @@ def test_sequence_outputs_with_shared_times(getkey):
     )
 
 
+@pytest.mark.parametrize("mode", ["checkpoint", "backsolve"])
+def test_long_shared_times_solve_like_per_sequence_times(getkey, mode):
+    """A solve on one time grid evaluates its input at one scalar time for the
+    whole batch; over a path of several 64-knot blocks its outputs and gradient
+    equal those of the same times given per sequence."""
+    times = 300
+    ts = jnp.linspace(0.0, 6.0, times)
+    xs = jr.normal(getkey(), (3, times, INPUT))
+    model = _model(getkey())
+    integrator = ltc_jax.make_integrator("rk4", mode, dt0=0.02, max_steps=times)
+
+    def loss(model, ts):
+        return jnp.sum(_outputs(model, ts, xs, None, integrator, True) ** 2)
+
+    value_and_grad = eqx.filter_jit(eqx.filter_value_and_grad(loss))
+    shared, grad_shared = value_and_grad(model, ts)
+    per_sequence, grad_per_sequence = value_and_grad(
+        model, jnp.broadcast_to(ts, (3, times))
+    )
+    np.testing.assert_allclose(shared, per_sequence, rtol=1e-12)
+    assert max_relative_error(grad_shared, grad_per_sequence) < 1e-12
+
+
 def test_padding_has_no_effect(getkey):
     model = _model(getkey())
     ts, xs, lengths = ragged_batch(getkey(), 4, 6, INPUT)

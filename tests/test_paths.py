@@ -180,3 +180,37 @@ def test_long_paths_evaluate_like_diffrax_on_the_whole_sequence(getkey, interpol
     evaluate = jax.jit(lambda path, t: path.evaluate(t))
     for t in jnp.concatenate(queries):
         np.testing.assert_array_equal(evaluate(path, t), whole(t))
+
+
+@pytest.mark.parametrize("interpolation", ["linear", "cubic"])
+def test_shared_times_evaluate_like_diffrax_on_the_whole_sequence(
+    getkey, interpolation
+):
+    """With one time grid (`ts` of shape `(times,)`) and a scalar time, the whole
+    batch is evaluated on one block, sliced rather than gathered; the values are
+    still diffrax's interpolation of each whole sequence, bit for bit, and the
+    same as with one time per sequence."""
+    times = 5 * 64 + 37
+    ts = jnp.cumsum(jr.uniform(getkey(), (times,), minval=0.1, maxval=2.0))
+    xs = jr.normal(getkey(), (3, times, 2))
+    path = ltc_jax.InputPath(ts, xs, interpolation=interpolation)
+    assert path.shared_times
+
+    def whole(t):
+        return jax.vmap(lambda p: p.evaluate(t))(path.interpolation)
+
+    end = float(ts[-1])
+    queries = jnp.concatenate(
+        [
+            jr.uniform(getkey(), (40,), minval=-1.0, maxval=end + 5.0),
+            ts[::32],  # knots, block boundaries among them
+            ts[1::64],
+            ts[63::64],
+            jnp.array([-3.0, 10 * end]),
+        ]
+    )
+    evaluate = jax.jit(lambda path, t: path.evaluate(t))
+    for t in queries:
+        got = evaluate(path, t)
+        np.testing.assert_array_equal(got, whole(t))
+        np.testing.assert_array_equal(got, evaluate(path, jnp.full((3,), t)))
