@@ -278,7 +278,8 @@ def _one_save_at_end(ts: Float[Array, " saves"]) -> Float[Array, " saves"]:
     """Sorted save times with the last one unrepeated: repeats of it are moved to
     the latest earlier save time (if there is one).
 
-    Several sequences end at the end of the solve, but diffrax's
+    The last save time repeats when several sequences end at the end of the
+    solve, or when the longest one has padding (saved at its end), but diffrax's
     `BacksolveAdjoint` (0.7.2) returns a NaN gradient when a save time repeats at
     `t1`; repeats before it are harmless. The first of equal save times still
     holds every state asked for (`jnp.searchsorted` finds it), so the outputs do

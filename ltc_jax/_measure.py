@@ -190,7 +190,7 @@ def measure(
     - `timed_steps`: timed runs of the step and of the forward solve, at least 1
         (default 3).
     - `count_evaluations`: count vector-field evaluations (default True). Each
-        evaluation costs a host callback (about 10 microseconds on CPU), so the
+        evaluation costs a host callback (10 to 40 microseconds on CPU), so the
         counting run of a long solve takes longer than the step.
     - `reference_gradient`: the gradient to compare with, as a pytree shaped like
         [`ltc_jax.loss_gradient`][]'s result or a flat array from

@@ -50,7 +50,9 @@ class InputPath(eqx.Module):
         length, i.e. `ts` was given as `(times,)` without `lengths`. Then saving
         at the observation times costs `times` saves, not `batch * times`, and a
         solve finds its place in the input once for the whole batch (see
-        [`ltc_jax.InputPath.evaluate`][]): pass regularly sampled windows that way.
+        [`ltc_jax.InputPath.evaluate`][]): pass windows sampled at the same times
+        that way. Nothing checks it later: a path whose times are replaced must
+        be built anew.
     """
 
     interpolation: diffrax.LinearInterpolation | diffrax.CubicInterpolation
@@ -274,26 +276,40 @@ class InputPath(eqx.Module):
         if self.shared_times and jnp.ndim(t_in) == 0:
             # One grid and one time for all: one search serves the batch, and the
             # blocks are one slice of the knot arrays, not a gather from them.
-            start = _block_start(self.block_ts[0], t[0], times, intervals)
+            start = _block_start(self.block_ts, t[0], times, intervals)
             block = _block(self.interpolation, start, intervals, axis=1)
             return jax.vmap(lambda b, ti: b.evaluate(ti))(block, t)
 
         def evaluate_one(interpolation, block_ts, ti):
-            start = _block_start(block_ts, ti, times, intervals)
+            start = _block_start(block_ts[None], ti, times, intervals)
             return _block(interpolation, start, intervals).evaluate(ti)
 
         return jax.vmap(evaluate_one)(self.interpolation, self.block_ts, t)
 
 
 def _block_start(
-    block_ts: Float[Array, " blocks"], t: Real[Array, ""], times: int, intervals: int
+    block_ts: Float[Array, "rows blocks"],
+    t: Real[Array, ""],
+    times: int,
+    intervals: int,
 ) -> Int[Array, ""]:
-    """First knot of the block of `intervals` intervals that holds `t`.
+    """First knot of the block of `intervals` intervals that holds `t`, searched
+    in the first row of `block_ts`.
 
     diffrax evaluates on interval i = #(knots < t) - 1, clipped to the first and
     last. Block k holds intervals k * _BLOCK on; the last block is moved back to
-    end at the last knot."""
-    block = jnp.maximum(jnp.searchsorted(block_ts, t, side="left") - 1, 0)
+    end at the last knot. The bisection reads single entries of `block_ts`, so
+    the row is never copied out (a day at 250 Hz has 1.3 MB of it per row)."""
+
+    def halve(_, bounds):
+        low, high = bounds
+        middle = (low + high) // 2
+        below = (low < high) & (block_ts[0, middle] < t)
+        return jnp.where(below, middle + 1, low), jnp.where(below, high, middle)
+
+    bounds = (jnp.int32(0), jnp.int32(block_ts.shape[1]))
+    low, _ = jax.lax.fori_loop(0, block_ts.shape[1].bit_length(), halve, bounds)
+    block = jnp.maximum(low - 1, 0)
     return jnp.minimum(block * _BLOCK, times - 1 - intervals)
 
 

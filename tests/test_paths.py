@@ -182,15 +182,15 @@ def test_long_paths_evaluate_like_diffrax_on_the_whole_sequence(getkey, interpol
         np.testing.assert_array_equal(evaluate(path, t), whole(t))
 
 
+@pytest.mark.parametrize("times", [2, 5, 65, 66, 5 * 64 + 37])
 @pytest.mark.parametrize("interpolation", ["linear", "cubic"])
 def test_shared_times_evaluate_like_diffrax_on_the_whole_sequence(
-    getkey, interpolation
+    getkey, interpolation, times
 ):
     """With one time grid (`ts` of shape `(times,)`) and a scalar time, the whole
     batch is evaluated on one block, sliced rather than gathered; the values are
     still diffrax's interpolation of each whole sequence, bit for bit, and the
     same as with one time per sequence."""
-    times = 5 * 64 + 37
     ts = jnp.cumsum(jr.uniform(getkey(), (times,), minval=0.1, maxval=2.0))
     xs = jr.normal(getkey(), (3, times, 2))
     path = ltc_jax.InputPath(ts, xs, interpolation=interpolation)
