@@ -8,7 +8,7 @@ number of steps (one fixed RK4 step per 1/360 s sample). Each configuration is
 measured in its own process ([`ltc_jax.call_in_subprocess`][]), so that its
 runtime peak is its own.
 
-    python -m experiments.memory_scaling          # default size, ~15 min on 2 cores
+    python -m experiments.memory_scaling          # default size, ~11 min on 2 cores
     python -m experiments.memory_scaling --quick    # smoke test, under a minute
 
 Writes `results/memory_scaling/<run>/`: `config.json`, `records/*.json` (one per
