@@ -1,3 +1,5 @@
+import gc
+
 import jax
 import jax.random as jr
 import pytest
@@ -20,3 +22,17 @@ def getkey():
         return subkey
 
     return _getkey
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _free_compiled_code():
+    """Free each module's compiled executables when it ends.
+
+    XLA on CPU maps every executable's code into the process (about 17 memory
+    mappings each) and JAX's caches keep them alive, so one process that
+    compiles the whole suite passes Linux's default limit of 65,530 mappings
+    (`vm.max_map_count`) and crashes inside the compiler without a message.
+    """
+    yield
+    jax.clear_caches()
+    gc.collect()
