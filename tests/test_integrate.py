@@ -272,19 +272,31 @@ def test_single_observation_sequences(getkey):
     np.testing.assert_allclose(out, expected, rtol=1e-14)
 
 
-def test_gradient_modes_agree_on_sequence_outputs(getkey):
-    """Outputs at every observation, per-sequence times: two sequences end
-    together at the end of the solve, and a shorter one has padding, so save times
-    repeat, at the end among them; backsolve's gradient stays finite and close
-    to the exact one (diffrax returns NaN for a repeated final save time)."""
+@pytest.mark.parametrize(
+    "scales, shifts",
+    [
+        # Two sequences end together at the end of the solve.
+        ((1.0, 1.0, 0.5), (0.0, 2.0, 0.0)),
+        # The longest sequence has padding, saved at its end.
+        ((1.0, 0.5, 2.0), (0.0, 0.0, 0.0)),
+    ],
+    ids=["ending-together", "longest-padded"],
+)
+def test_gradient_modes_agree_on_sequence_outputs(getkey, scales, shifts):
+    """Outputs at every observation, per-sequence times, the third sequence
+    padded: the final save time repeats, in either of the two ways it can;
+    backsolve's gradient stays finite and close to the exact one (diffrax
+    returns NaN for a repeated final save time)."""
     model = _model(getkey())
-    grid = 0.25 * jnp.arange(6.0)  # exact in binary: the shift below is exact too
-    ts = jnp.stack([grid, grid + 2.0, 0.5 * grid])
+    grid = 0.25 * jnp.arange(6.0)  # exact in binary: scales and shifts keep it so
+    ts = jnp.stack(
+        [scale * grid + shift for scale, shift in zip(scales, shifts, strict=True)]
+    )
     xs = jr.normal(getkey(), (3, 6, INPUT))
     lengths = jnp.array([6, 6, 4])
     grads = {}
     for mode in ("full", "backsolve"):
-        integrator = ltc_jax.make_integrator("rk4", mode, dt0=0.01, max_steps=800)
+        integrator = ltc_jax.make_integrator("rk4", mode, dt0=0.005, max_steps=800)
 
         def loss(model, integrator=integrator):
             outputs = _outputs(model, ts, xs, lengths, integrator, True)

@@ -182,7 +182,7 @@ def test_long_paths_evaluate_like_diffrax_on_the_whole_sequence(getkey, interpol
         np.testing.assert_array_equal(evaluate(path, t), whole(t))
 
 
-@pytest.mark.parametrize("times", [2, 5, 65, 66, 5 * 64 + 37])
+@pytest.mark.parametrize("times", [2, 5, 64, 65, 66, 128, 129, 5 * 64 + 37])
 @pytest.mark.parametrize("interpolation", ["linear", "cubic"])
 def test_shared_times_evaluate_like_diffrax_on_the_whole_sequence(
     getkey, interpolation, times
