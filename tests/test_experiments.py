@@ -3,6 +3,7 @@ folder, writes the records it promises."""
 
 import importlib.util
 import json
+import math
 import os
 import pathlib
 
@@ -181,3 +182,15 @@ def test_biophysical_benchmark_quick(tmp_path):
         full, checkpoint = rows[cell, "full"], rows[cell, "checkpoint"]
         assert full["backward_evaluations"] == 6 * 20
         assert checkpoint["backward_evaluations"] > full["backward_evaluations"]
+
+
+def test_shared_grid_quick(tmp_path):
+    from experiments import shared_grid
+
+    out = tmp_path / "run"
+    metrics = shared_grid.main(shared_grid.Config(quick=True, out=str(out)))
+    written = json.loads((out / "metrics.json").read_text())
+    assert written == metrics
+    shared, per_sequence = written["rows"]
+    assert (shared["shared_times"], per_sequence["shared_times"]) == (True, False)
+    assert math.isfinite(shared["loss"]) and shared["loss"] == per_sequence["loss"]
