@@ -28,7 +28,7 @@ def getkey():
 def _free_compiled_code():
     """Free each module's compiled executables when it ends.
 
-    XLA on CPU maps every executable's code into the process (about 17 memory
+    XLA on CPU maps every executable's code into the process (several memory
     mappings each) and JAX's caches keep them alive, so one process that
     compiles the whole suite passes Linux's default limit of 65,530 mappings
     (`vm.max_map_count`) and crashes inside the compiler without a message.
