@@ -22,7 +22,7 @@ import jax
 import tyro
 
 import ltc_jax
-from experiments import _common
+from experiments import _problems, _report, _run
 
 
 TARGET_BYTES = 2**30
@@ -56,18 +56,16 @@ QUICK = dict(steps=20, batch_size=4, hidden_size=8, timed_steps=1)
 def measure_configuration(config: dict, cell: str, adjoint: str) -> dict:
     """Measure one training step of one cell and gradient mode (float32)."""
     config = Config(**config)
+    model, batch = _problems.ecg_problem(
+        config.steps + 1,
+        batch_size=config.batch_size,
+        hidden_size=config.hidden_size,
+        horizon=config.horizon,
+        seed=config.seed,
+        cell=cell,
+        wiring=config.wiring,
+    )
     with jax.enable_x64(False):
-        model = ltc_jax.LTC(
-            1,
-            config.hidden_size,
-            1,
-            cell=cell,
-            wiring=config.wiring,
-            key=jax.random.PRNGKey(config.seed),
-        )
-        batch = _common.ecg_batch(
-            config.steps + 1, horizon=config.horizon, batch_size=config.batch_size
-        )
         # One fused step per sample (1/360 s).
         integrator = ltc_jax.make_integrator(
             "fused",
@@ -77,28 +75,12 @@ def measure_configuration(config: dict, cell: str, adjoint: str) -> dict:
             max_steps=config.steps,
         )
         m = ltc_jax.measure(model, batch, integrator, timed_steps=config.timed_steps)
-    return dict(
-        cell=cell,
-        adjoint=adjoint,
-        num_steps=m.num_steps,
-        temp_bytes=m.temp_bytes,
-        argument_bytes=m.argument_bytes,
-        output_bytes=m.output_bytes,
-        runtime_peak_bytes=m.runtime_peak_bytes,
-        runtime_peak_source=m.runtime_peak_source,
-        compile_seconds=m.compile_seconds,
-        step_seconds=m.step_seconds,
-        forward_seconds=m.forward_seconds,
-        forward_evaluations=m.forward_evaluations,
-        backward_evaluations=m.backward_evaluations,
-    )
+    return dict(cell=cell, adjoint=adjoint, **m.figures())
 
 
 def main(config: Config) -> dict:
     """Measure every cell and gradient mode; return (and write) the metrics."""
-    if config.quick:
-        config = dataclasses.replace(config, **QUICK)
-    run_dir = _common.start_run(config, "biophysical_benchmark")
+    config, run_dir = _run.start_run(config, "biophysical_benchmark", QUICK)
     rows = []
     for cell in config.cells:
         for adjoint in config.adjoints:
@@ -117,13 +99,13 @@ def main(config: Config) -> dict:
         environment=ltc_jax.environment(),
         run_dir=run_dir,
     )
-    _common.write_json(os.path.join(run_dir, "metrics.json"), metrics)
+    _run.write_json(os.path.join(run_dir, "metrics.json"), metrics)
     print(format_report(metrics, config))
     return metrics
 
 
 def _mib(value) -> str:
-    return "n/a" if value is None else f"{value / 2**20:,.1f}"
+    return _report.mib(value, digits=1)
 
 
 def _target(row: dict) -> str:
@@ -134,7 +116,7 @@ def _target(row: dict) -> str:
 
 
 def format_report(metrics: dict, config: Config) -> str:
-    table = _common.format_table(
+    table = _report.format_table(
         metrics["rows"],
         [
             ("cell", lambda r: r["cell"]),

@@ -46,8 +46,7 @@ import tyro
 from jaxtyping import PRNGKeyArray
 
 import ltc_jax
-from ltc_jax._memory import process_resident_bytes
-from ltc_jax._run import environment, make_run_dir
+from experiments import _report, _run
 
 
 EXPERIMENT = "compare_pytorch"
@@ -246,7 +245,7 @@ SEQUENCE_MODELS: dict[str, SequenceModel] = {
 returns the model and its integrator; it is then measured exactly as the others."""
 
 
-class Measurement(NamedTuple):
+class Configuration(NamedTuple):
     """One configuration, measured in a process of its own."""
 
     stack: Stack
@@ -267,7 +266,7 @@ class Measurement(NamedTuple):
         return f"{self.group}/{self.stack}/{label}".replace(" ", "_").replace("=", "")
 
 
-def plan(config: Config) -> list[Measurement]:
+def plan(config: Config) -> list[Configuration]:
     """Every configuration of a run, in order."""
     schemes = [Scheme("rk4", steps=n, max_steps=n) for n in config.rk4_steps]
     for kind in config.dopri5:
@@ -284,30 +283,27 @@ def plan(config: Config) -> list[Measurement]:
         )
     runs = []
     for scheme in schemes:
-        runs += [Measurement("torchdiffeq", mode, scheme) for mode in TORCHDIFFEQ_MODES]
-        runs += [Measurement("ltc_jax", mode, scheme) for mode in LTC_JAX_MODES]
+        runs += [
+            Configuration("torchdiffeq", mode, scheme) for mode in TORCHDIFFEQ_MODES
+        ]
+        runs += [Configuration("ltc_jax", mode, scheme) for mode in LTC_JAX_MODES]
     for length in config.sequence_lengths:
         for name, model in SEQUENCE_MODELS.items():
             mode = "autograd" if model.stack == "ncps" else "full"
-            runs.append(Measurement(model.stack, mode, None, name, length))
+            runs.append(Configuration(model.stack, mode, None, name, length))
     return runs
 
 
 def _check(config: Config) -> None:
-    sizes = dict(
-        batch_size=config.batch_size,
-        input_size=config.input_size,
-        hidden_size=config.hidden_size,
-        output_size=config.output_size,
-        threads=config.threads,
-        ode_unfolds=config.ode_unfolds,
-        repeats=config.repeats,
-        min_repeats=config.min_repeats,
-        warmup=config.warmup,
+    positive = (
+        "batch_size input_size hidden_size output_size threads ode_unfolds repeats "
+        "min_repeats warmup"
     )
-    for name, value in sizes.items():
-        if value < 1:
-            raise ValueError(f"{name} must be a positive int; got {value}.")
+    for name in positive.split():
+        if getattr(config, name) < 1:
+            raise ValueError(
+                f"{name} must be a positive int; got {getattr(config, name)}."
+            )
     if config.knots < 2:
         raise ValueError(f"knots must be at least 2; got {config.knots}.")
     if any(n < 1 for n in config.rk4_steps):
@@ -436,71 +432,24 @@ def ltc_jax_integrator(
     )
 
 
-class _Counter:
-    """Counts host callbacks: one per vector-field evaluation executed."""
-
-    def __init__(self):
-        self.count = 0
-
-    def __call__(self, t) -> None:
-        self.count += 1
-
-
-class _Counted(eqx.Module):
-    """A cell that reports every evaluation to the host, whichever way a solver
-    evaluates it (`cell(t, y, args)`, or `derivative_and_decay` where the cell has
-    one). The callback takes the evaluation's time as an operand, so XLA cannot
-    hoist it out of a loop."""
-
-    cell: eqx.Module
-    counter: _Counter = eqx.field(static=True)
-
-    @property
-    def hidden_size(self) -> int:
-        return self.cell.hidden_size
-
-    @property
-    def input_size(self) -> int:
-        return self.cell.input_size
-
-    def __call__(self, t, y, args):
-        jax.debug.callback(self.counter, t)
-        return self.cell(t, y, args)
-
-    def derivative_and_decay(self, t, y, args):
-        jax.debug.callback(self.counter, t)
-        return self.cell.derivative_and_decay(t, y, args)
-
-
-def _loss(model, batch, integrator):
-    return ltc_jax.loss_and_metrics(model, batch, integrator)
-
-
 def ltc_jax_gradients(
     model: ltc_jax.LTC, batch: ltc_jax.Batch, integrator: ltc_jax.Integrator
 ) -> dict[str, Any]:
     """The gradient of the mean cross-entropy at `model`, and the vector-field
-    evaluations of computing it, counted as they execute.
+    evaluations of computing it, counted as they execute
+    (`ltc_jax.count_evaluations`).
 
     **Returns:** `{"gradients": <pytree like model>, "forward_evaluations",
     "backward_evaluations", "solver_steps", "loss"}`. Forward evaluations are those
-    of the loss alone; backward ones are the rest of a value-and-gradient call
-    (recomputation under checkpointing, the reverse solve under `backsolve`).
+    of the loss; backward ones the rest of the gradient (recomputation under
+    checkpointing, the reverse solve under `backsolve`).
     """
-    counter = _Counter()
-    counted = eqx.tree_at(lambda m: m.cell, model, _Counted(model.cell, counter))
-    loss, metrics = eqx.filter_jit(_loss)(counted, batch, integrator)
-    jax.block_until_ready(loss)
-    forward = counter.count
-    counter.count = 0
-    value_and_grad = eqx.filter_jit(eqx.filter_value_and_grad(_loss, has_aux=True))
-    (loss, metrics), grads = value_and_grad(counted, batch, integrator)
-    jax.block_until_ready(grads)
-    grads = eqx.tree_at(lambda m: m.cell, grads, grads.cell.cell)
+    forward, backward, grads = ltc_jax.count_evaluations(model, batch, integrator)
+    loss, metrics = eqx.filter_jit(ltc_jax.loss_and_metrics)(model, batch, integrator)
     return dict(
         gradients=grads,
         forward_evaluations=forward,
-        backward_evaluations=counter.count - forward,
+        backward_evaluations=backward,
         solver_steps=int(metrics["num_steps"]),
         loss=loss.item(),
     )
@@ -519,7 +468,7 @@ def ltc_jax_batch(data: Data, interpolation: str, ts=None) -> ltc_jax.Batch:
 
 def _ltc_jax_step(model, batch, integrator, learning_rate) -> Callable[[], None]:
     optimizer = optax.adam(learning_rate)
-    train_step = ltc_jax.make_train_step(optimizer, integrator)
+    train_step = eqx.filter_jit(ltc_jax.make_train_step(optimizer, integrator))
     state = [model, optimizer.init(eqx.filter(model, eqx.is_inexact_array))]
 
     def step():
@@ -532,7 +481,7 @@ def _ltc_jax_step(model, batch, integrator, learning_rate) -> Callable[[], None]
     return step
 
 
-def _measure_ltc_jax(m: Measurement, config: Config, arrays, data: Data) -> dict:
+def _measure_ltc_jax(m: Configuration, config: Config, arrays, data: Data) -> dict:
     key = jr.PRNGKey(config.seed)
     if m.scheme is not None:
         duration = float(data.ts[-1] - data.ts[0])
@@ -616,7 +565,7 @@ def torchdiffeq_gradients(
     )
 
 
-def _measure_torchdiffeq(m: Measurement, config: Config, arrays, data: Data) -> dict:
+def _measure_torchdiffeq(m: Configuration, config: Config, arrays, data: Data) -> dict:
     from experiments import torch_ltc
 
     counted = torchdiffeq_gradients(arrays, data, m.scheme, m.mode)
@@ -644,7 +593,7 @@ def _torch_step(model, loss_of, config: Config) -> Callable[[], None]:
     return step
 
 
-def _measure_ncps(m: Measurement, config: Config, arrays, data: Data) -> dict:
+def _measure_ncps(m: Configuration, config: Config, arrays, data: Data) -> dict:
     import torch
 
     from experiments import torch_ltc
@@ -702,7 +651,7 @@ def _time_and_peak(step: Callable[[], None], config: Config) -> dict:
     for _ in range(config.warmup - 1):
         step()
     _release_free_memory()
-    resident = process_resident_bytes()
+    resident = ltc_jax.process_resident_bytes()
     reset = ltc_jax.reset_process_peak()
     step()
     peak = ltc_jax.process_peak_bytes() if reset else None
@@ -780,16 +729,18 @@ def _tuples(config: dict) -> dict:
     return {k: tuple(v) if isinstance(v, list) else v for k, v in config.items()}
 
 
-def _measurement_to_json(m: Measurement) -> dict:
+def _measurement_to_json(m: Configuration) -> dict:
     return dict(m._asdict(), scheme=None if m.scheme is None else m.scheme._asdict())
 
 
-def _measurement_from_json(d: dict) -> Measurement:
+def _measurement_from_json(d: dict) -> Configuration:
     scheme = None if d["scheme"] is None else Scheme(**d["scheme"])
-    return Measurement(**dict(d, scheme=scheme))
+    return Configuration(**dict(d, scheme=scheme))
 
 
-def _run_measurement(m: Measurement, config: Config, run_dir: str, inputs: str) -> dict:
+def _run_configuration(
+    m: Configuration, config: Config, run_dir: str, inputs: str
+) -> dict:
     folder = os.path.join(run_dir, "configurations", m.name)
     os.makedirs(folder)
     spec_path = os.path.join(folder, "spec.json")
@@ -978,7 +929,7 @@ def target_check(comparisons: list[dict]) -> dict:
 
 
 def _mib(value) -> str:
-    return "-" if value is None else f"{value / 2**20:,.0f}"
+    return _report.mib(value, digits=0)
 
 
 def format_table(
@@ -1062,10 +1013,7 @@ _COLOURS = {
 def plot(rows: list[dict], path: str) -> None:
     """Bar charts (log scale) of seconds per step and peak memory of a step, one
     cluster per scheme, one bar per stack and mode."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _report.pyplot()
 
     ok = [r for r in rows if r["error"] is None]
     groups = list(dict.fromkeys(r["group"] for r in ok))
@@ -1107,15 +1055,7 @@ def _series(row: dict) -> str:
 
 def machine() -> dict:
     """The CPU, and the versions of the PyTorch stack (read without importing it)."""
-    model = None
-    try:
-        with open("/proc/cpuinfo") as file:
-            for line in file:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    model = _run.cpu_name()
     versions = {}
     for name in ("torch", "torchdiffeq", "ncps", "numpy", "matplotlib"):
         try:
@@ -1147,9 +1087,7 @@ def main(config: Config) -> dict:
         }
         config = dataclasses.replace(config, **preset)
     _check(config)
-    run_dir = make_run_dir(config.out, os.path.join("results", EXPERIMENT))
-    with open(os.path.join(run_dir, "config.json"), "w") as file:
-        json.dump(dataclasses.asdict(config), file, indent=2)
+    config, run_dir = _run.start_run(config, EXPERIMENT)
     arrays, data = make_inputs(config)
     inputs = os.path.join(run_dir, "inputs.npz")
     np.savez(
@@ -1163,7 +1101,7 @@ def main(config: Config) -> dict:
     rows = []
     start = time.perf_counter()
     for i, m in enumerate(measurements, 1):
-        row = _run_measurement(m, config, run_dir, inputs)
+        row = _run_configuration(m, config, run_dir, inputs)
         rows.append(row)
         status = (
             f"{row['median_step_seconds']:.3f} s/step"
@@ -1188,7 +1126,7 @@ def main(config: Config) -> dict:
         ),
         total_seconds=time.perf_counter() - start,
         machine=machine(),
-        environment=environment(),
+        environment=ltc_jax.environment(),
         run_dir=run_dir,
     )
     with open(os.path.join(run_dir, "metrics.json"), "w") as file:

@@ -20,7 +20,6 @@ prints the table.
 """
 
 import dataclasses
-import json
 import math
 import os
 import time
@@ -35,6 +34,7 @@ import numpy as np
 import tyro
 
 import ltc_jax
+from experiments import _report, _run
 
 
 SAMPLE_RATE_HZ = ltc_jax.datasets.MITBIH_208_SAMPLE_RATE_HZ
@@ -256,15 +256,9 @@ def _row(spec, name, rtol, dtype, tau, k, samples, results, config) -> dict:
 def main(config: Config) -> dict:
     """Run the sweep; returns (and writes to `metrics.json`) every record, the table
     and the environment."""
-    if config.quick:
-        config = dataclasses.replace(config, **QUICK)
     for spec in (*config.solvers, *config.float64_solvers):
         parse_solver(spec)
-    run_dir = ltc_jax.make_run_dir(
-        config.out, os.path.join("results", "gradient_accuracy")
-    )
-    with open(os.path.join(run_dir, "config.json"), "w") as file:
-        json.dump(dataclasses.asdict(config), file, indent=2)
+    config, run_dir = _run.start_run(config, "gradient_accuracy", QUICK)
     started = time.perf_counter()
     rows = []
     for dtype in config.dtypes:
@@ -273,20 +267,16 @@ def main(config: Config) -> dict:
             dict(dtype=dtype, config=_json_config(config)),
             env={"JAX_ENABLE_X64": "1" if dtype == "float64" else "0"},
         )
-    report = format_table(rows, config)
     metrics = dict(
         records=rows,
-        table=report,
-        environment=ltc_jax.environment(),
+        table=format_table(rows, config),
         seconds=time.perf_counter() - started,
-        run_dir=run_dir,
     )
-    print(report)
-    print(f"\nTotal {metrics['seconds']:.0f} s; run folder {run_dir}")
-    with open(os.path.join(run_dir, "report.txt"), "w") as file:
-        file.write(report)
-    with open(os.path.join(run_dir, "metrics.json"), "w") as file:
-        json.dump(metrics, file, indent=2)
+    metrics = _run.finish(
+        run_dir,
+        metrics,
+        lambda m: f"{m['table']}\n\nTotal {m['seconds']:.0f} s",
+    )
     plot(rows, config, os.path.join(run_dir, "gradient_accuracy.png"))
     return metrics
 
@@ -343,10 +333,7 @@ def format_table(rows: list[dict], config: Config) -> str:
 def plot(rows: list[dict], config: Config, path: str) -> None:
     """Error against horizon, one panel per (typical tau, precision), one line per
     solver; failures drawn as crosses at the top."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _report.pyplot()
 
     taus, dtypes = list(config.typical_taus), list(config.dtypes)
     figure, axes = plt.subplots(

@@ -17,7 +17,6 @@ the environment), `memory_scaling.png`, and prints the tables.
 """
 
 import dataclasses
-import json
 import math
 import os
 import time
@@ -32,13 +31,12 @@ import numpy as np
 import tyro
 
 import ltc_jax
-from experiments import _common
+from experiments import _problems, _report, _run
 
 
 Mode = Literal["full", "checkpoint", "backsolve", "direct"]
-SAMPLE_RATE_HZ = ltc_jax.datasets.MITBIH_208_SAMPLE_RATE_HZ
-GIB = 2**30
-MIB = 2**20
+SAMPLE_RATE_HZ = _problems.SAMPLE_RATE_HZ
+GIB = _report.GIB
 # A window of n sample intervals takes ceil(duration / dt0) steps; a step a hair
 # longer than one sample keeps float32 rounding of the sample times (absolute
 # times near 300 s, hundreds of float32 epsilons) from adding a step.
@@ -126,45 +124,17 @@ def make_problem(
     dtype: str = "float32",
     interpolation: str = "linear",
 ) -> tuple[ltc_jax.LTC, ltc_jax.Batch]:
-    """The model and a batch of ECG forecasting windows of `steps + 1` samples.
-
-    Built in float32 on the host whatever `dtype` is, then cast and placed on the
-    default device, so that a float64 reference sees exactly the same parameters
-    and inputs, and no temporary of building the batch sets the device's peak.
-    Times count seconds from each window's start, on one grid shared by the
-    windows (`ts` of shape `(times,)`).
-    """
-    ts, millivolts = ltc_jax.datasets.load_mitbih_208()
-    window = steps + 1
-    horizon = max(1, round(horizon_seconds * SAMPLE_RATE_HZ))
-    last_start = ts.shape[0] - window - horizon
-    if last_start < batch_size - 1:
-        raise ValueError(
-            f"{batch_size} windows of {window} samples with a target {horizon} "
-            f"samples ahead do not fit in the recording's {ts.shape[0]} samples; "
-            f"use at most {ts.shape[0] - horizon - batch_size} steps."
-        )
-    starts = np.linspace(0, last_start, batch_size).astype(np.int64)
-    data = ltc_jax.datasets.forecast_windows(
-        ts, millivolts, window=window, horizon=horizon, starts=starts
+    """The model and a batch of ECG forecasting windows of `steps + 1` samples
+    (`_problems.ecg_problem`), the target `horizon_seconds` past each window."""
+    return _problems.ecg_problem(
+        steps + 1,
+        batch_size=batch_size,
+        hidden_size=hidden_size,
+        horizon=max(1, round(horizon_seconds * SAMPLE_RATE_HZ)),
+        seed=seed,
+        dtype=dtype,
+        interpolation=interpolation,
     )
-    host = jax.devices("cpu")[0]
-    with jax.enable_x64(False), jax.default_device(host):
-        model = float32_model(hidden_size, seed)
-        # Every window is sampled at 360 Hz: one time grid, passed once, lets the
-        # solve find its place in the input once for the whole batch.
-        path = ltc_jax.InputPath(
-            jnp.asarray(data.ts[0] - data.ts[0, 0], jnp.float32),
-            jnp.asarray(data.xs, jnp.float32),
-            interpolation=interpolation,
-        )
-        batch = ltc_jax.Batch(
-            path,
-            jnp.asarray(data.labels, jnp.float32),
-            jnp.ones((batch_size,), jnp.float32),
-        )
-    model, batch = _common.cast((model, batch), dtype)
-    return jax.device_put((model, batch), jax.devices()[0])
 
 
 def float32_model(hidden_size: int, seed: int) -> ltc_jax.LTC:
@@ -203,14 +173,7 @@ def default_checkpoints(max_steps: int) -> int:
 
 
 def reference_gradient(
-    steps: int,
-    batch_size: int,
-    hidden_size: int,
-    horizon_seconds: float,
-    seed: int,
-    substeps: int,
-    out_file: str,
-    interpolation: str = "linear",
+    steps: int, problem: dict, substeps: int, out_file: str, interpolation: str
 ) -> dict:
     """The float64 gradient of exact backpropagation through RK4 with `substeps`
     steps per sample (a discretisation error `substeps**4` times smaller than the
@@ -221,13 +184,7 @@ def reference_gradient(
     memory."""
     with jax.enable_x64(True):
         model, batch = make_problem(
-            steps,
-            batch_size=batch_size,
-            hidden_size=hidden_size,
-            horizon_seconds=horizon_seconds,
-            seed=seed,
-            dtype="float64",
-            interpolation=interpolation,
+            steps, **problem, dtype="float64", interpolation=interpolation
         )
         integrator = ltc_jax.make_integrator(
             "rk4",
@@ -235,16 +192,8 @@ def reference_gradient(
             dt0=STEP_SLACK / (substeps * SAMPLE_RATE_HZ),
             max_steps=substeps * steps,
         )
-        start = time.perf_counter()
-        gradient = ltc_jax.loss_gradient(model, batch, integrator)
-        flat = ltc_jax.flatten_gradient(gradient)
-        seconds = time.perf_counter() - start
-    if not np.all(np.isfinite(flat)):
-        raise FloatingPointError(
-            f"The reference gradient at {steps} steps is not finite."
-        )
-    np.save(out_file, flat)
-    return dict(steps=steps, seconds=seconds, norm=float(np.linalg.norm(flat)))
+        record = _problems.save_reference_gradient(model, batch, integrator, out_file)
+    return dict(record, steps=steps)
 
 
 def measure_configuration(
@@ -252,10 +201,7 @@ def measure_configuration(
     checkpoints: int | None,
     steps: int,
     solver: str,
-    batch_size: int,
-    hidden_size: int,
-    horizon_seconds: float,
-    seed: int,
+    problem: dict,
     timed_steps: int,
     reference_file: str | None,
     rtol: float | None = None,
@@ -271,12 +217,7 @@ def measure_configuration(
     `max_steps`) on the cubic interpolation of the samples, so the controller
     chooses the steps."""
     model, batch = make_problem(
-        steps,
-        batch_size=batch_size,
-        hidden_size=hidden_size,
-        horizon_seconds=horizon_seconds,
-        seed=seed,
-        interpolation="linear" if rtol is None else "cubic",
+        steps, **problem, interpolation="linear" if rtol is None else "cubic"
     )
     if rtol is None:
         integrator = fixed_integrator(solver, mode, steps, checkpoints, SAMPLE_RATE_HZ)
@@ -306,7 +247,7 @@ def measure_configuration(
         label=mode_label(mode, checkpoints),
         stored_checkpoints=stored_checkpoints(mode, checkpoints, integrator.max_steps),
         input_bytes=_input_bytes(batch),
-        hidden_size=hidden_size,
+        hidden_size=problem["hidden_size"],
     )
 
 
@@ -326,12 +267,7 @@ def estimate_configuration(
     its differentiable `args`, as a plain diffrax user would write it."""
     times = steps + 1
     model = float32_model(hidden_size, 0)
-    ts = jax.ShapeDtypeStruct((times,), jnp.float32)
-    xs = jax.ShapeDtypeStruct((batch_size, times, 1), jnp.float32)
-    path = jax.eval_shape(lambda ts, xs: ltc_jax.InputPath(ts, xs), ts, xs)
-    labels = jax.ShapeDtypeStruct((batch_size, 1), jnp.float32)
-    weights = jax.ShapeDtypeStruct((batch_size,), jnp.float32)
-    batch = ltc_jax.Batch(path, labels, weights)
+    batch = ltc_jax.abstract_batch(batch_size, times, 1, output_size=1)
     start = time.perf_counter()
     if mode == "backsolve-naive":
         fn, args = _naive_backsolve_gradient(solver, steps, rate_hz), (model, batch)
@@ -339,7 +275,7 @@ def estimate_configuration(
         integrator = fixed_integrator(solver, mode, steps, checkpoints, rate_hz)
         optimizer = ltc_jax.make_optimizer(1e-3, 1)
         opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
-        fn = ltc_jax.train_step_fn(optimizer, integrator)
+        fn = ltc_jax.make_train_step(optimizer, integrator)
         args = (model, opt_state, batch)
     memory = ltc_jax.compiled_memory(fn, *args)
     return dict(
@@ -351,7 +287,6 @@ def estimate_configuration(
         num_steps=steps,
         max_steps=steps,
         num_observations=times,
-        num_saved_outputs=1,
         batch_size=batch_size,
         hidden_size=hidden_size,
         rate_hz=rate_hz,
@@ -435,7 +370,7 @@ def adaptive_max_steps_demo(config: Config) -> list[dict]:
             integrator = ltc_jax.make_integrator(
                 "tsit5", mode, rtol=1e-3, atol=1e-4, max_steps=max_steps
             )
-            step = ltc_jax.train_step_fn(optimizer, integrator)
+            step = ltc_jax.make_train_step(optimizer, integrator)
             memory = ltc_jax.compiled_memory(step, model, opt_state, batch)
             rows.append(
                 dict(
@@ -473,8 +408,10 @@ def saves_versus_steps(config: Config) -> list[dict]:
         for mode in [m for m in config.modes if m != "direct"]:
             integrator = fixed_integrator("rk4", mode, steps, None, SAMPLE_RATE_HZ)
 
-            def loss(model, path, integrator=integrator, sequence=saves > 1):
-                outputs = model(path, integrator=integrator, sequence=sequence)
+            save = "observations" if saves > 1 else "final"
+
+            def loss(model, path, integrator=integrator, save=save):
+                outputs = model(path, integrator=integrator, save=save)
                 return jnp.mean(outputs**2)
 
             memory = ltc_jax.compiled_memory(eqx.filter_grad(loss), model, path)
@@ -496,13 +433,7 @@ def saves_versus_steps(config: Config) -> list[dict]:
 def main(config: Config) -> dict:
     """Run the experiment; returns (and writes to `metrics.json`) every record, the
     tables and the environment."""
-    if config.quick:
-        config = dataclasses.replace(config, **QUICK)
-    run_dir = ltc_jax.make_run_dir(
-        config.out, os.path.join("results", "memory_scaling")
-    )
-    with open(os.path.join(run_dir, "config.json"), "w") as file:
-        json.dump(dataclasses.asdict(config), file, indent=2)
+    config, run_dir = _run.start_run(config, "memory_scaling", QUICK)
     os.makedirs(os.path.join(run_dir, "records"))
     started = time.perf_counter()
     variants = [
@@ -527,24 +458,14 @@ def main(config: Config) -> dict:
     records = []
     for steps in config.steps:
         reference_file = os.path.join(run_dir, "records", f"reference-{steps}.npy")
-        reference = _call(
-            config,
-            "reference_gradient",
-            dict(
-                problem,
-                steps=steps,
-                substeps=config.reference_substeps,
-                out_file=reference_file,
-            ),
-            env={"JAX_ENABLE_X64": "1"},
-        )
+        reference = _reference(config, problem, steps, reference_file)
         print(f"reference gradient, {steps} steps: {reference['seconds']:.1f} s")
         for mode, checkpoints in measured_variants(steps):
             record = _call(
                 config,
                 "measure_configuration",
                 dict(
-                    problem,
+                    problem=problem,
                     mode=mode,
                     checkpoints=checkpoints,
                     steps=steps,
@@ -562,24 +483,13 @@ def main(config: Config) -> dict:
     if config.cost_window_seconds > 0:
         steps = round(config.cost_window_seconds * SAMPLE_RATE_HZ)
         reference_file = os.path.join(run_dir, "records", "reference-adaptive.npy")
-        _call(
-            config,
-            "reference_gradient",
-            dict(
-                problem,
-                steps=steps,
-                substeps=config.reference_substeps,
-                out_file=reference_file,
-                interpolation="cubic",
-            ),
-            env={"JAX_ENABLE_X64": "1"},
-        )
+        _reference(config, problem, steps, reference_file, interpolation="cubic")
         for mode in config.modes:
             record = _call(
                 config,
                 "measure_configuration",
                 dict(
-                    problem,
+                    problem=problem,
                     mode=mode,
                     checkpoints=None,
                     steps=steps,
@@ -622,16 +532,9 @@ def main(config: Config) -> dict:
         saves_versus_steps=saves,
         cost_ratios=cost_ratios(records),
         reductions=reductions(estimates),
-        environment=ltc_jax.environment(),
         seconds=time.perf_counter() - started,
-        run_dir=run_dir,
     )
-    report = format_report(metrics, config)
-    print(report)
-    with open(os.path.join(run_dir, "report.txt"), "w") as file:
-        file.write(report)
-    with open(os.path.join(run_dir, "metrics.json"), "w") as file:
-        json.dump(metrics, file, indent=2)
+    metrics = _run.finish(run_dir, metrics, lambda m: format_report(m, config))
     plot(metrics, config, os.path.join(run_dir, "memory_scaling.png"))
     return metrics
 
@@ -645,6 +548,18 @@ def _progress(r: dict) -> str:
     return line
 
 
+def _reference(config, problem, steps, out_file, interpolation="linear") -> dict:
+    """The float64 reference gradient of a size, in a float64 process."""
+    kwargs = dict(
+        steps=steps,
+        problem=problem,
+        substeps=config.reference_substeps,
+        out_file=out_file,
+        interpolation=interpolation,
+    )
+    return _call(config, "reference_gradient", kwargs, env={"JAX_ENABLE_X64": "1"})
+
+
 def _call(config: Config, function: str, kwargs: dict, env: dict | None = None):
     if config.isolate:
         return ltc_jax.call_in_subprocess(
@@ -656,8 +571,7 @@ def _call(config: Config, function: str, kwargs: dict, env: dict | None = None):
 def _write_record(run_dir: str, record: dict) -> None:
     name = f"{record['kind']}-{record['label']}-{record['num_steps']}"
     name = name.replace(" ", "_").replace("(", "").replace(")", "")
-    with open(os.path.join(run_dir, "records", name + ".json"), "w") as file:
-        json.dump(record, file, indent=2)
+    _run.write_json(os.path.join(run_dir, "records", name + ".json"), record)
 
 
 def cost_ratios(records: list[dict]) -> list[dict]:
@@ -695,24 +609,15 @@ def reductions(estimates: list[dict]) -> list[dict]:
 # --- report --------------------------------------------------------------------------
 
 
-def _mib(n: int | None) -> str:
-    return "-" if n is None else f"{n / MIB:.2f}"
-
-
-def _error(value: float | None) -> str:
-    return "non-finite" if value is None else f"{value:.1e}"
-
-
-def _ratio(value: float | None, suffix: str = "") -> str:
-    """A ratio to two decimals; "-" where it was not measured."""
-    return "-" if value is None else f"{value:.2f}{suffix}"
+_mib = _report.mib
+_error = _report.error
+_ratio = _report.ratio
 
 
 MEASURED_COLUMNS = [
     ("mode", lambda r: r["label"]),
     ("steps", lambda r: r["num_steps"]),
     ("observations", lambda r: r["num_observations"]),
-    ("saved", lambda r: r["num_saved_outputs"]),
     ("temp MiB", lambda r: _mib(r["temp_bytes"])),
     ("args MiB", lambda r: _mib(r["argument_bytes"])),
     ("runtime peak MiB", lambda r: _mib(r["runtime_peak_bytes"])),
@@ -730,82 +635,6 @@ MEASURED_COLUMNS = [
 def format_report(metrics: dict, config: Config) -> str:
     """The tables printed at the end of a run (also written to `report.txt`)."""
     environment = metrics["environment"]
-    sections = [
-        (
-            f"Measured on the ECG ({environment['backend']}, {environment['device']}; "
-            "times are medians; gradient error against the float64 reference):",
-            _common.format_table(metrics["records"], MEASURED_COLUMNS),
-        )
-    ]
-    budgets = [
-        (f"fits {b:g} GiB", lambda r, b=b: "yes" if r[f"fits_{b:g}_gib"] else "no")
-        for b in config.budgets_gib
-    ]
-    sections.append(
-        (
-            "Compile-only estimates (an input of as many samples at "
-            f"{config.estimate_rate_hz:g} Hz; peak = temp + arguments + outputs):",
-            _common.format_table(
-                metrics["estimates"],
-                [
-                    ("mode", lambda r: r["label"]),
-                    ("steps", lambda r: r["num_steps"]),
-                    ("temp MiB", lambda r: _mib(r["temp_bytes"])),
-                    ("input MiB", lambda r: _mib(r["input_bytes"])),
-                    ("peak MiB", lambda r: _mib(r["peak_bytes"])),
-                    *budgets,
-                ],
-            ),
-        )
-    )
-    if metrics["reductions"]:
-        sections.append(
-            (
-                "Temp memory of full storage divided by each mode's:",
-                _common.format_table(
-                    metrics["reductions"],
-                    [
-                        ("mode", lambda r: r["label"]),
-                        ("steps", lambda r: r["num_steps"]),
-                        ("full / mode", lambda r: f"{r['full_over_this']:.1f}x"),
-                    ],
-                ),
-            )
-        )
-    if metrics["adaptive_max_steps"]:
-        sections.append(
-            (
-                "Adaptive Tsit5 on a "
-                f"{config.adaptive_window_seconds:g} s window (cubic input): memory "
-                "follows max_steps, not the steps taken:",
-                _common.format_table(
-                    metrics["adaptive_max_steps"],
-                    [
-                        ("mode", lambda r: r["gradient_mode"]),
-                        ("max_steps", lambda r: r["max_steps"]),
-                        ("steps taken", lambda r: r["num_steps"]),
-                        ("rejected", lambda r: r["num_rejected_steps"]),
-                        ("stored states", lambda r: r["stored_checkpoints"]),
-                        ("temp MiB", lambda r: _mib(r["temp_bytes"])),
-                    ],
-                ),
-            )
-        )
-    if metrics["saves_versus_steps"]:
-        sections.append(
-            (
-                "Saved outputs are not solver steps (RK4, 3,600 steps over 10 s):",
-                _common.format_table(
-                    metrics["saves_versus_steps"],
-                    [
-                        ("mode", lambda r: r["gradient_mode"]),
-                        ("solver steps", lambda r: r["num_steps"]),
-                        ("saved outputs", lambda r: r["num_saved_outputs"]),
-                        ("temp MiB", lambda r: _mib(r["temp_bytes"])),
-                    ],
-                ),
-            )
-        )
     largest = max(r["num_steps"] for r in metrics["records"])
     counted = [
         r["num_steps"]
@@ -813,87 +642,113 @@ def format_report(metrics: dict, config: Config) -> str:
         if r["backward_forward_evaluation_ratio"] is not None
     ]
     largest_counted = max(counted, default=None)
-
-    def at(steps, label, key):
-        return next(
-            (
-                r[key]
-                for r in metrics["cost_ratios"]
-                if r["num_steps"] == steps and r["label"] == label
-            ),
-            None,
-        )
-
-    sections.append(
+    evaluation_ratio = {
+        r["label"]: r["backward_forward_evaluation_ratio"]
+        for r in metrics["cost_ratios"]
+        if r["num_steps"] == largest_counted
+    }
+    budgets = [
+        (f"fits {b:g} GiB", lambda r, b=b: "yes" if r[f"fits_{b:g}_gib"] else "no")
+        for b in config.budgets_gib
+    ]
+    mode, steps = ("mode", lambda r: r["label"]), ("steps", lambda r: r["num_steps"])
+    temp = ("temp MiB", lambda r: _mib(r["temp_bytes"]))
+    sections = [
+        (
+            f"Measured on the ECG ({environment['backend']}, {environment['device']}; "
+            "times are medians; gradient error against the float64 reference):",
+            metrics["records"],
+            MEASURED_COLUMNS,
+        ),
+        (
+            "Compile-only estimates (an input of as many samples at "
+            f"{config.estimate_rate_hz:g} Hz; peak = temp + arguments + outputs):",
+            metrics["estimates"],
+            [
+                mode,
+                steps,
+                temp,
+                ("input MiB", lambda r: _mib(r["input_bytes"])),
+                ("peak MiB", lambda r: _mib(r["peak_bytes"])),
+                *budgets,
+            ],
+        ),
+        (
+            "Temp memory of full storage divided by each mode's:",
+            metrics["reductions"],
+            [mode, steps, ("full / mode", lambda r: f"{r['full_over_this']:.1f}x")],
+        ),
+        (
+            f"Adaptive Tsit5 on a {config.adaptive_window_seconds:g} s window (cubic "
+            "input): memory follows max_steps, not the steps taken:",
+            metrics["adaptive_max_steps"],
+            [
+                ("mode", lambda r: r["gradient_mode"]),
+                ("max_steps", lambda r: r["max_steps"]),
+                ("steps taken", lambda r: r["num_steps"]),
+                ("rejected", lambda r: r["num_rejected_steps"]),
+                ("stored states", lambda r: r["stored_checkpoints"]),
+                temp,
+            ],
+        ),
+        (
+            "Saved outputs are not solver steps (RK4, 3,600 steps over 10 s):",
+            metrics["saves_versus_steps"],
+            [
+                ("mode", lambda r: r["gradient_mode"]),
+                ("solver steps", lambda r: r["num_steps"]),
+                ("saved outputs", lambda r: r["num_saved_outputs"]),
+                temp,
+            ],
+        ),
         (
             f"Cost of the gradient (backward / forward): time at {largest} steps, "
             f"evaluations at {largest_counted} steps (the largest size counted):",
-            _common.format_table(
-                [r for r in metrics["cost_ratios"] if r["num_steps"] == largest],
-                [
-                    ("mode", lambda r: r["label"]),
-                    ("time", lambda r: _ratio(r["backward_forward_time_ratio"], "x")),
-                    (
-                        "evaluations",
-                        lambda r: _ratio(
-                            at(
-                                largest_counted,
-                                r["label"],
-                                "backward_forward_evaluation_ratio",
-                            ),
-                            "x",
-                        ),
-                    ),
-                ],
-            ),
-        )
-    )
-    if metrics["adaptive_cost"]:
-        sections.append(
-            (
-                f"Cost of the gradient with adaptive {config.cost_solver} (rtol "
-                f"{config.cost_rtol:g}, atol {config.cost_rtol / 100:g}) on "
-                f"{config.cost_window_seconds:g} s windows (cubic input); steps are "
-                "the forward solve's, accepted + rejected:",
-                _common.format_table(
-                    metrics["adaptive_cost"],
-                    [
-                        ("mode", lambda r: r["label"]),
-                        ("steps", lambda r: r["num_steps"]),
-                        ("rejected", lambda r: r["num_rejected_steps"]),
-                        ("max_steps", lambda r: r["max_steps"]),
-                        ("temp MiB", lambda r: _mib(r["temp_bytes"])),
-                        ("fwd evals", lambda r: r["forward_evaluations"]),
-                        ("bwd evals", lambda r: r["backward_evaluations"]),
-                        (
-                            "bwd/fwd evals",
-                            lambda r: _ratio(r["backward_forward_evaluation_ratio"]),
-                        ),
-                        (
-                            "bwd/fwd time",
-                            lambda r: f"{r['backward_forward_time_ratio']:.2f}",
-                        ),
-                        (
-                            "grad rel. error",
-                            lambda r: _error(r["gradient_relative_error"]),
-                        ),
-                    ],
+            [r for r in metrics["cost_ratios"] if r["num_steps"] == largest],
+            [
+                mode,
+                ("time", lambda r: _ratio(r["backward_forward_time_ratio"], "x")),
+                (
+                    "evaluations",
+                    lambda r: _ratio(evaluation_ratio.get(r["label"]), "x"),
                 ),
-            )
-        )
-    text = "\n\n".join(f"{title}\n{body}" for title, body in sections)
-    return (
-        text + f"\n\nTotal {metrics['seconds']:.0f} s; run folder {metrics['run_dir']}"
+            ],
+        ),
+        (
+            f"Cost of the gradient with adaptive {config.cost_solver} (rtol "
+            f"{config.cost_rtol:g}, atol {config.cost_rtol / 100:g}) on "
+            f"{config.cost_window_seconds:g} s windows (cubic input); steps are the "
+            "forward solve's, accepted + rejected:",
+            metrics["adaptive_cost"],
+            [
+                mode,
+                steps,
+                ("rejected", lambda r: r["num_rejected_steps"]),
+                ("max_steps", lambda r: r["max_steps"]),
+                temp,
+                ("fwd evals", lambda r: r["forward_evaluations"]),
+                ("bwd evals", lambda r: r["backward_evaluations"]),
+                (
+                    "bwd/fwd evals",
+                    lambda r: _ratio(r["backward_forward_evaluation_ratio"]),
+                ),
+                ("bwd/fwd time", lambda r: f"{r['backward_forward_time_ratio']:.2f}"),
+                ("grad rel. error", lambda r: _error(r["gradient_relative_error"])),
+            ],
+        ),
+    ]
+    text = "\n\n".join(
+        f"{title}\n{_report.format_table(rows, columns)}"
+        for title, rows, columns in sections
+        if rows
     )
+    return text + f"\n\nTotal {metrics['seconds']:.0f} s"
 
 
 def plot(metrics: dict, config: Config, path: str) -> None:
     """Log-log compiled temp memory against internal solver steps (one line per
     mode: measured solid, compile-only dashed), and median step time."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _report.pyplot()
 
     labels = list(dict.fromkeys(r["label"] for r in metrics["records"]))
     palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]

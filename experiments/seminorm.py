@@ -21,12 +21,11 @@ and prints the table.
 import dataclasses
 import os
 
-import jax
 import numpy as np
 import tyro
 
 import ltc_jax
-from experiments import _common
+from experiments import _problems, _report, _run
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,18 +68,15 @@ def problem(
     """ECG windows of `window` samples (time in seconds from each window's start),
     labelled with the value `horizon` samples later; the float32 LTC of `seed`,
     cast to `dtype`."""
-    with jax.enable_x64(False):
-        model = ltc_jax.LTC(
-            1, config.hidden_size, 1, key=jax.random.PRNGKey(config.seed)
-        )
-    batch = _common.ecg_batch(
+    return _problems.ecg_problem(
         window,
-        horizon=config.horizon,
         batch_size=config.batch_size,
+        hidden_size=config.hidden_size,
+        horizon=config.horizon,
+        seed=config.seed,
         dtype=dtype,
         interpolation=interpolation,
     )
-    return _common.cast(model, dtype), batch
 
 
 def reference_gradient(
@@ -95,9 +91,7 @@ def reference_gradient(
         atol=config.reference_rtol,
         max_steps=8 * config.max_steps,  # tight tolerances: many more steps
     )
-    flat = ltc_jax.flatten_gradient(ltc_jax.loss_gradient(model, batch, integrator))
-    np.save(out_file, flat)
-    return dict(norm=float(np.linalg.norm(flat)))
+    return _problems.save_reference_gradient(model, batch, integrator, out_file)
 
 
 def _measure_window(
@@ -144,12 +138,7 @@ def _measure_window(
                     rtol=rtol,
                     atol=atol,
                     seminorm=seminorm,
-                    forward_evaluations=m.forward_evaluations,
-                    backward_evaluations=m.backward_evaluations,
-                    forward_seconds=m.forward_seconds,
-                    backward_seconds=m.backward_seconds,
-                    gradient_is_finite=m.gradient_is_finite,
-                    gradient_relative_error=m.gradient_relative_error,
+                    **m.figures(),
                 )
             )
             print(
@@ -161,9 +150,7 @@ def _measure_window(
 
 def main(config: Config) -> dict:
     """Measure every window, tolerance and seminorm setting; return the metrics."""
-    if config.quick:
-        config = dataclasses.replace(config, **QUICK)
-    run_dir = _common.start_run(config, "seminorm")
+    config, run_dir = _run.start_run(config, "seminorm", QUICK)
     rows = []
     for interpolation in config.interpolations:
         for window in config.windows:
@@ -179,7 +166,7 @@ def main(config: Config) -> dict:
         environment=ltc_jax.environment(),
         run_dir=run_dir,
     )
-    _common.write_json(os.path.join(run_dir, "metrics.json"), metrics)
+    _run.write_json(os.path.join(run_dir, "metrics.json"), metrics)
     plot(rows, os.path.join(run_dir, "seminorm.png"))
     print(format_report(metrics))
     return metrics
@@ -191,7 +178,7 @@ def format_report(metrics: dict) -> str:
             return "non-finite"
         return f"{r['gradient_relative_error']:.1e}"
 
-    table = _common.format_table(
+    table = _report.format_table(
         metrics["rows"],
         [
             ("input", lambda r: r["interpolation"]),
@@ -219,10 +206,7 @@ def format_report(metrics: dict) -> str:
 
 def plot(rows: list[dict], path: str) -> None:
     """Backward evaluations with and without the seminorm, per setting."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _report.pyplot()
 
     labels = [
         f"{r['interpolation']}\n{r['window_seconds']:g} s\nrtol {r['rtol']:g}"

@@ -12,7 +12,6 @@ table.
 
 import dataclasses
 import os
-import time
 
 import equinox as eqx
 import jax
@@ -20,7 +19,7 @@ import numpy as np
 import tyro
 
 import ltc_jax
-from experiments import _common, memory_scaling
+from experiments import _report, _run, memory_scaling
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,9 +49,7 @@ def main(config: Config) -> dict:
     """Time both layouts at each size; return (and write) the rows.
 
     **Raises:** `RuntimeError` if the two layouts give different losses."""
-    if config.quick:
-        config = dataclasses.replace(config, **QUICK)
-    run_dir = _common.start_run(config, "shared_grid")
+    config, run_dir = _run.start_run(config, "shared_grid", QUICK)
     rows = []
     for steps in config.steps:
         model, batch = memory_scaling.make_problem(
@@ -78,11 +75,9 @@ def main(config: Config) -> dict:
         for layout, path in (("shared", shared), ("per-sequence", per_sequence)):
             layout_batch = batch._replace(path=path)
             losses[layout] = float(forward(model, layout_batch))  # compiles
-            seconds = []
-            for _ in range(config.timed_steps):
-                start = time.perf_counter()
-                jax.block_until_ready(forward(model, layout_batch))
-                seconds.append(time.perf_counter() - start)
+            seconds = ltc_jax.time_calls(
+                forward, model, layout_batch, warmup=0, repeats=config.timed_steps
+            )
             rows.append(
                 dict(
                     steps=steps,
@@ -96,9 +91,9 @@ def main(config: Config) -> dict:
         if losses["shared"] != losses["per-sequence"]:
             raise RuntimeError(f"The two layouts give different losses: {losses}.")
     metrics = dict(backend=jax.default_backend(), rows=rows)
-    _common.write_json(os.path.join(run_dir, "metrics.json"), metrics)
+    _run.write_json(os.path.join(run_dir, "metrics.json"), metrics)
     print(
-        _common.format_table(
+        _report.format_table(
             rows,
             [
                 ("steps", lambda r: r["steps"]),

@@ -18,15 +18,13 @@ environment), `work_precision.png`, and prints the tables.
 import dataclasses
 import math
 import os
-import time
 
-import equinox as eqx
 import jax
 import numpy as np
 import tyro
 
 import ltc_jax
-from experiments import _common
+from experiments import _problems, _report, _run
 
 
 FIXED = ("euler", "rk4")
@@ -34,7 +32,7 @@ ADAPTIVE = ("heun", "bosh3", "tsit5", "dopri5", "dopri8", "kvaerno5")
 
 
 @dataclasses.dataclass(frozen=True)
-class Config:
+class Config(_problems.VowelsTraining):
     """Compare the solvers on JapaneseVowels, and on a stiff initialisation."""
 
     out: str | None = None
@@ -43,14 +41,6 @@ class Config:
     """Smoke-test sizes (under a minute)."""
     solvers: tuple[str, ...] = FIXED + ADAPTIVE + ("fused",)
     adjoints: tuple[str, ...] = ("checkpoint", "backsolve")
-    seeds: tuple[int, ...] = (0, 1, 2)
-    epochs: int = 15
-    """The training budget, the same for every solver."""
-    hidden_size: int = 32
-    batch_size: int = 32
-    learning_rate: float = 1e-2
-    train_size: int | None = None
-    """Training utterances (default: all 270)."""
     fixed_dt0: float = 0.1
     """Step of euler and rk4, in frames: stable for tau >= 0.1 at initialisation
     (explicit Euler needs dt0 * (1/tau + 1) < 2)."""
@@ -87,18 +77,19 @@ QUICK = dict(
 
 
 def integrator_for(
-    solver: str, adjoint: str, config: Config, duration: float, max_steps: int
+    solver: str, adjoint: str, config: Config, datasets, max_steps: int
 ) -> ltc_jax.Integrator:
     """The integrator of one row: fixed `fixed_dt0` steps (euler, rk4), the fused
-    step of `fused_dt0` (with Heun for backsolve's reverse solve), or adaptive
-    steps at `rtol`/`atol`."""
+    step of `fused_dt0` (with Heun for backsolve's reverse solve), both with the
+    `max_steps` the longest sequence of `datasets` needs; or adaptive steps at
+    `rtol`/`atol` with `max_steps`."""
     if solver in FIXED or solver == "fused":
         dt0 = config.fixed_dt0 if solver in FIXED else config.fused_dt0
         return ltc_jax.make_integrator(
             solver,
             adjoint,
             dt0=dt0,
-            max_steps=max(1, math.ceil(duration / dt0)),
+            max_steps=ltc_jax.fixed_max_steps(datasets, dt0),
             ode_unfolds=config.ode_unfolds,
             backward_solver="heun"
             if solver == "fused" and adjoint == "backsolve"
@@ -112,11 +103,11 @@ def integrator_for(
 
 
 def make_model(config: Config, seed: int, tau: float | None = None) -> ltc_jax.LTC:
-    return _common.vowels_model(config.hidden_size, seed, tau)
+    return _problems.vowels_model(config.hidden_size, seed, tau)
 
 
 def first_batch(train, batch_size: int) -> ltc_jax.Batch:
-    (path,) = _common.float32_paths(train)
+    (path,) = _problems.float32_paths(train)
     return next(ltc_jax.batches(train, batch_size, path=path))
 
 
@@ -126,8 +117,8 @@ def reference_gradient(config: dict, tau: float | None, out_file: str) -> dict:
     (Tsit5; Kvaerno5 for the stiff sweep), saved flat to `out_file`. Run in a
     float64 process."""
     config = Config(**config)
-    train, _ = _common.japanese_vowels(config.train_size)
-    model = _common.cast(make_model(config, config.seeds[0], tau), "float64")
+    train, _ = _problems.japanese_vowels(config.train_size)
+    model = _problems.cast(make_model(config, config.seeds[0], tau), "float64")
     batch = next(ltc_jax.batches(train, config.batch_size))
     integrator = ltc_jax.make_integrator(
         "tsit5" if tau is None else "kvaerno5",
@@ -136,9 +127,7 @@ def reference_gradient(config: dict, tau: float | None, out_file: str) -> dict:
         atol=config.reference_rtol,
         max_steps=config.stiff_max_steps * 4,
     )
-    flat = ltc_jax.flatten_gradient(ltc_jax.loss_gradient(model, batch, integrator))
-    np.save(out_file, flat)
-    return dict(norm=float(np.linalg.norm(flat)))
+    return _problems.save_reference_gradient(model, batch, integrator, out_file)
 
 
 def _reference(config: Config, tau: float | None, run_dir: str) -> np.ndarray:
@@ -152,91 +141,38 @@ def _reference(config: Config, tau: float | None, run_dir: str) -> np.ndarray:
     return np.load(path)
 
 
-def _measure(model, batch, integrator, reference) -> dict:
-    """One training step measured; a failed solve becomes a recorded failure."""
-    try:
-        m = ltc_jax.measure(
-            model, batch, integrator, timed_steps=3, reference_gradient=reference
-        )
-    except (eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError) as error:
-        return dict(error=ltc_jax.failure_reason(error))  # a failure is a result
-    return dict(
-        error=None,
-        step_seconds=m.step_seconds,
-        forward_evaluations=m.forward_evaluations,
-        backward_evaluations=m.backward_evaluations,
-        num_steps=m.num_steps,
-        num_rejected_steps=m.num_rejected_steps,
-        gradient_is_finite=m.gradient_is_finite,
-        gradient_relative_error=m.gradient_relative_error,
-    )
-
-
 def train_row(solver: str, adjoint: str, config: Config, data, optimizer) -> dict:
     """Train every seed with `solver`/`adjoint`; failed updates are skipped and
     counted, a run with too many in a row is recorded as failed."""
-    train, test = data
-    duration = _common.longest_duration(train, test)
-    integrator = integrator_for(solver, adjoint, config, duration, config.max_steps)
-    train_path, test_path = _common.float32_paths(train, test)
-    accuracies, failed_updates, failed_runs, seconds = [], 0, 0, 0.0
+    integrator = integrator_for(solver, adjoint, config, data, config.max_steps)
     if f"{solver}/{adjoint}" in config.skipped:
-        return dict(
-            solver=solver,
-            adjoint=adjoint,
-            trained=False,
-            accuracies=[],
-            accuracy_mean=math.nan,
-            accuracy_std=math.nan,
-            runs_finished=0,
-            failed_updates=0,
-            failed_runs=0,
-            train_seconds=0.0,
+        runs = []
+    else:
+        runs = _problems.train_seeds(
+            config, integrator, optimizer, data, f"{solver}/{adjoint}"
         )
-    for seed in config.seeds:
-        start = time.perf_counter()
-        try:
-            model, history = _common.train_skipping_failures(
-                make_model(config, seed),
-                train,
-                integrator,
-                optimizer,
-                epochs=config.epochs,
-                batch_size=config.batch_size,
-                seed=seed,
-                path=train_path,
-            )
-            failed_updates += sum(h["failures"] for h in history)
-            result = ltc_jax.evaluate(
-                model, test, integrator=integrator, path=test_path
-            )
-            accuracies.append(result["accuracy"])
-        except ltc_jax.TrainingFailedError as error:
-            failed_runs += 1
-            accuracies.append(None)
-            print(f"  {solver}/{adjoint} seed {seed}: {str(error)[:160]}")
-        seconds += time.perf_counter() - start
-    mean, std, finished = _common.mean_std(accuracies)
+    accuracies = [run["accuracy"] for run in runs]
+    mean, std, finished = _report.mean_std(accuracies)
     return dict(
         solver=solver,
         adjoint=adjoint,
-        trained=True,
+        trained=bool(runs),
         accuracies=accuracies,
         accuracy_mean=mean,
         accuracy_std=std,
         runs_finished=finished,
-        failed_updates=failed_updates,
-        failed_runs=failed_runs,
-        train_seconds=seconds,
+        failed_updates=sum(
+            h["failures"] for run in runs for h in (run["history"] or [])
+        ),
+        failed_runs=sum(run["error"] is not None for run in runs),
+        train_seconds=sum(run["seconds"] for run in runs),
     )
 
 
 def main(config: Config) -> dict:
     """Run the comparison; return (and write) the metrics."""
-    if config.quick:
-        config = dataclasses.replace(config, **QUICK)
-    run_dir = _common.start_run(config, "solvers")
-    data = _common.japanese_vowels(config.train_size)
+    config, run_dir = _run.start_run(config, "solvers", QUICK)
+    data = _problems.japanese_vowels(config.train_size)
     train, test = data
     batch = first_batch(train, config.batch_size)
     steps_per_epoch = math.ceil(len(train) / config.batch_size)
@@ -251,22 +187,23 @@ def main(config: Config) -> dict:
     )
     partial = os.path.join(run_dir, "metrics.partial.json")
     reference = _reference(config, None, run_dir)
-    duration = _common.longest_duration(train, test)
     for solver in config.solvers:
         for adjoint in config.adjoints:
             row = train_row(solver, adjoint, config, data, optimizer)
-            integrator = integrator_for(
-                solver, adjoint, config, duration, config.max_steps
-            )
+            integrator = integrator_for(solver, adjoint, config, data, config.max_steps)
             if f"{solver}/{adjoint}" in config.skipped:
                 row.update(error="skipped (too slow)")
             else:
                 model = make_model(config, config.seeds[0])
-                row.update(_measure(model, batch, integrator, reference))
+                row.update(
+                    _problems.measure_or_failure(
+                        model, batch, integrator, reference, timed_steps=3
+                    )
+                )
             rows.append(row)
-            _common.write_json(partial, metrics)  # a killed run keeps its rows
+            _run.write_json(partial, metrics)  # a killed run keeps its rows
             accuracy = (
-                _common.percent(row["accuracy_mean"], row["accuracy_std"]) + "%"
+                _report.percent(row["accuracy_mean"], row["accuracy_std"]) + "%"
                 if row["trained"]
                 else "not trained"
             )
@@ -280,18 +217,22 @@ def main(config: Config) -> dict:
         model = make_model(config, config.seeds[0], tau)
         for solver in config.solvers:
             integrator = integrator_for(
-                solver, "checkpoint", config, duration, config.stiff_max_steps
+                solver, "checkpoint", config, data, config.stiff_max_steps
             )
             row = dict(solver=solver, tau=tau)
-            row.update(_measure(model, batch, integrator, reference))
+            row.update(
+                _problems.measure_or_failure(
+                    model, batch, integrator, reference, timed_steps=3
+                )
+            )
             stiff.append(row)
-            _common.write_json(partial, metrics)
+            _run.write_json(partial, metrics)
             print(
                 f"tau {tau:g} {solver:>9}: "
                 f"{row.get('forward_evaluations', row.get('error'))}"
             )
 
-    _common.write_json(os.path.join(run_dir, "metrics.json"), metrics)
+    _run.write_json(os.path.join(run_dir, "metrics.json"), metrics)
     os.remove(partial)
     plot(rows, stiff, os.path.join(run_dir, "work_precision.png"))
     print(format_report(metrics, config))
@@ -327,7 +268,7 @@ _COST_COLUMNS = [
 
 
 def format_report(metrics: dict, config: Config) -> str:
-    trained = _common.format_table(
+    trained = _report.format_table(
         metrics["rows"],
         [
             ("solver", lambda r: r["solver"]),
@@ -335,7 +276,7 @@ def format_report(metrics: dict, config: Config) -> str:
             (
                 f"test accuracy % ({len(config.seeds)} seeds)",
                 lambda r: (
-                    _common.percent(r["accuracy_mean"], r["accuracy_std"])
+                    _report.percent(r["accuracy_mean"], r["accuracy_std"])
                     if r["trained"]
                     else "not trained"
                 ),
@@ -353,7 +294,7 @@ def format_report(metrics: dict, config: Config) -> str:
             ("step failure", lambda r: r.get("error") or "-"),
         ],
     )
-    stiff = _common.format_table(
+    stiff = _report.format_table(
         metrics["stiffness"],
         [
             ("tau (frames)", lambda r: f"{r['tau']:g}"),
@@ -382,10 +323,7 @@ def format_report(metrics: dict, config: Config) -> str:
 def plot(rows: list[dict], stiff: list[dict], path: str) -> None:
     """Work-precision: gradient error against evaluations per training step (left),
     test accuracy against evaluations (right)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _report.pyplot()
 
     fig, (ax_err, ax_acc) = plt.subplots(1, 2, figsize=(11, 4.2))
     markers = {"checkpoint": "o", "backsolve": "s"}

@@ -17,19 +17,17 @@ Writes `results/tolerances/<run>/`: `config.json`, `metrics.json`,
 import dataclasses
 import math
 import os
-import time
 
-import equinox as eqx
 import jax
 import numpy as np
 import tyro
 
 import ltc_jax
-from experiments import _common
+from experiments import _problems, _report, _run
 
 
 @dataclasses.dataclass(frozen=True)
-class Config:
+class Config(_problems.VowelsTraining):
     """Sweep the tolerances, and compare a tolerance schedule with fixed ones."""
 
     out: str | None = None
@@ -49,12 +47,6 @@ class Config:
     tighten_at: float = 0.7
     """The schedule switches from loose to tight after this fraction of epochs."""
     solver: str = "tsit5"
-    seeds: tuple[int, ...] = (0, 1, 2)
-    epochs: int = 15
-    hidden_size: int = 32
-    batch_size: int = 32
-    learning_rate: float = 1e-2
-    train_size: int | None = None
     max_steps: int = 8192
     reference_rtol: float = 1e-10
 
@@ -75,9 +67,9 @@ def reference_gradient(config: dict, out_file: str) -> dict:
     """The float64 gradient at initialisation on the first batch (Tsit5 at
     `reference_rtol`, exact backpropagation), saved flat to `out_file`."""
     config = Config(**config)
-    train, _ = _common.japanese_vowels(config.train_size)
-    model = _common.cast(
-        _common.vowels_model(config.hidden_size, config.seeds[0]), "float64"
+    train, _ = _problems.japanese_vowels(config.train_size)
+    model = _problems.cast(
+        _problems.vowels_model(config.hidden_size, config.seeds[0]), "float64"
     )
     batch = next(ltc_jax.batches(train, config.batch_size))
     integrator = ltc_jax.make_integrator(
@@ -86,85 +78,42 @@ def reference_gradient(config: dict, out_file: str) -> dict:
         atol=config.reference_rtol,
         max_steps=config.max_steps * 4,
     )
-    flat = ltc_jax.flatten_gradient(ltc_jax.loss_gradient(model, batch, integrator))
-    np.save(out_file, flat)
-    return dict(norm=float(np.linalg.norm(flat)))
+    return _problems.save_reference_gradient(model, batch, integrator, out_file)
 
 
 def train_setting(name: str, integrator, config: Config, data, optimizer) -> dict:
     """Train every seed with `integrator` (an integrator or a tolerance schedule)."""
-    train, test = data
-    final = (
-        integrator.final
-        if isinstance(integrator, ltc_jax.ToleranceSchedule)
-        else integrator
-    )
-    train_path, test_path = _common.float32_paths(train, test)
-    accuracies, seconds, steps, failures = [], [], [], []
-    for seed in config.seeds:
-        start = time.perf_counter()
-        try:
-            model, history = _common.train_skipping_failures(
-                _common.vowels_model(config.hidden_size, seed),
-                train,
-                integrator,
-                optimizer,
-                epochs=config.epochs,
-                batch_size=config.batch_size,
-                seed=seed,
-                path=train_path,
-            )
-        except ltc_jax.TrainingFailedError as error:  # a failure is a result
-            failures.append(str(error))
-            accuracies.append(None)
-            print(f"  {name}, seed {seed}: {str(error)[:160]}")
-            continue
-        seconds.append(time.perf_counter() - start)
-        steps.append([h["num_steps"] for h in history])
-        result = ltc_jax.evaluate(model, test, integrator=final, path=test_path)
-        accuracies.append(result["accuracy"])
-    mean, std, _ = _common.mean_std(accuracies)
+    runs = _problems.train_seeds(config, integrator, optimizer, data, name)
+    finished = [run for run in runs if run["error"] is None]
+    mean, std, _ = _report.mean_std([run["accuracy"] for run in runs])
+    steps = [[h["num_steps"] for h in run["history"]] for run in finished]
     return dict(
         setting=name,
-        accuracies=accuracies,
+        accuracies=[run["accuracy"] for run in runs],
         accuracy_mean=mean,
         accuracy_std=std,
-        failures=failures,
-        train_seconds_mean=float(np.mean(seconds)) if seconds else None,
+        failures=[run["error"] for run in runs if run["error"] is not None],
+        train_seconds_mean=float(np.mean([run["train_seconds"] for run in finished]))
+        if finished
+        else None,
         steps_per_epoch=np.mean(steps, axis=0).tolist() if steps else None,
     )
 
 
 def measure_at_init(integrator, config: Config, batch, reference) -> dict:
     """One training step at initialisation; a failed solve is recorded as such."""
-    try:
-        m = ltc_jax.measure(
-            _common.vowels_model(config.hidden_size, config.seeds[0]),
-            batch,
-            integrator,
-            timed_steps=3,
-            reference_gradient=reference,
-        )
-    except (eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError) as error:
-        return dict(error=ltc_jax.failure_reason(error))
-    return dict(
-        error=None,
-        num_steps=m.num_steps,
-        forward_evaluations=m.forward_evaluations,
-        backward_evaluations=m.backward_evaluations,
-        step_seconds=m.step_seconds,
-        gradient_relative_error=m.gradient_relative_error,
+    model = _problems.vowels_model(config.hidden_size, config.seeds[0])
+    return _problems.measure_or_failure(
+        model, batch, integrator, reference, timed_steps=3
     )
 
 
 def main(config: Config) -> dict:
     """Run the sweep and the schedule comparison; return (and write) the metrics."""
-    if config.quick:
-        config = dataclasses.replace(config, **QUICK)
-    run_dir = _common.start_run(config, "tolerances")
-    data = _common.japanese_vowels(config.train_size)
+    config, run_dir = _run.start_run(config, "tolerances", QUICK)
+    data = _problems.japanese_vowels(config.train_size)
     train, _ = data
-    (path32,) = _common.float32_paths(train)
+    (path32,) = _problems.float32_paths(train)
     batch = next(ltc_jax.batches(train, config.batch_size, path=path32))
     with jax.enable_x64(False):
         optimizer = ltc_jax.make_optimizer(
@@ -200,7 +149,7 @@ def main(config: Config) -> dict:
         sweep.append(row)
         print(
             f"rtol {rtol:g} atol {atol:g}: "
-            f"{_common.percent(row['accuracy_mean'], row['accuracy_std'])}%"
+            f"{_report.percent(row['accuracy_mean'], row['accuracy_std'])}%"
         )
 
     switch = max(1, min(config.epochs - 1, round(config.tighten_at * config.epochs)))
@@ -228,7 +177,7 @@ def main(config: Config) -> dict:
         environment=ltc_jax.environment(),
         run_dir=run_dir,
     )
-    _common.write_json(os.path.join(run_dir, "metrics.json"), metrics)
+    _run.write_json(os.path.join(run_dir, "metrics.json"), metrics)
     plot(metrics, os.path.join(run_dir, "tolerances.png"))
     print(format_report(metrics, config))
     return metrics
@@ -243,14 +192,14 @@ def _number(value, spec: str) -> str:
 
 
 def format_report(metrics: dict, config: Config) -> str:
-    sweep = _common.format_table(
+    sweep = _report.format_table(
         metrics["sweep"],
         [
             ("rtol", lambda r: f"{r['rtol']:g}"),
             ("atol", lambda r: f"{r['atol']:g}"),
             (
                 f"test accuracy % ({len(config.seeds)} seeds)",
-                lambda r: _common.percent(r["accuracy_mean"], r["accuracy_std"]),
+                lambda r: _report.percent(r["accuracy_mean"], r["accuracy_std"]),
             ),
             ("train s", lambda r: _number(r["train_seconds_mean"], ".1f")),
             ("steps", lambda r: _number(r.get("num_steps"), ",")),
@@ -269,13 +218,13 @@ def format_report(metrics: dict, config: Config) -> str:
             ("failures", lambda r: r.get("error") or len(r["failures"]) or "-"),
         ],
     )
-    schedules = _common.format_table(
+    schedules = _report.format_table(
         metrics["schedules"],
         [
             ("tolerances", lambda r: r["setting"]),
             (
                 f"test accuracy % ({len(config.seeds)} seeds)",
-                lambda r: _common.percent(r["accuracy_mean"], r["accuracy_std"]),
+                lambda r: _report.percent(r["accuracy_mean"], r["accuracy_std"]),
             ),
             ("train s", lambda r: _number(r["train_seconds_mean"], ".1f")),
             (
@@ -294,10 +243,7 @@ def format_report(metrics: dict, config: Config) -> str:
 
 def plot(metrics: dict, path: str) -> None:
     """Accuracy and training time against rtol (left); the schedules (right)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _report.pyplot()
 
     sweep = metrics["sweep"]
     fig, (ax, ax_sched) = plt.subplots(1, 2, figsize=(11, 4))

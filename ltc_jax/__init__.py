@@ -1,77 +1,91 @@
 """ltc_jax: Liquid Time-Constant networks in JAX, with memory-efficient gradients.
 
-The public API is everything imported here; other modules are internal.
+The public API is everything in `__all__`; other modules are internal. The
+command line and the main job live in `ltc_jax.app`, the bundled data and its
+readers in `ltc_jax.datasets`.
 """
 
 import importlib.metadata
 
 from . import datasets as datasets
-from ._fused import FusedLTC as FusedLTC, LTCTerm as LTCTerm
+from ._batch import (
+    Batch as Batch,
+    abstract_batch as abstract_batch,
+    batches as batches,
+    make_batch as make_batch,
+    make_input_path as make_input_path,
+)
+from ._checkpoint import (
+    list_checkpoints as list_checkpoints,
+    load_checkpoint as load_checkpoint,
+    load_latest_checkpoint as load_latest_checkpoint,
+    parameter_digest as parameter_digest,
+    save_checkpoint as save_checkpoint,
+)
+from ._defaults import fixed_max_steps as fixed_max_steps
+from ._errors import (
+    CheckpointError as CheckpointError,
+    NonFiniteLossError as NonFiniteLossError,
+    SolverFailureError as SolverFailureError,
+    SubprocessError as SubprocessError,
+    TrainingFailedError as TrainingFailedError,
+)
+from ._evaluate import evaluate as evaluate
 from ._integrate import Trajectory as Trajectory, integrate as integrate
+from ._integrator import (
+    Integrator as Integrator,
+    ToleranceSchedule as ToleranceSchedule,
+    make_integrator as make_integrator,
+    with_tolerances as with_tolerances,
+)
+from ._loss import (
+    loss_and_metrics as loss_and_metrics,
+    make_train_step as make_train_step,
+)
 from ._measure import (
+    CompiledMemory as CompiledMemory,
     Measurement as Measurement,
+    call_in_subprocess as call_in_subprocess,
+    compiled_memory as compiled_memory,
+    count_evaluations as count_evaluations,
     counted_solve as counted_solve,
+    device_memory_stats as device_memory_stats,
+    environment as environment,
     flatten_gradient as flatten_gradient,
     gradient_relative_error as gradient_relative_error,
     loss_gradient as loss_gradient,
     measure as measure,
-)
-from ._memory import (
-    CompiledMemory as CompiledMemory,
-    compiled_memory as compiled_memory,
-    device_memory_stats as device_memory_stats,
     process_peak_bytes as process_peak_bytes,
+    process_resident_bytes as process_resident_bytes,
     reset_process_peak as reset_process_peak,
     runtime_peak_bytes as runtime_peak_bytes,
+    time_calls as time_calls,
 )
 from ._model import (
     LTC as LTC,
     LinearReadout as LinearReadout,
     MotorReadout as MotorReadout,
 )
-from ._paths import InputPath as InputPath
-from ._run import (
-    TrainConfig as TrainConfig,
-    environment as environment,
-    make_run_dir as make_run_dir,
-    train_and_evaluate as train_and_evaluate,
-)
-from ._solve import (
+from ._names import (
     ADJOINT_NAMES as ADJOINT_NAMES,
-    RK4 as RK4,
     SOLVER_NAMES as SOLVER_NAMES,
-    Integrator as Integrator,
-    ToleranceSchedule as ToleranceSchedule,
     make_adjoint as make_adjoint,
-    make_integrator as make_integrator,
     make_solver as make_solver,
-    with_tolerances as with_tolerances,
 )
-from ._subprocess import (
-    SubprocessError as SubprocessError,
-    call_in_subprocess as call_in_subprocess,
+from ._optimizer import make_optimizer as make_optimizer
+from ._paths import InputPath as InputPath
+from ._solver import (
+    RK4 as RK4,
+    AbstractLTCFormTerm as AbstractLTCFormTerm,
+    FusedLTC as FusedLTC,
+    LTCTerm as LTCTerm,
 )
 from ._train import (
-    Batch as Batch,
-    CheckpointError as CheckpointError,
-    NonFiniteLossError as NonFiniteLossError,
-    SolverFailureError as SolverFailureError,
-    TrainingFailedError as TrainingFailedError,
-    batches as batches,
-    dataset_path as dataset_path,
-    epoch_order as epoch_order,
-    evaluate as evaluate,
+    AbstractFitProgress as AbstractFitProgress,
+    NoFitProgress as NoFitProgress,
+    TqdmFitProgress as TqdmFitProgress,
     failure_reason as failure_reason,
     fit as fit,
-    list_checkpoints as list_checkpoints,
-    load_checkpoint as load_checkpoint,
-    load_latest_checkpoint as load_latest_checkpoint,
-    loss_and_metrics as loss_and_metrics,
-    make_optimizer as make_optimizer,
-    make_train_step as make_train_step,
-    parameter_digest as parameter_digest,
-    save_checkpoint as save_checkpoint,
-    train_step_fn as train_step_fn,
 )
 from ._vector_field import (
     AbstractLTCField as AbstractLTCField,
@@ -89,3 +103,83 @@ from ._wiring import (
 
 
 __version__ = importlib.metadata.version("ltc_jax")
+
+__all__ = [
+    # Models and vector fields
+    "LTC",
+    "LinearReadout",
+    "MotorReadout",
+    "AbstractLTCField",
+    "LTCVectorField",
+    "BiophysicalLTCVectorField",
+    "Wiring",
+    "make_wiring",
+    "fully_connected",
+    "random_wiring",
+    "ncp",
+    "auto_ncp",
+    # Inputs
+    "InputPath",
+    "Batch",
+    "make_input_path",
+    "make_batch",
+    "batches",
+    "abstract_batch",
+    # Solving
+    "Integrator",
+    "make_integrator",
+    "fixed_max_steps",
+    "with_tolerances",
+    "ToleranceSchedule",
+    "make_solver",
+    "make_adjoint",
+    "SOLVER_NAMES",
+    "ADJOINT_NAMES",
+    "RK4",
+    "FusedLTC",
+    "LTCTerm",
+    "AbstractLTCFormTerm",
+    "integrate",
+    "Trajectory",
+    # Training
+    "loss_and_metrics",
+    "make_train_step",
+    "make_optimizer",
+    "fit",
+    "evaluate",
+    "AbstractFitProgress",
+    "TqdmFitProgress",
+    "NoFitProgress",
+    "failure_reason",
+    "save_checkpoint",
+    "load_checkpoint",
+    "load_latest_checkpoint",
+    "list_checkpoints",
+    "parameter_digest",
+    # Errors
+    "SolverFailureError",
+    "NonFiniteLossError",
+    "TrainingFailedError",
+    "CheckpointError",
+    "SubprocessError",
+    # Measurement
+    "measure",
+    "Measurement",
+    "compiled_memory",
+    "CompiledMemory",
+    "runtime_peak_bytes",
+    "device_memory_stats",
+    "process_peak_bytes",
+    "process_resident_bytes",
+    "reset_process_peak",
+    "counted_solve",
+    "count_evaluations",
+    "time_calls",
+    "loss_gradient",
+    "flatten_gradient",
+    "gradient_relative_error",
+    "call_in_subprocess",
+    "environment",
+    # Subpackages
+    "datasets",
+]

@@ -18,6 +18,13 @@ variable, so every sequence is integrated exactly as if it were solved alone:
 
 After its end a sequence receives zero time increments: its state is frozen, and its
 padding never enters the solve.
+
+The diffrax workarounds live here, each with its reason and the diffrax version it
+was written against (0.7.2): `_Frozen` (the continuous adjoint's cotangents of
+data), `_ClipToJumps` (jump times copied into every checkpoint),
+`_one_save_at_end` (NaN gradients from a save time repeated at `t1`) and
+`_reverse_solve_stops_at_jumps` (a reverse-solve controller that forgets the
+jumps).
 """
 
 import dataclasses
@@ -30,12 +37,15 @@ import jax.numpy as jnp
 import jax.tree_util as jtu
 from jaxtyping import Array, Float, PyTree
 
-from ._fused import FusedLTC
+from ._integrator import Integrator
 from ._paths import InputPath
-from ._solve import Integrator
+from ._solver.fused import AbstractLTCFormTerm, needs_ltc_form
+from ._vector_field import AbstractLTCField
 
 
 Save = Literal["final", "observations"]
+"""What a solve saves: each sequence's final state, or its state at every
+observation time."""
 
 _UINT = {2: jnp.uint16, 4: jnp.uint32, 8: jnp.uint64}
 
@@ -43,7 +53,7 @@ _UINT = {2: jnp.uint16, 4: jnp.uint32, 8: jnp.uint64}
 class _Frozen(eqx.Module):
     """A pytree whose floating-point arrays are stored, bit for bit, as unsigned ints.
 
-    `diffrax.BacksolveAdjoint` treats every floating-point array in `args` and
+    diffrax 0.7.2's `BacksolveAdjoint` treats every floating-point array in `args` and
     `terms` as a differentiable input and integrates a cotangent for it backwards in
     time, even under `stop_gradient`: observation data in `args` would make its
     memory grow with the length of the input. Integers are not differentiable, so a
@@ -95,36 +105,39 @@ class _Clock(eqx.Module):
 
 
 class _ClockTerm(diffrax.AbstractTerm):
-    """`dy = vector_field(t_b(s), y, path) dt_b(s)`, one time increment per sequence.
-
-    With `with_decay` (for [`ltc_jax.FusedLTC`][]) the vector-field value is the
-    pair `(dy/dt, decay)` of a field in LTC form, and `prod` uses `dy/dt` alone.
-    """
+    """`dy = vector_field(t_b(s), y, path) dt_b(s)`, one time increment per sequence."""
 
     vector_field: eqx.Module
     clock: _Clock | _Frozen
-    with_decay: bool = eqx.field(static=True, default=False)
 
-    def vf(self, t, y, args):
+    def _time_and_path(self, t, args):
         time, path = _thaw(self.clock).time(t), _thaw(args)
         if path.shared_times:
             # One grid and one length: every sequence's time is the same.
             time = time[0]
-        if self.with_decay:
-            return self.vector_field.derivative_and_decay(time, y, path)
+        return time, path
+
+    def vf(self, t, y, args):
+        time, path = self._time_and_path(t, args)
         return self.vector_field(time, y, path)
 
     def contr(self, t0, t1, **kwargs):
         return _thaw(self.clock).increment(t0, t1)
 
     def prod(self, vf, control):
-        if self.with_decay:
-            vf, _ = vf
-
         def scale(v):
             return v * control.reshape(control.shape + (1,) * (v.ndim - 1))
 
         return jtu.tree_map(scale, vf)
+
+
+class _LTCClockTerm(_ClockTerm, AbstractLTCFormTerm):
+    """The clock term of a field in LTC form: also `(dy/dt, decay)`, which the
+    fused step uses."""
+
+    def vf_and_decay(self, t, y, args):
+        time, path = self._time_and_path(t, args)
+        return self.vector_field.derivative_and_decay(time, y, path)
 
 
 class _ClipToJumps(diffrax.ClipStepSizeController):
@@ -265,7 +278,7 @@ def _save_clock_times(path: InputPath, clock: _Clock) -> Float[Array, "batch tim
     elapsed = path.ts - path.t_start[:, None]
     step = clock.step[:, None]
     s = jnp.where(step > 0, elapsed / jnp.where(step > 0, step, 1), 0)
-    positions = jnp.arange(path.ts.shape[1], dtype=jnp.int32)
+    positions = jnp.arange(path.ts.shape[1], dtype=jnp.int32)[None]
     at_or_after_end = positions >= path.lengths[:, None] - 1
     return jnp.where(
         at_or_after_end,
@@ -293,8 +306,10 @@ def _one_save_at_end(ts: Float[Array, " saves"]) -> Float[Array, " saves"]:
 def _reverse_solve_stops_at_jumps(adjoint, controller):
     """A backsolve reverse solve with a step-size controller of its own (e.g. the
     seminorm's) stops at the same jump times as the forward solve: the kinks of a
-    linear input and the sequences' ends. (Without one, diffrax reuses the
-    forward controller, jumps included.)"""
+    linear input and the sequences' ends. diffrax 0.7.2 reuses the forward
+    controller, jumps included, only when the reverse solve is given none; a
+    controller of its own knows no jumps, and the reverse solve would step across
+    every kink."""
     if not isinstance(adjoint, diffrax.BacksolveAdjoint) or not isinstance(
         controller, _ClipToJumps
     ):
@@ -344,14 +359,18 @@ def _integrate_batch(vector_field, path, y0, integrator, save) -> Trajectory:
         args = jax.lax.stop_gradient(path)
         clock = jax.lax.stop_gradient(clock)
 
-    with_decay = isinstance(integrator.solver, FusedLTC)
-    if with_decay and not hasattr(vector_field, "derivative_and_decay"):
+    if isinstance(vector_field, AbstractLTCField):
+        term = _LTCClockTerm(vector_field, clock)
+    elif needs_ltc_form(integrator.solver):
         raise ValueError(
-            "The fused solver needs a vector field in LTC form, with a "
-            "derivative_and_decay(t, y, path) method (ltc_jax.LTC models have one)."
+            f"{type(integrator.solver).__name__} steps only vector fields in LTC form "
+            f"(an ltc_jax.AbstractLTCField); {type(vector_field).__name__} is not "
+            "one. Choose another solver, such as 'tsit5'."
         )
+    else:
+        term = _ClockTerm(vector_field, clock)
     sol = diffrax.diffeqsolve(
-        _ClockTerm(vector_field, clock, with_decay),
+        term,
         integrator.solver,
         t0=0.0,
         t1=s_end,

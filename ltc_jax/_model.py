@@ -4,50 +4,59 @@ import math
 from collections.abc import Callable
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import jax.random as jr
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from ._integrate import Trajectory, integrate
+from ._custom_types import AbstractInput
+from ._integrate import Save, Trajectory, integrate
+from ._integrator import Integrator
 from ._paths import InputPath
-from ._solve import Integrator
-from ._vector_field import BiophysicalLTCVectorField, LTCVectorField
+from ._vector_field import (
+    AbstractLTCField,
+    BiophysicalLTCVectorField,
+    LTCVectorField,
+    over_batch,
+)
 from ._wiring import Wiring, make_wiring
 
 
-class _Encoded(eqx.Module):
+class _EncodedInput(eqx.Module):
     """An input path seen through a per-time-point encoder."""
 
-    path: InputPath
+    path: AbstractInput
     encoder: Callable
 
     def evaluate(self, t):
-        return jax.vmap(self.encoder)(self.path.evaluate(t))
+        x = self.path.evaluate(t)
+        return over_batch(self.encoder, x)
 
 
 class _EncodedField(eqx.Module):
-    """The cell driven by the encoded input: the vector field that is solved."""
+    """A cell driven by the encoded input: the vector field that is solved. The
+    encoder lives in the field, not in the solve's `args`, so that every gradient
+    mode differentiates it."""
 
     cell: eqx.Module
-    encoder: Callable | None
-
-    def _input(self, args):
-        return args if self.encoder is None else _Encoded(args, self.encoder)
+    encoder: Callable
 
     def __call__(self, t, y, args):
-        return self.cell(t, y, self._input(args))
+        return self.cell(t, y, _EncodedInput(args, self.encoder))
 
-    def derivative_and_decay(self, t, y, args):
-        """`(dh/dt, decay)`, for the fused solver (cells in LTC form only, such as
-        an [`ltc_jax.AbstractLTCField`][]: anything with this method)."""
-        if not hasattr(self.cell, "derivative_and_decay"):
-            raise ValueError(
-                "The fused solver needs a cell in LTC form, with a "
-                f"derivative_and_decay(t, y, args) method; {type(self.cell).__name__} "
-                "has none."
-            )
-        return self.cell.derivative_and_decay(t, y, self._input(args))
+
+class _EncodedLTCField(_EncodedField, AbstractLTCField):
+    """`_EncodedField` of a cell in LTC form, itself in LTC form."""
+
+    def drive_and_decay(self, y, x):
+        return self.cell.drive_and_decay(y, self.encoder(x))
+
+
+def _encoded(cell: eqx.Module, encoder: Callable | None) -> eqx.Module:
+    if encoder is None:
+        return cell
+    if isinstance(cell, AbstractLTCField):
+        return _EncodedLTCField(cell, encoder)
+    return _EncodedField(cell, encoder)
 
 
 class LinearReadout(eqx.Module):
@@ -72,7 +81,8 @@ class LinearReadout(eqx.Module):
     def __call__(
         self, ys: Float[Array, "*batch hidden_size"]
     ) -> Float[Array, "*batch output_size"]:
-        return ys @ self.weight.T + self.bias
+        """The outputs of states with any leading batch axes."""
+        return over_batch(lambda y: self.weight @ y + self.bias, ys)
 
 
 class MotorReadout(eqx.Module):
@@ -92,13 +102,15 @@ class MotorReadout(eqx.Module):
         self.bias = jnp.zeros((output_size,), dtype)
 
     def __call__(
-        self, ys: Float[Array, "*batch units"]
+        self, ys: Float[Array, "*batch hidden_size"]
     ) -> Float[Array, "*batch output_size"]:
-        return ys[..., : self.weight.shape[0]] * self.weight + self.bias
+        """The outputs of states with any leading batch axes."""
+        size = self.weight.shape[0]
+        return over_batch(lambda y: y[:size] * self.weight + self.bias, ys)
 
 
 class LTC(eqx.Module):
-    """A continuous-time sequence model built on an LTC vector field.
+    r"""A continuous-time sequence model built on an LTC vector field.
 
     For each sequence of a batch, the hidden state starts at zero at the first
     observation time and follows $dh/dt = \text{cell}(t, h, x(t))$ up to the last
@@ -146,12 +158,16 @@ class LTC(eqx.Module):
         - `output_size`: classes (logits) or regression targets; for the
             biophysical cell, the number of motor neurons.
         - `cell`: `"ltc"` (default), `"biophysical"`, or a vector-field module of
-            your own (called as `cell(t, h, path)` with batched `h`; it gets a
-            linear readout).
+            your own, called as `cell(t, h, path)` with batched `h` of shape
+            `(batch, hidden_size)` (subclass [`ltc_jax.AbstractLTCField`][] for
+            the fused step); it gets a linear readout.
         - `wiring`: for `"biophysical"`: `"fc"` (default), `"random"`, `"ncp"` (see
             [`ltc_jax.make_wiring`][]) or an [`ltc_jax.Wiring`][].
         - `encoder`, `encoded_size`: an optional encoder and its output size (then
-            the cell's input size); `encoded_size` defaults to `input_size`.
+            the cell's input size; default `input_size`). The encoder maps one
+            observation vector, `(input_size,)` -> `(encoded_size,)` (e.g. an
+            `eqx.nn.MLP`), and is applied to $x(t)$ inside the vector field, so
+            every gradient mode trains it.
         - `tau_init`, `tau_min`: for `"ltc"`: see [`ltc_jax.LTCVectorField`][].
         - `key`: a `jax.random.PRNGKey`.
 
@@ -175,15 +191,15 @@ class LTC(eqx.Module):
                 wiring = make_wiring(
                     wiring, hidden_size, output_size, cell_input, seed=seed
                 )
-            if (wiring.units, wiring.input_size, wiring.output_size) != (
+            if (wiring.hidden_size, wiring.input_size, wiring.output_size) != (
                 hidden_size,
                 cell_input,
                 output_size,
             ):
                 raise ValueError(
-                    f"The wiring has {wiring.units} units, {wiring.input_size} inputs "
-                    f"and {wiring.output_size} outputs; the model needs {hidden_size}, "
-                    f"{cell_input} and {output_size}."
+                    f"The wiring has {wiring.hidden_size} units, {wiring.input_size} "
+                    f"inputs and {wiring.output_size} outputs; the model needs "
+                    f"{hidden_size}, {cell_input} and {output_size}."
                 )
             cell = BiophysicalLTCVectorField(wiring, key=cell_key)
             readout = MotorReadout(output_size)
@@ -197,7 +213,7 @@ class LTC(eqx.Module):
         self.hidden_size = hidden_size
 
     def solve(
-        self, path: InputPath, *, integrator: Integrator, sequence: bool = False
+        self, path: InputPath, *, integrator: Integrator, save: Save = "final"
     ) -> Trajectory:
         """The hidden state over the batch.
 
@@ -205,8 +221,8 @@ class LTC(eqx.Module):
 
         - `path`: the batch's inputs, an [`ltc_jax.InputPath`][].
         - `integrator`: an [`ltc_jax.Integrator`][].
-        - `sequence`: if True, the state at every observation time, else at each
-            sequence's last observation.
+        - `save`: `"final"` (default): each sequence's state at its last
+            observation; `"observations"`: the state at every observation time.
 
         **Returns:** a [`ltc_jax.Trajectory`][] with `ys` of shape
         `(batch, hidden_size)` or `(batch, times, hidden_size)`.
@@ -214,26 +230,18 @@ class LTC(eqx.Module):
         **Raises:** as [`ltc_jax.integrate`][].
         """
         batch = path.lengths.shape[0]
-        dtype = path.ts.dtype
-        y0 = jnp.zeros((batch, self.hidden_size), dtype)
-        field = _EncodedField(self.cell, self.encoder)
-        return integrate(
-            field,
-            path,
-            y0,
-            integrator,
-            save="observations" if sequence else "final",
-        )
+        y0 = jnp.zeros((batch, self.hidden_size), path.ts.dtype)
+        field = _encoded(self.cell, self.encoder)
+        return integrate(field, path, y0, integrator, save=save)
 
     def __call__(
-        self, path: InputPath, *, integrator: Integrator, sequence: bool = False
+        self, path: InputPath, *, integrator: Integrator, save: Save = "final"
     ) -> Float[Array, "batch output_size"] | Float[Array, "batch times output_size"]:
         """The outputs: `(batch, output_size)` from each sequence's final state, or
-        `(batch, times, output_size)` at every observation time if `sequence`
-        (padding positions repeat the final output). Arguments as `solve`."""
-        return self.outputs(
-            self.solve(path, integrator=integrator, sequence=sequence).ys
-        )
+        `(batch, times, output_size)` at every observation time with
+        `save="observations"` (padding positions repeat the final output).
+        Arguments as `solve`."""
+        return self.outputs(self.solve(path, integrator=integrator, save=save).ys)
 
     def outputs(
         self, ys: Float[Array, "*batch hidden_size"]

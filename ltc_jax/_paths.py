@@ -241,80 +241,79 @@ class InputPath(eqx.Module):
     ) -> Float[Array, "batch input_size"]:
         """$x(t)$ of every sequence: diffrax's interpolation, evaluated on the
         interval that holds `t` (the first or last interval extended before the
-        first or after the last knot, as diffrax does).
+        first or after the last knot, as diffrax does), bit for bit.
 
-        The interval is found by two short binary searches: among every 64th knot
-        (`block_ts`), then among the 65 knots of one block, whose diffrax
-        interpolation gives the same value as the whole sequence's, bit for bit.
-        One search over the whole sequence would be a chain of log2(times)
-        dependent reads from the `(batch, times)` array of knots; XLA on CPU
-        spreads every read from an array of more than a few hundred kB over its
-        threads, at about a microsecond each, so on ECG windows of 8 x 1e5 samples
-        each RK4 step of a solve took 84 us against 11 us on windows of 1e4 (25 us
-        with the two searches). A block has the same size for every sequence of
-        at least 65 knots, so a solve's memory does not grow with the input.
-
-        With `shared_times` and a scalar `t` (how [`ltc_jax.integrate`][] calls
-        the vector field on such a path), one search serves the whole batch and
-        every sequence's block is one slice of the knot arrays instead of a
-        gather from them, which XLA on CPU also spreads over its threads: an RK4
-        forward step on 4 ECG windows of 1e5 samples takes 8.1 us against 22.1 us
-        with per-sequence times, the same as on windows of 1e4
-        (`experiments/shared_grid.py`). Same values, bit for bit.
+        The interval is found by two short bisections, among every 64th knot
+        (`block_ts`) and then among the 65 knots of one block, reading single
+        knots; only that interval's data is then sliced out and handed to
+        diffrax's own evaluation. No read or copy touches the whole sequence, so
+        the cost of an evaluation and a solve's memory do not grow with the
+        input's length (XLA on CPU also spreads any read of a large array over its
+        threads). With `shared_times` and a scalar `t`, as [`ltc_jax.integrate`][]
+        calls it on such a path, one search serves the whole batch and the
+        interval is one slice of the knot arrays, not a gather from them.
 
         **Arguments:**
 
         - `t`: a scalar (the same time for every sequence), or `(batch,)`: one
-            time per sequence.
+            time per sequence; in the unit of the observation times.
 
-        **Returns:** `(batch, input_size)`.
+        **Returns:** `(batch, input_size)`, in the dtype of the times.
         """
         t = jnp.asarray(t, self.ts.dtype)
-        times = self.ts.shape[1]
-        intervals = min(_BLOCK, times - 1)  # per block
         if self.shared_times and t.ndim == 0:
-            # One grid and one time for all: one search serves the batch, and the
-            # blocks are one slice of the knot arrays, not a gather from them.
-            start = _block_start(self.block_ts, t, times, intervals)
-            block = _block(self.interpolation, start, intervals, axis=1)
-            return jax.vmap(lambda b: b.evaluate(t))(block)
+            index = _interval(self.block_ts, self.ts, t)
+            return jax.vmap(lambda i: i.evaluate(t))(
+                _interval_of(self.interpolation, index, axis=1)
+            )
         t = jnp.broadcast_to(t, self.lengths.shape)
 
-        def evaluate_one(interpolation, block_ts, ti):
-            start = _block_start(block_ts[None], ti, times, intervals)
-            return _block(interpolation, start, intervals).evaluate(ti)
+        def evaluate_one(interpolation, block_ts, ts, ti):
+            index = _interval(block_ts[None], ts[None], ti)
+            return _interval_of(interpolation, index).evaluate(ti)
 
-        return jax.vmap(evaluate_one)(self.interpolation, self.block_ts, t)
+        return jax.vmap(evaluate_one)(self.interpolation, self.block_ts, self.ts, t)
 
 
-def _block_start(
-    block_ts: Float[Array, "rows blocks"],
-    t: Real[Array, ""],
-    times: int,
-    intervals: int,
+def _count_below(
+    values: Float[Array, "rows columns"], first: Int[ArrayLike, ""], size: int, t
 ) -> Int[Array, ""]:
-    """First knot of the block of `intervals` intervals that holds `t`, searched
-    in the first row of `block_ts`.
-
-    diffrax evaluates on interval i = #(knots < t) - 1, clipped to the first and
-    last. Block k holds intervals k * _BLOCK on; the last block is moved back to
-    end at the last knot. The bisection reads single entries of `block_ts`, so
-    the row is never copied out (a day at 250 Hz has 1.3 MB of it per row)."""
+    """How many of `values[0, first : first + size]` (increasing) are below `t`,
+    by bisection over single entries: the row is never copied out (a day at
+    250 Hz holds 1.3 MB of `block_ts` per row)."""
 
     def halve(_, bounds):
         low, high = bounds
         middle = (low + high) // 2
-        below = (low < high) & (block_ts[0, middle] < t)
+        below = (low < high) & (values[0, first + middle] < t)
         return jnp.where(below, middle + 1, low), jnp.where(below, high, middle)
 
-    bounds = (jnp.int32(0), jnp.int32(block_ts.shape[1]))
-    low, _ = jax.lax.fori_loop(0, block_ts.shape[1].bit_length(), halve, bounds)
-    block = jnp.maximum(low - 1, 0)
-    return jnp.minimum(block * _BLOCK, times - 1 - intervals)
+    bounds = (jnp.int32(0), jnp.int32(size))
+    low, _ = jax.lax.fori_loop(0, size.bit_length(), halve, bounds)
+    return low
 
 
-def _positions(times: int) -> Int[Array, " times"]:
-    return jnp.arange(times, dtype=jnp.int32)
+def _interval(
+    block_ts: Float[Array, "rows blocks"], ts: Float[Array, "rows times"], t
+) -> Int[Array, ""]:
+    """diffrax's interval of `t` in the first row of `ts`: `#(knots < t) - 1`,
+    clipped to `[0, times - 2]`.
+
+    The block holding `t` is found among every 64th knot; block k covers the
+    knots from k * 64 on, the last block moved back to end at the last knot.
+    Every knot before the block is below `t` and every knot after it is not, so
+    the count within the block's 65 knots gives the count over the row."""
+    times = ts.shape[1]
+    intervals = min(_BLOCK, times - 1)  # per block
+    block = jnp.maximum(_count_below(block_ts, 0, block_ts.shape[1], t) - 1, 0)
+    start = jnp.minimum(block * _BLOCK, times - 1 - intervals)
+    below = start + _count_below(ts, start, intervals + 1, t)
+    return jnp.clip(below - 1, 0, times - 2)
+
+
+def _positions(times: int) -> Int[Array, "1 times"]:
+    """`[[0, 1, ..., times - 1]]`: positions along the time axis of a batch."""
+    return jnp.arange(times, dtype=jnp.int32)[None]
 
 
 def _check_times(
@@ -371,21 +370,22 @@ def _pad_after_end(ts, xs, lengths, valid):
     return ts, xs
 
 
-def _block(
+def _interval_of(
     interpolation: diffrax.LinearInterpolation | diffrax.CubicInterpolation,
-    start: Int[Array, ""],
-    intervals: int,
+    index: Int[Array, ""],
     axis: int = 0,
 ) -> diffrax.LinearInterpolation | diffrax.CubicInterpolation:
-    """The interpolation restricted to `intervals` intervals from knot `start` on,
-    slicing its arrays along `axis`: 0 for one sequence, 1 for a batch."""
+    """The interpolation restricted to its interval `index` (knots `index` and
+    `index + 1`), slicing its arrays along `axis`: 0 for one sequence, 1 for a
+    batch. diffrax evaluates it exactly as the whole interpolation on that
+    interval."""
 
     def piece(a, size):
-        return jax.lax.dynamic_slice_in_dim(a, start, size, axis=axis)
+        return jax.lax.dynamic_slice_in_dim(a, index, size, axis=axis)
 
-    ts = piece(interpolation.ts, intervals + 1)
+    ts = piece(interpolation.ts, 2)
     if isinstance(interpolation, diffrax.LinearInterpolation):
-        ys = jax.tree.map(lambda a: piece(a, intervals + 1), interpolation.ys)
+        ys = jax.tree.map(lambda a: piece(a, 2), interpolation.ys)
         return eqx.tree_at(lambda i: (i.ts, i.ys), interpolation, (ts, ys))
-    coeffs = jax.tree.map(lambda a: piece(a, intervals), interpolation.coeffs)
+    coeffs = jax.tree.map(lambda a: piece(a, 1), interpolation.coeffs)
     return eqx.tree_at(lambda i: (i.ts, i.coeffs), interpolation, (ts, coeffs))

@@ -3,6 +3,8 @@ modules."""
 
 import abc
 import math
+from collections.abc import Callable
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -20,37 +22,67 @@ def inverse_softplus(y: ArrayLike) -> Array:
     return y + jnp.log(-jnp.expm1(-y))
 
 
+def over_batch(fn: Callable[..., Any], *arrays: Array) -> Any:
+    """Apply `fn`, written for one sequence (vectors on the last axis), to arrays
+    that share any number of leading batch axes, by `jax.vmap` over each of them.
+
+    This keeps the maths of the fields as the papers write it, for one state
+    vector, and every broadcast explicit (the tests run under strict rank
+    promotion)."""
+    for _ in range(arrays[0].ndim - 1):
+        fn = jax.vmap(fn)
+    return fn(*arrays)
+
+
 class AbstractLTCField(eqx.Module):
     """A vector field in LTC form, `dh/dt = drive(h, x) - decay(h, x) * h` with
     `decay >= 0`, driven by an input path.
 
-    Subclasses implement `drive_and_decay(y, x)`; this base derives the
-    derivative, the diffrax call `(t, y, args)` with `args.evaluate(t)` the input,
-    and `(dh/dt, decay)`, which [`ltc_jax.FusedLTC`][] needs. `y` may carry leading
-    batch axes; the maths acts on the last axis.
+    Subclasses implement `drive_and_decay(y, x)` for one sequence (`y` of shape
+    `(hidden_size,)`, `x` of shape `(input_size,)`). This base derives from it the
+    diffrax call `(t, y, args)`, with `args.evaluate(t)` the input, and the pair
+    `(dh/dt, decay)` that [`ltc_jax.FusedLTC`][] steps with; both accept states
+    with leading batch axes, `(*batch, hidden_size)`, and map over them with
+    `jax.vmap`. Being an `AbstractLTCField` is what "LTC form" means in ltc_jax:
+    [`ltc_jax.integrate`][] gives such a field a term the fused step accepts.
     """
 
     @abc.abstractmethod
     def drive_and_decay(
-        self, y: Float[Array, "*batch units"], x: Float[Array, "*batch input_size"]
-    ) -> tuple[Float[Array, "*batch units"], Float[Array, "*batch units"]]:
-        """`(drive, decay)`, each shaped like `y`."""
+        self, y: Float[Array, " hidden_size"], x: Float[Array, " input_size"]
+    ) -> tuple[Float[Array, " hidden_size"], Float[Array, " hidden_size"]]:
+        """`(drive, decay)` of one sequence, each shaped like `y`."""
 
     def dynamics(
-        self, y: Float[Array, "*batch units"], x: Float[Array, "*batch input_size"]
-    ) -> Float[Array, "*batch units"]:
-        """$dh/dt$ at state `y` (`(*batch, units)`) under input `x`
-        (`(*batch, input_size)`)."""
-        drive, decay = self.drive_and_decay(y, x)
-        return drive - decay * y
+        self,
+        y: Float[Array, "*batch hidden_size"],
+        x: Float[Array, "*batch input_size"],
+    ) -> Float[Array, "*batch hidden_size"]:
+        """$dh/dt$ at state `y` under input `x` (any leading batch axes, shared by
+        both)."""
+        return self.derivative_and_decay_at(y, x)[0]
+
+    def derivative_and_decay_at(
+        self,
+        y: Float[Array, "*batch hidden_size"],
+        x: Float[Array, "*batch input_size"],
+    ) -> tuple[Float[Array, "*batch hidden_size"], Float[Array, "*batch hidden_size"]]:
+        """`(dh/dt, decay)` at state `y` under input `x` (any leading batch axes)."""
+
+        def one(y, x):
+            drive, decay = self.drive_and_decay(y, x)
+            return drive - decay * y, decay
+
+        return over_batch(one, y, x)
 
     def __call__(
-        self, t: ArrayLike, y: Float[Array, "*batch units"], args: AbstractInput
-    ) -> Float[Array, "*batch units"]:
+        self, t: ArrayLike, y: Float[Array, "*batch hidden_size"], args: AbstractInput
+    ) -> Float[Array, "*batch hidden_size"]:
         """**Arguments:**
 
-        - `t`: time, a scalar (or one time per batch element, as `args` expects).
-        - `y`: the state, shape `(*batch, units)`.
+        - `t`: time, a scalar (or one time per batch element, as `args` expects),
+            in the unit of the observation times.
+        - `y`: the state, shape `(*batch, hidden_size)`.
         - `args`: the input path; `args.evaluate(t)` must return $x(t)$ of shape
             `(*batch, input_size)`.
 
@@ -59,11 +91,10 @@ class AbstractLTCField(eqx.Module):
         return self.dynamics(y, args.evaluate(t))
 
     def derivative_and_decay(
-        self, t: ArrayLike, y: Float[Array, "*batch units"], args: AbstractInput
-    ) -> tuple[Float[Array, "*batch units"], Float[Array, "*batch units"]]:
+        self, t: ArrayLike, y: Float[Array, "*batch hidden_size"], args: AbstractInput
+    ) -> tuple[Float[Array, "*batch hidden_size"], Float[Array, "*batch hidden_size"]]:
         """`(dh/dt, decay)` at time `t` (arguments as `__call__`)."""
-        drive, decay = self.drive_and_decay(y, args.evaluate(t))
-        return drive - decay * y, decay
+        return self.derivative_and_decay_at(y, args.evaluate(t))
 
 
 class LTCVectorField(AbstractLTCField):
@@ -95,7 +126,8 @@ class LTCVectorField(AbstractLTCField):
     - `bias`: `Float[Array, "hidden_size"]`, $b$.
     - `tau_raw`: `Float[Array, "hidden_size"]`, unconstrained; see `tau`.
     - `A`: `Float[Array, "hidden_size"]`, one bias (reversal) value per unit.
-    - `tau_min`: Python float $\ge 0$, a floor added to $\tau$.
+    - `tau_min`: static Python float $\ge 0$, a floor added to $\tau$ (time
+        units).
 
     ??? cite "Reference"
 
@@ -115,7 +147,9 @@ class LTCVectorField(AbstractLTCField):
     bias: Float[Array, " hidden_size"]
     tau_raw: Float[Array, " hidden_size"]
     A: Float[Array, " hidden_size"]
-    tau_min: float
+    # A fixed hyperparameter, not a parameter: static, so that no transformation
+    # (`jax.device_put`, a dtype cast, a gradient) turns it into an array.
+    tau_min: float = eqx.field(static=True)
     input_size: int = eqx.field(static=True)
     hidden_size: int = eqx.field(static=True)
 
@@ -190,15 +224,18 @@ class LTCVectorField(AbstractLTCField):
         y: Float[Array, "*batch hidden_size"],
         x: Float[Array, "*batch input_size"],
     ) -> Float[Array, "*batch hidden_size"]:
-        """The gate $f = \\sigma(W_\\text{in} x + W_\\text{rec} h + b)$, in (0, 1)."""
-        return jax.nn.sigmoid(x @ self.weight_in.T + y @ self.weight_rec.T + self.bias)
+        """The gate $f = \\sigma(W_\\text{in} x + W_\\text{rec} h + b)$, in (0, 1), of
+        states `y` under inputs `x` with any leading batch axes (shared by both)."""
+
+        def one(y, x):
+            return jax.nn.sigmoid(self.weight_in @ x + self.weight_rec @ y + self.bias)
+
+        return over_batch(one, y, x)
 
     def drive_and_decay(
-        self,
-        y: Float[Array, "*batch hidden_size"],
-        x: Float[Array, "*batch input_size"],
-    ) -> tuple[Float[Array, "*batch hidden_size"], Float[Array, "*batch hidden_size"]]:
-        """Split the field as `dh/dt = drive - decay * h`.
+        self, y: Float[Array, " hidden_size"], x: Float[Array, " input_size"]
+    ) -> tuple[Float[Array, " hidden_size"], Float[Array, " hidden_size"]]:
+        """Split the field of one sequence as `dh/dt = drive - decay * h`.
 
         **Returns:** `(drive, decay) = (f * A, 1/tau + f)`, each shaped like `y`.
         `1/decay` is the system time constant $\\tau_\\text{sys}$. The fused
@@ -251,21 +288,22 @@ class BiophysicalLTCVectorField(AbstractLTCField):
     input mapping `w_in = 1`, `b_in = 0`.
 
     Time is in the unit of your timestamps. The wiring's masks are integer arrays,
-    never trained. Shapes are written on the last axis (`y`: `(*batch, units)`), so
-    any batch size works, including one equal to `units`.
+    never trained. The maths is written for one sequence and mapped over leading
+    batch axes (`y`: `(*batch, hidden_size)`), so any batch size works, including
+    one equal to `hidden_size`.
     """
 
-    gleak_raw: Float[Array, " units"]
-    vleak: Float[Array, " units"]
-    cm_raw: Float[Array, " units"]
-    w_raw: Float[Array, "units units"]
-    sigma: Float[Array, "units units"]
-    mu: Float[Array, "units units"]
-    erev: Float[Array, "units units"]
-    sensory_w_raw: Float[Array, "input_size units"]
-    sensory_sigma: Float[Array, "input_size units"]
-    sensory_mu: Float[Array, "input_size units"]
-    sensory_erev: Float[Array, "input_size units"]
+    gleak_raw: Float[Array, " hidden_size"]
+    vleak: Float[Array, " hidden_size"]
+    cm_raw: Float[Array, " hidden_size"]
+    w_raw: Float[Array, "hidden_size hidden_size"]
+    sigma: Float[Array, "hidden_size hidden_size"]
+    mu: Float[Array, "hidden_size hidden_size"]
+    erev: Float[Array, "hidden_size hidden_size"]
+    sensory_w_raw: Float[Array, "input_size hidden_size"]
+    sensory_sigma: Float[Array, "input_size hidden_size"]
+    sensory_mu: Float[Array, "input_size hidden_size"]
+    sensory_erev: Float[Array, "input_size hidden_size"]
     input_w: Float[Array, " input_size"]
     input_b: Float[Array, " input_size"]
     mask: Array
@@ -277,12 +315,12 @@ class BiophysicalLTCVectorField(AbstractLTCField):
         """**Arguments:**
 
         - `wiring`: an [`ltc_jax.Wiring`][] (e.g. from [`ltc_jax.make_wiring`][]);
-            gives the units, the input size, the synapses and their polarities.
+            gives the hidden size, the input size, the synapses and their polarities.
         - `dtype`: floating dtype of the parameters (default: JAX's default float).
         - `key`: a `jax.random.PRNGKey`.
         """
         dtype = jnp.zeros(()).dtype if dtype is None else dtype
-        units, inputs = wiring.units, wiring.input_size
+        units, inputs = wiring.hidden_size, wiring.input_size
         keys = iter(jr.split(key, 9))
 
         def uniform(name, shape):
@@ -308,30 +346,30 @@ class BiophysicalLTCVectorField(AbstractLTCField):
         self.hidden_size = units
 
     @property
-    def cm(self) -> Float[Array, " units"]:
+    def cm(self) -> Float[Array, " hidden_size"]:
         """Membrane capacitance, positive."""
         return jax.nn.softplus(self.cm_raw)
 
     @property
-    def gleak(self) -> Float[Array, " units"]:
+    def gleak(self) -> Float[Array, " hidden_size"]:
         """Leak conductance, positive."""
         return jax.nn.softplus(self.gleak_raw)
 
     @property
-    def w(self) -> Float[Array, "units units"]:
+    def w(self) -> Float[Array, "hidden_size hidden_size"]:
         """Maximum synaptic conductances `w[pre, post]`, positive (zero-effect
         where the wiring has no synapse)."""
         return jax.nn.softplus(self.w_raw)
 
     @property
-    def sensory_w(self) -> Float[Array, "input_size units"]:
+    def sensory_w(self) -> Float[Array, "input_size hidden_size"]:
         """Maximum sensory conductances `sensory_w[channel, post]`, positive."""
         return jax.nn.softplus(self.sensory_w_raw)
 
     def drive_and_decay(
-        self, y: Float[Array, "*batch units"], x: Float[Array, "*batch input_size"]
-    ) -> tuple[Float[Array, "*batch units"], Float[Array, "*batch units"]]:
-        """Split the field as `dv/dt = drive - decay * v`.
+        self, y: Float[Array, " hidden_size"], x: Float[Array, " input_size"]
+    ) -> tuple[Float[Array, " hidden_size"], Float[Array, " hidden_size"]]:
+        """Split the field of one sequence as `dv/dt = drive - decay * v`.
 
         **Returns:** `(drive, decay)`, each shaped like `y`:
         `drive = (gleak * vleak + sum g E) / cm`, `decay = (gleak + sum g) / cm`.
@@ -340,17 +378,17 @@ class BiophysicalLTCVectorField(AbstractLTCField):
         x = x * self.input_w + self.input_b
         sensory = (
             self.sensory_w
-            * jax.nn.sigmoid(self.sensory_sigma * (x[..., :, None] - self.sensory_mu))
+            * jax.nn.sigmoid(self.sensory_sigma * (x[:, None] - self.sensory_mu))
             * self.sensory_mask.astype(dtype)
-        )  # (*batch, input_size, units)
+        )  # (input_size, hidden_size): [channel, post]
         synaptic = (
             self.w
-            * jax.nn.sigmoid(self.sigma * (y[..., :, None] - self.mu))
+            * jax.nn.sigmoid(self.sigma * (y[:, None] - self.mu))
             * self.mask.astype(dtype)
-        )  # (*batch, units, units): [pre, post]
-        conductance = jnp.sum(synaptic, axis=-2) + jnp.sum(sensory, axis=-2)
-        reversal = jnp.sum(synaptic * self.erev, axis=-2) + jnp.sum(
-            sensory * self.sensory_erev, axis=-2
+        )  # (hidden_size, hidden_size): [pre, post]
+        conductance = jnp.sum(synaptic, axis=0) + jnp.sum(sensory, axis=0)
+        reversal = jnp.sum(synaptic * self.erev, axis=0) + jnp.sum(
+            sensory * self.sensory_erev, axis=0
         )
         cm, gleak = self.cm, self.gleak
         return (gleak * self.vleak + reversal) / cm, (gleak + conductance) / cm

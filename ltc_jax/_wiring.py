@@ -17,13 +17,13 @@ class Wiring:
 
     **Fields:**
 
-    - `adjacency`: `int8[units, units]`; `adjacency[i, j]` is the polarity of the
-        synapse from neuron `i` onto neuron `j`: `+1` excitatory (reversal potential
-        +1), `-1` inhibitory (-1), `0` no synapse.
-    - `sensory_adjacency`: `int8[input_size, units]`, the same from each input
+    - `adjacency`: `int8[hidden_size, hidden_size]`; `adjacency[i, j]` is the
+        polarity of the synapse from neuron `i` onto neuron `j`: `+1` excitatory
+        (reversal potential +1), `-1` inhibitory (-1), `0` no synapse.
+    - `sensory_adjacency`: `int8[input_size, hidden_size]`, the same from each input
         channel (sensory neuron) onto each neuron.
     - `output_size`: the motor neurons, `0 .. output_size - 1`, read out as outputs.
-    - `layers`: `int8[units]`, a layer label per neuron for drawing
+    - `layers`: `int8[hidden_size]`, a layer label per neuron for drawing
         (0 sensory is implicit; 1 inter, 2 command, 3 motor; fully connected and
         random wirings label every non-motor neuron 1).
     - `kind`: `"fully_connected"`, `"random"` or `"ncp"`.
@@ -36,17 +36,20 @@ class Wiring:
     kind: str
 
     def __post_init__(self):
-        units = self.adjacency.shape[0]
-        if self.adjacency.shape != (units, units):
+        hidden_size = self.adjacency.shape[0]
+        if self.adjacency.shape != (hidden_size, hidden_size):
             raise ValueError(f"adjacency must be square; got {self.adjacency.shape}.")
-        if self.sensory_adjacency.ndim != 2 or self.sensory_adjacency.shape[1] != units:
+        if (
+            self.sensory_adjacency.ndim != 2
+            or self.sensory_adjacency.shape[1] != hidden_size
+        ):
             raise ValueError(
-                f"sensory_adjacency must be (input_size, {units}); got "
+                f"sensory_adjacency must be (input_size, {hidden_size}); got "
                 f"{self.sensory_adjacency.shape}."
             )
-        if not 1 <= self.output_size <= units:
+        if not 1 <= self.output_size <= hidden_size:
             raise ValueError(
-                f"output_size must lie in [1, {units}]; got {self.output_size}."
+                f"output_size must lie in [1, {hidden_size}]; got {self.output_size}."
             )
         for name in ("adjacency", "sensory_adjacency"):
             values = set(np.unique(getattr(self, name)).tolist())
@@ -54,19 +57,23 @@ class Wiring:
                 raise ValueError(f"{name} holds values other than -1, 0, 1: {values}.")
 
     @property
-    def units(self) -> int:
+    def hidden_size(self) -> int:
+        """Neurons of the network (its units)."""
         return self.adjacency.shape[0]
 
     @property
     def input_size(self) -> int:
+        """Input channels (sensory neurons)."""
         return self.sensory_adjacency.shape[0]
 
     @property
     def synapse_count(self) -> int:
+        """Recurrent synapses."""
         return int(np.count_nonzero(self.adjacency))
 
     @property
     def sensory_synapse_count(self) -> int:
+        """Synapses from the inputs."""
         return int(np.count_nonzero(self.sensory_adjacency))
 
     def to_networkx(self):
@@ -86,7 +93,7 @@ class Wiring:
         graph = nx.DiGraph()
         for channel in range(self.input_size):
             graph.add_node(f"s{channel}", layer=0)
-        for neuron in range(self.units):
+        for neuron in range(self.hidden_size):
             graph.add_node(neuron, layer=int(self.layers[neuron]))
         for src, dest in zip(*np.nonzero(self.sensory_adjacency), strict=True):
             polarity = int(self.sensory_adjacency[src, dest])
@@ -101,14 +108,14 @@ def _polarities(rng: np.random.Generator, shape) -> np.ndarray:
     return rng.choice(np.array([-1, 1, 1], dtype=np.int8), size=shape)
 
 
-def _motor_layers(units: int, output_size: int) -> np.ndarray:
-    layers = np.ones(units, dtype=np.int8)
+def _motor_layers(hidden_size: int, output_size: int) -> np.ndarray:
+    layers = np.ones(hidden_size, dtype=np.int8)
     layers[:output_size] = 3
     return layers
 
 
 def fully_connected(
-    units: int,
+    hidden_size: int,
     output_size: int,
     input_size: int,
     *,
@@ -118,24 +125,24 @@ def fully_connected(
     """Every neuron synapses onto every neuron (and every input onto every neuron),
     with random polarity (two thirds excitatory), as `ncps.wirings.FullyConnected`.
 
-    **Raises:** `ValueError` for non-positive sizes or `output_size > units`.
+    **Raises:** `ValueError` for non-positive sizes or `output_size > hidden_size`.
     """
-    _check_sizes(units, output_size, input_size)
+    _check_sizes(hidden_size, output_size, input_size)
     rng = np.random.default_rng(seed)
-    adjacency = _polarities(rng, (units, units))
+    adjacency = _polarities(rng, (hidden_size, hidden_size))
     if not self_connections:
         np.fill_diagonal(adjacency, 0)
     return Wiring(
         adjacency=adjacency,
-        sensory_adjacency=_polarities(rng, (input_size, units)),
+        sensory_adjacency=_polarities(rng, (input_size, hidden_size)),
         output_size=output_size,
-        layers=_motor_layers(units, output_size),
+        layers=_motor_layers(hidden_size, output_size),
         kind="fully_connected",
     )
 
 
 def random_wiring(
-    units: int,
+    hidden_size: int,
     output_size: int,
     input_size: int,
     *,
@@ -146,10 +153,10 @@ def random_wiring(
     sensory, each rounded to the nearest count), random polarity, as
     `ncps.wirings.Random`.
 
-    **Raises:** `ValueError` for non-positive sizes, `output_size > units`, or
+    **Raises:** `ValueError` for non-positive sizes, `output_size > hidden_size`, or
     `sparsity` outside `[0, 1)`.
     """
-    _check_sizes(units, output_size, input_size)
+    _check_sizes(hidden_size, output_size, input_size)
     if not 0.0 <= sparsity < 1.0:
         raise ValueError(f"sparsity must lie in [0, 1); got {sparsity}.")
     rng = np.random.default_rng(seed)
@@ -162,10 +169,10 @@ def random_wiring(
         return flat.reshape(shape)
 
     return Wiring(
-        adjacency=sparse((units, units)),
-        sensory_adjacency=sparse((input_size, units)),
+        adjacency=sparse((hidden_size, hidden_size)),
+        sensory_adjacency=sparse((input_size, hidden_size)),
         output_size=output_size,
-        layers=_motor_layers(units, output_size),
+        layers=_motor_layers(hidden_size, output_size),
         kind="random",
     )
 
@@ -213,13 +220,13 @@ def ncp(
         if not 1 <= value <= limit:
             raise ValueError(f"{name} must lie in [1, {limit}]; got {value}.")
     rng = np.random.default_rng(seed)
-    units = inter_neurons + command_neurons + motor_neurons
+    hidden_size = inter_neurons + command_neurons + motor_neurons
     motor = np.arange(motor_neurons)
     command = np.arange(motor_neurons, motor_neurons + command_neurons)
-    inter = np.arange(motor_neurons + command_neurons, units)
+    inter = np.arange(motor_neurons + command_neurons, hidden_size)
     sensory = np.arange(input_size)
-    adjacency = np.zeros((units, units), dtype=np.int8)
-    sensory_adjacency = np.zeros((input_size, units), dtype=np.int8)
+    adjacency = np.zeros((hidden_size, hidden_size), dtype=np.int8)
+    sensory_adjacency = np.zeros((input_size, hidden_size), dtype=np.int8)
 
     def sign():
         return rng.choice(np.array([-1, 1], dtype=np.int8))
@@ -255,7 +262,7 @@ def ncp(
             for dest in rng.choice(motor, size=fanout, replace=False):
                 adjacency[src, dest] = sign()
 
-    layers = np.empty(units, dtype=np.int8)
+    layers = np.empty(hidden_size, dtype=np.int8)
     layers[motor], layers[command], layers[inter] = 3, 2, 1
     return Wiring(
         adjacency=adjacency,
@@ -267,31 +274,31 @@ def ncp(
 
 
 def auto_ncp(
-    units: int,
+    hidden_size: int,
     output_size: int,
     input_size: int,
     *,
     sparsity: float = 0.5,
     seed: int = 22222,
 ) -> Wiring:
-    """An NCP sized from `(units, output_size)` alone, as `ncps.wirings.AutoNCP`:
+    """An NCP sized from `(hidden_size, output_size)` alone, as `ncps.wirings.AutoNCP`:
     `output_size` motor neurons, 40% of the rest command neurons (at least one),
     the remainder inter neurons; fan-outs and fan-ins are `1 - sparsity` of the
     layer they reach (at least one), with `2 * (1 - sparsity) * command_neurons`
     recurrent command synapses.
 
-    **Raises:** `ValueError` if `output_size >= units - 2` or `sparsity` is outside
-    `[0.1, 1)`.
+    **Raises:** `ValueError` if `output_size >= hidden_size - 2` or `sparsity` is
+    outside `[0.1, 1)`.
     """
-    if output_size >= units - 2:
+    if output_size >= hidden_size - 2:
         raise ValueError(
             f"An NCP needs at least 2 neurons besides the {output_size} motor neurons; "
-            f"got units={units}."
+            f"got hidden_size={hidden_size}."
         )
     if not 0.1 <= sparsity < 1.0:
         raise ValueError(f"sparsity must lie in [0.1, 1); got {sparsity}.")
     density = 1.0 - sparsity
-    rest = units - output_size
+    rest = hidden_size - output_size
     command = max(int(0.4 * rest), 1)
     inter = rest - command
     return ncp(
@@ -309,7 +316,7 @@ def auto_ncp(
 
 def make_wiring(
     kind: str,
-    units: int,
+    hidden_size: int,
     output_size: int,
     input_size: int,
     *,
@@ -318,24 +325,31 @@ def make_wiring(
 ) -> Wiring:
     """A wiring by name: `"fc"` ([`ltc_jax.fully_connected`][]), `"random"`
     ([`ltc_jax.random_wiring`][]) or `"ncp"` ([`ltc_jax.auto_ncp`][]), from
-    `(units, output_size)` and the number of input channels.
+    `(hidden_size, output_size)` and the number of input channels.
 
     **Raises:** `ValueError` for an unknown kind, or as the builders.
     """
     extra = {} if seed is None else dict(seed=seed)
     if kind == "fc":
-        return fully_connected(units, output_size, input_size, **extra)
+        return fully_connected(hidden_size, output_size, input_size, **extra)
     if kind == "random":
-        return random_wiring(units, output_size, input_size, sparsity=sparsity, **extra)
+        return random_wiring(
+            hidden_size, output_size, input_size, sparsity=sparsity, **extra
+        )
     if kind == "ncp":
-        return auto_ncp(units, output_size, input_size, sparsity=sparsity, **extra)
+        return auto_ncp(
+            hidden_size, output_size, input_size, sparsity=sparsity, **extra
+        )
     raise ValueError(f"Unknown wiring {kind!r}; choose 'fc', 'random' or 'ncp'.")
 
 
-def _check_sizes(units: int, output_size: int, input_size: int) -> None:
-    if units < 1 or input_size < 1:
+def _check_sizes(hidden_size: int, output_size: int, input_size: int) -> None:
+    if hidden_size < 1 or input_size < 1:
         raise ValueError(
-            f"units and input_size must be positive; got {units} and {input_size}."
+            "hidden_size and input_size must be positive; got "
+            f"{hidden_size} and {input_size}."
         )
-    if not 1 <= output_size <= units:
-        raise ValueError(f"output_size must lie in [1, {units}]; got {output_size}.")
+    if not 1 <= output_size <= hidden_size:
+        raise ValueError(
+            f"output_size must lie in [1, {hidden_size}]; got {output_size}."
+        )

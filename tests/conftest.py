@@ -5,10 +5,12 @@ import jax.random as jr
 import pytest
 
 
-# As diffrax's own test suite: float64 everywhere (gradients are compared), and
-# strict dtype promotion, so no silent mixing of float32 and float64 creeps in.
+# As diffrax's own test suite: float64 everywhere (gradients are compared), strict
+# dtype promotion (no silent mixing of float32 and float64) and strict rank
+# promotion (no silent broadcasting of a vector against a batch).
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_dtype_promotion", "strict")
+jax.config.update("jax_numpy_rank_promotion", "raise")
 
 
 @pytest.fixture

@@ -6,16 +6,6 @@ import jax.numpy as jnp
 import numpy as np
 
 
-def tree_allclose(x, y, *, rtol=1e-5, atol=1e-8):
-    """Whether two pytrees have the same structure and allclose array leaves."""
-    if jax.tree.structure(x) != jax.tree.structure(y):
-        return False
-    return all(
-        np.allclose(np.asarray(a), np.asarray(b), rtol=rtol, atol=atol)
-        for a, b in zip(jax.tree.leaves(x), jax.tree.leaves(y), strict=True)
-    )
-
-
 def max_relative_error(x, y):
     """max |x - y| / max |y| over the inexact array leaves of two pytrees."""
     xs = [np.ravel(a) for a in jax.tree.leaves(eqx.filter(x, eqx.is_inexact_array))]
@@ -78,7 +68,93 @@ def ragged_batch(key, batch, times, input_size, *, min_length=2):
     ts = start + jnp.cumsum(dts, axis=1)
     xs = jax.random.normal(k_x, (batch, times, input_size))
     lengths = jax.random.randint(k_len, (batch,), min_length, times + 1)
-    pad = jnp.arange(times) >= lengths[:, None]
+    pad = jnp.arange(times)[None] >= lengths[:, None]
     ts = jnp.where(pad, jnp.nan, ts)
     xs = jnp.where(pad[..., None], jnp.nan, xs)
     return ts, xs, lengths
+
+
+def numpy_biophysical_params(cell):
+    names = [
+        "gleak",
+        "vleak",
+        "cm",
+        "w",
+        "sigma",
+        "mu",
+        "erev",
+        "sensory_w",
+        "sensory_sigma",
+        "sensory_mu",
+        "sensory_erev",
+        "input_w",
+        "input_b",
+        "mask",
+        "sensory_mask",
+    ]
+    return {name: np.asarray(getattr(cell, name), dtype=np.float64) for name in names}
+
+
+def _sigmoid(z):
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+def numpy_original_fused_rnn_step(p, v, x, elapsed, unfolds, eps=1e-8):
+    """The original update rule (ncps LTCCell._ode_solver), written out in NumPy
+    for a batch: v (batch, units), x (batch, inputs), elapsed (batch,)."""
+    x = x * p["input_w"] + p["input_b"]
+    s_act = p["sensory_w"] * _sigmoid(
+        p["sensory_sigma"] * (x[:, :, None] - p["sensory_mu"])
+    )
+    s_act = s_act * p["sensory_mask"]
+    s_num = np.sum(s_act * p["sensory_erev"], axis=1)
+    s_den = np.sum(s_act, axis=1)
+    cm_t = p["cm"] / (elapsed[:, None] / unfolds)  # per-sequence time, broadcast right
+    for _ in range(unfolds):
+        w_act = p["w"] * _sigmoid(p["sigma"] * (v[:, :, None] - p["mu"])) * p["mask"]
+        numerator = (
+            cm_t * v
+            + p["gleak"] * p["vleak"]
+            + np.sum(w_act * p["erev"], axis=1)
+            + s_num
+        )
+        denominator = cm_t + p["gleak"] + np.sum(w_act, axis=1) + s_den
+        v = numerator / (denominator + eps)
+    return v
+
+
+def numpy_biophysical_derivative(p, v, x):
+    x = x * p["input_w"] + p["input_b"]
+    s_act = p["sensory_w"] * _sigmoid(
+        p["sensory_sigma"] * (x[:, None] - p["sensory_mu"])
+    )
+    s_act = s_act * p["sensory_mask"]
+    w_act = p["w"] * _sigmoid(p["sigma"] * (v[:, None] - p["mu"])) * p["mask"]
+    current = (
+        p["gleak"] * (p["vleak"] - v)
+        + np.sum(w_act * (p["erev"] - v[None, :]), axis=0)
+        + np.sum(s_act * (p["sensory_erev"] - v[None, :]), axis=0)
+    )
+    return current / p["cm"]
+
+
+def biophysical_cell(key, units=6, inputs=3, outputs=2, kind="fc"):
+    import ltc_jax
+
+    wiring = ltc_jax.make_wiring(kind, units, outputs, inputs, seed=3)
+    return ltc_jax.BiophysicalLTCVectorField(wiring, key=key)
+
+
+def toy_ts_file(path, n, seed):
+    """A two-class, two-channel `.ts` file of `n` series of 4 to 8 samples: class
+    "up" rises, "down" falls. **Returns:** its path as a string."""
+    rng = np.random.default_rng(seed)
+    lines = ["@problemName toy", "@dimensions 2", "@classLabel true up down", "@data"]
+    for i in range(n):
+        length = rng.integers(4, 9)
+        sign = 1 if i % 2 == 0 else -1
+        channels = [np.cumsum(sign * rng.random(length)), rng.normal(size=length)]
+        values = ":".join(",".join(f"{v:.4f}" for v in c) for c in channels)
+        lines.append(f"{values}:{'up' if sign > 0 else 'down'}")
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)

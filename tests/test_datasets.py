@@ -102,9 +102,7 @@ def test_drop_observations_keeps_a_random_ordered_subset():
     np.testing.assert_array_equal(
         dropped.lengths, np.maximum(1, np.round(0.5 * train.lengths))
     )
-    assert dropped.labels is train.labels or np.array_equal(
-        dropped.labels, train.labels
-    )
+    np.testing.assert_array_equal(dropped.labels, train.labels)
     for i in range(len(train)):
         n = dropped.lengths[i]
         kept_times = dropped.ts[i, :n]
@@ -162,3 +160,32 @@ def test_forecast_windows():
         ltc_jax.datasets.forecast_windows(
             ts, values, window=2, horizon=1, starts=np.array([0.5])
         )
+
+
+def test_mitbih_208_windows_spread_over_the_record_on_one_grid():
+    ts, millivolts = ltc_jax.datasets.load_mitbih_208()
+    data = ltc_jax.datasets.mitbih_208_windows(5, horizon=2, count=3)
+    # Starts 0, (108000 - 7) / 2 and 108000 - 7: the last target is the last sample.
+    starts = np.array([0, 53_996, 107_993])
+    np.testing.assert_array_equal(
+        data.xs[..., 0], millivolts[starts[:, None] + np.arange(5)]
+    )
+    np.testing.assert_array_equal(data.labels[:, 0], millivolts[starts + 6])
+    assert data.labels[-1, 0] == millivolts[-1]
+    np.testing.assert_array_equal(data.ts, np.tile(np.arange(5) / 360, (3, 1)))
+    np.testing.assert_allclose(data.durations, 4 / 360)
+    with pytest.raises(ValueError, match="does not fit"):
+        ltc_jax.datasets.mitbih_208_windows(108_000, horizon=1, count=2)
+    with pytest.raises(ValueError, match="count must be at least 1"):
+        ltc_jax.datasets.mitbih_208_windows(5, horizon=1, count=0)
+
+
+def test_durations_read_each_sequence_to_its_length():
+    data = ltc_jax.datasets.SequenceDataset(
+        ts=np.array([[1.0, 2.5, 4.0], [0.0, 0.5, 99.0]]),
+        xs=np.zeros((2, 3, 1)),
+        lengths=np.array([3, 2], dtype=np.int32),
+        labels=np.array([0, 1], dtype=np.int32),
+        class_names=("a", "b"),
+    )
+    np.testing.assert_array_equal(data.durations, [3.0, 0.5])

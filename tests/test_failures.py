@@ -9,9 +9,10 @@ import time
 
 import numpy as np
 import pytest
-from helpers import max_relative_error
+from helpers import max_relative_error, toy_ts_file
 
 import ltc_jax
+from ltc_jax._batch import epoch_order
 from ltc_jax.datasets import SequenceDataset
 
 
@@ -31,7 +32,7 @@ def _dataset(lengths, seed=0, channels=2):
 def _fit(data, integrator, **kwargs):
     model = ltc_jax.LTC(2, 4, 2, key=jr_key(0))
     optimizer = ltc_jax.make_optimizer(1e-2, total_steps=100)
-    defaults = dict(epochs=1, batch_size=1, progress=False)
+    defaults = dict(epochs=1, batch_size=1, progress=ltc_jax.NoFitProgress())
     return ltc_jax.fit(
         model, data, integrator=integrator, optimizer=optimizer, **(defaults | kwargs)
     )
@@ -55,7 +56,7 @@ def test_solver_failure_is_raised_with_batch_time_and_steps():
     with pytest.raises(ltc_jax.SolverFailureError) as info:
         _fit(data, integrator, seed=3)
     message = str(info.value)
-    order = ltc_jax.epoch_order(3, 0, 3)
+    order = epoch_order(3, 0, 3)
     failing_batch = int(np.flatnonzero(order == 1)[0])
     assert f"epoch 0, batch {failing_batch}" in message
     assert "maximum number of solver steps" in message
@@ -82,7 +83,7 @@ def test_warns_when_a_solve_nears_max_steps():
     data = _dataset([20, 20])
     loose = ltc_jax.make_integrator("tsit5", rtol=1e-3, atol=1e-4)
     model = ltc_jax.LTC(2, 4, 2, key=jr_key(0))  # as _fit builds it
-    path = ltc_jax.dataset_path(data)
+    path = ltc_jax.make_input_path(data)
     steps = int(model.solve(path, integrator=loose).stats["num_steps"])
     integrator = ltc_jax.make_integrator(
         "tsit5", rtol=1e-3, atol=1e-4, max_steps=steps + 1
@@ -151,24 +152,11 @@ def test_same_seed_same_metrics():
     assert max_relative_error(first, second) == 0.0
 
 
-def _toy_ts(path, n, seed):
-    rng = np.random.default_rng(seed)
-    lines = ["@problemName toy", "@dimensions 2", "@classLabel true up down", "@data"]
-    for i in range(n):
-        length = int(rng.integers(4, 9))
-        sign = 1 if i % 2 == 0 else -1
-        channels = [np.cumsum(sign * rng.random(length)), rng.normal(size=length)]
-        values = ":".join(",".join(f"{v:.4f}" for v in c) for c in channels)
-        lines.append(f"{values}:{'up' if sign > 0 else 'down'}")
-    path.write_text("\n".join(lines) + "\n")
-    return str(path)
-
-
 def _train_command(*args):
     return [
         sys.executable,
         "-m",
-        "ltc_jax.cli",
+        "ltc_jax",
         "train",
         "--no-progress",
         "--no-memory-table",
@@ -180,8 +168,8 @@ def _train_command(*args):
 def test_killed_run_resumes_to_the_same_result(tmp_path):
     """SIGKILL a training process mid-run, resume it, and compare with a run that
     was never interrupted: same metrics, bit-identical parameters (CPU)."""
-    train = _toy_ts(tmp_path / "train.ts", 64, 0)
-    test = _toy_ts(tmp_path / "test.ts", 16, 1)
+    train = toy_ts_file(tmp_path / "train.ts", 64, 0)
+    test = toy_ts_file(tmp_path / "test.ts", 16, 1)
     common = [
         "--data",
         train,
@@ -231,11 +219,11 @@ def test_killed_run_resumes_to_the_same_result(tmp_path):
 
 
 def test_x64_switch(tmp_path):
-    train = _toy_ts(tmp_path / "train.ts", 8, 0)
-    test = _toy_ts(tmp_path / "test.ts", 4, 1)
+    train = toy_ts_file(tmp_path / "train.ts", 8, 0)
+    test = toy_ts_file(tmp_path / "test.ts", 4, 1)
     script = (
-        "import jax, json, sys; from ltc_jax import _run; "
-        "m = _run.train_and_evaluate(_run.TrainConfig(data=sys.argv[1], "
+        "import jax, json, sys; from ltc_jax import app; "
+        "m = app.train_and_evaluate(app.TrainConfig(data=sys.argv[1], "
         "test_data=sys.argv[2], out=sys.argv[3], epochs=1, hidden_size=4, "
         "batch_size=4, progress=False, memory_table=False, x64=sys.argv[4] == '1')); "
         "print(json.dumps([m['environment']['x64'], jax.numpy.zeros(()).dtype.name]))"

@@ -21,16 +21,14 @@ def _model(key, tau_min=0.2):
 
 
 @eqx.filter_jit
-def _outputs(model, ts, xs, lengths, integrator, sequence=False):
-    return model(
-        ltc_jax.InputPath(ts, xs, lengths), integrator=integrator, sequence=sequence
-    )
+def _outputs(model, ts, xs, lengths, integrator, save="final"):
+    return model(ltc_jax.InputPath(ts, xs, lengths), integrator=integrator, save=save)
 
 
-def _alone(model, ts, xs, lengths, integrator, b, sequence=False):
+def _alone(model, ts, xs, lengths, integrator, b, save="final"):
     n = int(lengths[b])
     return _outputs(
-        model, ts[b : b + 1, :n], xs[b : b + 1, :n], None, integrator, sequence
+        model, ts[b : b + 1, :n], xs[b : b + 1, :n], None, integrator, save
     )[0]
 
 
@@ -135,7 +133,7 @@ def test_sequence_outputs_at_observation_times(getkey):
     states = eqx.filter_jit(
         lambda m, ts, xs, n: (
             m.solve(
-                ltc_jax.InputPath(ts, xs, n), integrator=integrator, sequence=True
+                ltc_jax.InputPath(ts, xs, n), integrator=integrator, save="observations"
             ).ys
         )
     )(model, ts, xs, lengths)
@@ -171,9 +169,14 @@ def test_sequence_outputs_with_shared_times(getkey):
     ts = jnp.linspace(0.0, 2.0, 5)
     xs = jr.normal(getkey(), (3, 5, INPUT))
     integrator = ltc_jax.make_integrator("heun", dt0=0.05, max_steps=64)
-    shared = _outputs(model, ts, xs, None, integrator, True)
+    shared = _outputs(model, ts, xs, None, integrator, "observations")
     per_sequence = _outputs(
-        model, jnp.broadcast_to(ts, (3, 5)), xs, jnp.full((3,), 5), integrator, True
+        model,
+        jnp.broadcast_to(ts, (3, 5)),
+        xs,
+        jnp.full((3,), 5),
+        integrator,
+        "observations",
     )
     np.testing.assert_allclose(shared, per_sequence, rtol=1e-12)
     np.testing.assert_allclose(
@@ -193,7 +196,7 @@ def test_long_shared_times_solve_like_per_sequence_times(getkey, mode):
     integrator = ltc_jax.make_integrator("rk4", mode, dt0=0.02, max_steps=times)
 
     def loss(model, ts):
-        return jnp.sum(_outputs(model, ts, xs, None, integrator, True) ** 2)
+        return jnp.sum(_outputs(model, ts, xs, None, integrator, "observations") ** 2)
 
     value_and_grad = eqx.filter_jit(eqx.filter_value_and_grad(loss))
     shared, grad_shared = value_and_grad(model, ts)
@@ -236,7 +239,7 @@ def test_shared_times_give_the_vector_field_one_time(getkey):
 def test_padding_has_no_effect(getkey):
     model = _model(getkey())
     ts, xs, lengths = ragged_batch(getkey(), 4, 6, INPUT)
-    pad = jnp.arange(6) >= lengths[:, None]
+    pad = jnp.arange(6)[None] >= lengths[:, None]
     xs_other = jnp.where(pad[..., None], 1e6, xs)
     ts_other = jnp.where(pad, -7.0, ts)
     for adjoint in ("checkpoint", "backsolve"):
@@ -299,7 +302,7 @@ def test_gradient_modes_agree_on_sequence_outputs(getkey, scales, shifts):
         integrator = ltc_jax.make_integrator("rk4", mode, dt0=0.005, max_steps=800)
 
         def loss(model, integrator=integrator):
-            outputs = _outputs(model, ts, xs, lengths, integrator, True)
+            outputs = _outputs(model, ts, xs, lengths, integrator, "observations")
             return jnp.sum(jnp.sin(outputs))
 
         grads[mode] = eqx.filter_jit(eqx.filter_grad(loss))(model)

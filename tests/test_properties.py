@@ -63,7 +63,7 @@ def test_ragged_batch_equals_per_sequence_solves(batch, seed):
 @given(seed=st.integers(0, 2**31 - 1), fill=st.sampled_from([0.0, 1e8, -3.0, np.nan]))
 def test_padding_has_no_influence_on_outputs_or_gradients(seed, fill):
     ts, xs, lengths = _batch(seed, 4)
-    pad = jnp.arange(TIMES, dtype=jnp.int32) >= lengths[:, None]
+    pad = jnp.arange(TIMES, dtype=jnp.int32)[None] >= lengths[:, None]
 
     def loss(model, xs):
         return jnp.sum(_outputs(model, ts, xs, lengths) ** 2)
@@ -97,7 +97,7 @@ ADAPTIVE = ltc_jax.make_integrator("tsit5", rtol=1e-8, atol=1e-10, max_steps=409
 @eqx.filter_jit
 def _states(model, ts, xs, lengths):
     path = ltc_jax.InputPath(ts, xs, lengths)
-    return model.solve(path, integrator=ADAPTIVE, sequence=True).ys
+    return model.solve(path, integrator=ADAPTIVE, save="observations").ys
 
 
 @SETTINGS

@@ -24,10 +24,23 @@ def test_convergence_order(name, order):
     assert abs(slope - order) < 0.15, slope
 
 
-def test_rk4_tableau_is_classic():
-    tableau = ltc_jax.RK4.tableau
-    np.testing.assert_allclose(tableau.c, [0.5, 0.5, 1.0])
-    np.testing.assert_allclose(tableau.b_sol, [1 / 6, 1 / 3, 1 / 3, 1 / 6])
+def test_rk4_step_is_the_textbook_formula():
+    """One step of y' = t y^2 + sin(y), nonlinear and non-autonomous, against
+    Kutta's classic formula written out by hand (which Kutta's 3/8 rule, the
+    other four-stage fourth-order method, does not match)."""
+
+    def f(t, y):
+        return t * y**2 + np.sin(y)
+
+    t0, y0, h = 0.3, 0.7, 0.4
+    k1 = f(t0, y0)
+    k2 = f(t0 + h / 2, y0 + h / 2 * k1)
+    k3 = f(t0 + h / 2, y0 + h / 2 * k2)
+    k4 = f(t0 + h, y0 + h * k3)
+    expected = y0 + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+    term = diffrax.ODETerm(lambda t, y, args: t * y**2 + jnp.sin(y))
+    sol = diffrax.diffeqsolve(term, ltc_jax.RK4(), t0, t0 + h, h, jnp.array(y0))
+    assert float(sol.ys[-1]) == pytest.approx(expected, rel=1e-14)
 
 
 def test_rk4_refuses_adaptive_steps():
@@ -74,6 +87,9 @@ def test_every_name_builds():
         (dict(solver="euler", rtol=1e-3, atol=1e-3), "no error estimate"),
         (dict(solver="kvaerno5", dt0=0.1), "needs adaptive steps"),
         (dict(dt0=0.1, adjoint="full", checkpoints=3), "only applies to"),
+        (dict(dt0=0.1, adjoint="checkpoint", checkpoints=0), "must be positive"),
+        (dict(dt0=0.1, backward_solver="heun"), "only applies to adjoint='backsolve'"),
+        (dict(dt0=0.1, adjoint="backsolve", seminorm=True), "adaptive steps"),
         (dict(dt0=0.1, dtmin=1e-3), "dtmin applies to adaptive"),
         (dict(dt0=0.1, batching="loop"), "Unknown batching"),
         (dict(dt0=0.1, max_steps=0), "max_steps must be a positive"),
@@ -95,3 +111,57 @@ def test_implicit_solvers_default_to_one_solve_per_sequence():
         "kvaerno5", rtol=1e-3, atol=1e-4, batching="batched"
     )
     assert explicit.batching == "batched"
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(solver="fused", adjoint="backsolve", dt0=1.0), "backward_solver='heun'"),
+        (
+            dict(adjoint="backsolve", rtol=1e-3, atol=1e-3, backward_solver="fused"),
+            "adjoint system is not one",
+        ),
+        (dict(adjoint="checkpoint", rtol=1e-3, atol=1e-3, seminorm=True), "backsolve"),
+    ],
+)
+def test_unsupported_combinations_name_what_works(kwargs, match):
+    with pytest.raises(NotImplementedError, match=match):
+        ltc_jax.make_integrator(**kwargs)
+
+
+def test_every_gradient_mode_name_round_trips():
+    """`make_adjoint` and the name an integrator reports agree for every mode, and
+    an adjoint object from outside ltc_jax keeps its class name."""
+    for name in ltc_jax.ADJOINT_NAMES:
+        integrator = ltc_jax.make_integrator("heun", name, dt0=0.1, max_steps=9)
+        assert integrator.adjoint_name == name
+    foreign = ltc_jax.Integrator(
+        diffrax.Heun(),
+        diffrax.ConstantStepSize(),
+        diffrax.ForwardMode(),
+        0.1,
+        max_steps=9,
+    )
+    assert foreign.adjoint_name == "ForwardMode"
+
+
+def _dataset(durations):
+    ts = np.stack([np.linspace(2.0, 2.0 + d, 4) for d in durations])
+    return ltc_jax.datasets.SequenceDataset(
+        ts=ts,
+        xs=np.zeros(ts.shape + (1,)),
+        lengths=np.full(len(durations), 4, dtype=np.int32),
+        labels=np.zeros(len(durations), dtype=np.int32),
+        class_names=("a",),
+    )
+
+
+def test_fixed_max_steps_is_what_the_longest_sequence_takes():
+    """ceil(duration / dt0) of the longest sequence, over several datasets; an
+    exact multiple of dt0 takes that many steps, not one more."""
+    train, test = _dataset([1.0, 2.9]), _dataset([3.05])
+    assert ltc_jax.fixed_max_steps([train], 0.5) == 6  # 2.9 / 0.5 = 5.8
+    assert ltc_jax.fixed_max_steps([train, test], 0.5) == 7  # 3.05 / 0.5 = 6.1
+    assert ltc_jax.fixed_max_steps([_dataset([0.3])], 0.1) == 3  # 0.3 / 0.1 in floats
+    with pytest.raises(ValueError, match="dt0 must be positive"):
+        ltc_jax.fixed_max_steps([train], 0.0)

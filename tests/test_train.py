@@ -1,14 +1,12 @@
-import json
 import os
 
 import equinox as eqx
-import jax
 import numpy as np
 import pytest
 from helpers import max_relative_error
 
 import ltc_jax
-from ltc_jax import cli
+from ltc_jax._batch import epoch_order
 from ltc_jax.datasets import load_japanese_vowels, standardize
 
 
@@ -32,14 +30,14 @@ def test_short_training_lowers_the_loss(small_vowels, getkey):
         optimizer=optimizer,
         epochs=10,
         batch_size=16,
-        progress=False,
+        progress=ltc_jax.NoFitProgress(),
     )
     after = ltc_jax.evaluate(model, train, integrator=integrator)["loss"]
     assert after < 0.7 * before
     assert history[-1]["loss"] < history[0]["loss"]
     # Fixed steps of at most dt0 = 1 frame: a batch takes as many steps as its
     # longest sequence has frames minus one.
-    order = ltc_jax.epoch_order(0, 9, len(train))
+    order = epoch_order(0, 9, len(train))
     longest = [train.lengths[order[i : i + 16]].max() - 1 for i in range(0, 64, 16)]
     assert history[-1]["num_steps"] == np.mean(longest)
 
@@ -82,7 +80,7 @@ def test_unstable_fixed_step_is_detected_and_named(getkey, tmp_path):
             optimizer=optimizer,
             epochs=1,
             batch_size=8,
-            progress=False,
+            progress=ltc_jax.NoFitProgress(),
             checkpoint_dir=tmp_path,
         )
     assert ltc_jax.list_checkpoints(tmp_path) == []  # nothing broken was saved
@@ -91,7 +89,7 @@ def test_unstable_fixed_step_is_detected_and_named(getkey, tmp_path):
 def test_non_finite_step_leaves_parameters_unchanged(getkey):
     model, integrator, optimizer = _unstable(getkey())
     opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
-    step = ltc_jax.make_train_step(optimizer, integrator)
+    step = eqx.filter_jit(ltc_jax.make_train_step(optimizer, integrator))
     batch = next(ltc_jax.batches(_long_sequences(), 8))
     new_model, new_state, loss, _, finite = step(model, opt_state, batch)
     assert not bool(finite) and not np.isfinite(float(loss))
@@ -117,152 +115,6 @@ def test_checkpoint_round_trip_and_corruption(getkey, tmp_path):
         ltc_jax.load_checkpoint(second, model)
 
 
-def _toy_ts(path, n, seed):
-    rng = np.random.default_rng(seed)
-    lines = ["@problemName toy", "@dimensions 2", "@classLabel true up down", "@data"]
-    for i in range(n):
-        length = rng.integers(4, 9)
-        sign = 1 if i % 2 == 0 else -1
-        channels = [np.cumsum(sign * rng.random(length)), rng.normal(size=length)]
-        values = ":".join(",".join(f"{v:.4f}" for v in c) for c in channels)
-        lines.append(f"{values}:{'up' if sign > 0 else 'down'}")
-    path.write_text("\n".join(lines) + "\n")
-    return str(path)
-
-
-def test_cli_on_any_ts_pair(tmp_path, capsys):
-    train = _toy_ts(tmp_path / "train.ts", 24, 0)
-    test = _toy_ts(tmp_path / "test.ts", 10, 1)
-    out = tmp_path / "run"
-    cli.main(
-        [
-            "train",
-            "--data",
-            train,
-            "--test-data",
-            test,
-            "--out",
-            str(out),
-            "--hidden-size",
-            "4",
-            "--epochs",
-            "2",
-            "--batch-size",
-            "8",
-            "--no-progress",
-        ]
-    )
-    printed = capsys.readouterr().out
-    assert "test accuracy" in printed and "backsolve" in printed
-    metrics = json.loads((out / "metrics.json").read_text())
-    for key in (
-        "test_accuracy",
-        "train_seconds",
-        "gradient_mode",
-        "solver",
-        "memory_bytes_by_mode",
-    ):
-        assert key in metrics
-    assert metrics["gradient_mode"] == "checkpoint" and metrics["solver"] == "tsit5"
-    assert set(metrics["memory_bytes_by_mode"]) == set(ltc_jax.ADJOINT_NAMES)
-    full = metrics["memory_bytes_by_mode"]["full"]["temp_bytes"]
-    assert full > metrics["memory_bytes_by_mode"]["backsolve"]["temp_bytes"]
-    assert metrics["environment"]["backend"] == jax.default_backend()
-    assert json.loads((out / "config.json").read_text())["hidden_size"] == 4
-    with pytest.raises(FileExistsError, match="never overwritten"):
-        cli.main(["train", "--data", train, "--test-data", test, "--out", str(out)])
-
-
-def test_cli_rejects_bad_arguments(tmp_path):
-    train = _toy_ts(tmp_path / "train.ts", 8, 0)
-    with pytest.raises(ValueError, match="go together"):
-        cli.main(["train", "--data", train, "--out", str(tmp_path / "a")])
-    with pytest.raises(ValueError, match="dt0 must be positive"):
-        cli.main(["train", "--dt0", "-1", "--out", str(tmp_path / "b")])
-    with pytest.raises(SystemExit):
-        cli.main(["train", "--solver", "rk45"])
-    # A bad option found before training leaves no run folder behind.
-    with pytest.raises(ValueError, match="tighten-at must lie in"):
-        cli.main(["train", "--tighten-at", "1.5", "--out", str(tmp_path / "c")])
-    assert not (tmp_path / "c").exists()
-    with pytest.raises(ValueError, match="checkpoint-every must be positive"):
-        cli.main(["train", "--checkpoint-every", "0", "--out", str(tmp_path / "d")])
-    assert not (tmp_path / "d").exists()
-
-
-def test_cli_biophysical_cell_with_fused_solver(tmp_path):
-    train = _toy_ts(tmp_path / "train.ts", 16, 0)
-    test = _toy_ts(tmp_path / "test.ts", 8, 1)
-    out = tmp_path / "run"
-    cli.main(
-        [
-            "train",
-            "--data",
-            train,
-            "--test-data",
-            test,
-            "--out",
-            str(out),
-            "--cell",
-            "biophysical",
-            "--wiring",
-            "ncp",
-            "--hidden-size",
-            "6",
-            "--solver",
-            "fused",
-            "--dt0",
-            "1",
-            "--ode-unfolds",
-            "3",
-            "--epochs",
-            "1",
-            "--batch-size",
-            "8",
-            "--no-progress",
-            "--no-memory-table",
-        ]
-    )
-    metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["cell"] == "biophysical" and metrics["wiring"] == "ncp"
-    assert metrics["solver"] == "fused" and not metrics["adaptive"]
-    # Fixed steps of dt0 = 1 sample: max_steps covers the longest of train and test.
-    assert metrics["max_steps"] == 7
-
-
-def test_cli_irregular_protocol_with_mask_and_time_channels(tmp_path):
-    train = _toy_ts(tmp_path / "train.ts", 16, 0)
-    test = _toy_ts(tmp_path / "test.ts", 8, 1)
-    out = tmp_path / "run"
-    cli.main(
-        [
-            "train",
-            "--data",
-            train,
-            "--test-data",
-            test,
-            "--out",
-            str(out),
-            "--drop-rate",
-            "0.5",
-            "--observation-mask",
-            "--time-since-observation",
-            "--hidden-size",
-            "4",
-            "--epochs",
-            "1",
-            "--batch-size",
-            "8",
-            "--no-progress",
-            "--no-memory-table",
-        ]
-    )
-    metrics = json.loads((out / "metrics.json").read_text())
-    assert "50% of observations dropped" in metrics["dataset"]["train"]
-    config = json.loads((out / "config.json").read_text())
-    assert config["drop_rate"] == 0.5 and config["observation_mask"]
-
-
 def test_tolerance_schedule_changes_the_tolerances_used(small_vowels, getkey):
     train, _ = small_vowels
     base = ltc_jax.make_integrator("tsit5", rtol=1e-2, atol=1e-3)
@@ -278,7 +130,7 @@ def test_tolerance_schedule_changes_the_tolerances_used(small_vowels, getkey):
         optimizer=ltc_jax.make_optimizer(1e-2, 12),
         epochs=3,
         batch_size=32,
-        progress=False,
+        progress=ltc_jax.NoFitProgress(),
     )
     assert [(h["rtol"], h["atol"]) for h in history] == [
         (1e-2, 1e-3),
@@ -298,24 +150,6 @@ def test_tolerance_schedule_changes_the_tolerances_used(small_vowels, getkey):
         )
 
 
-def test_tighten_at_switches_to_the_tight_tolerances():
-    """`--tighten-at 0.7` of 10 epochs: loose for epochs 0-6, tight from epoch 7."""
-    from ltc_jax._run import training_schedule
-
-    config = ltc_jax.TrainConfig(epochs=10, tighten_at=0.7, rtol=1e-3, atol=1e-4)
-    integrator = ltc_jax.make_integrator("tsit5", rtol=1e-3, atol=1e-4)
-    schedule = training_schedule(config, integrator)
-    assert schedule.start_epochs == (0, 7)
-    assert schedule(6).stepsize_controller.rtol == 1e-3
-    assert schedule(7).stepsize_controller.rtol == config.tight_rtol
-    assert schedule(9).stepsize_controller.atol == config.tight_atol
-    assert training_schedule(ltc_jax.TrainConfig(), integrator) is None
-    with pytest.raises(ValueError, match="tighten-at must lie in"):
-        training_schedule(ltc_jax.TrainConfig(tighten_at=1.5), integrator)
-    with pytest.raises(ValueError, match="adaptive"):
-        training_schedule(config, ltc_jax.make_integrator("heun", dt0=0.1))
-
-
 def test_backsolve_blow_up_is_named(getkey):
     """A stable forward (the fused step) with an expansive reverse solve: the
     error points at backsolve, not at the forward step size."""
@@ -332,5 +166,5 @@ def test_backsolve_blow_up_is_named(getkey):
             optimizer=ltc_jax.make_optimizer(1e-2, total_steps=10),
             epochs=1,
             batch_size=8,
-            progress=False,
+            progress=ltc_jax.NoFitProgress(),
         )

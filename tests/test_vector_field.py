@@ -82,4 +82,5 @@ def test_theorem2_bound_under_bounded_input(getkey):
     )
     low = np.minimum(0.0, np.asarray(cell.A)) - 1e-9
     high = np.maximum(0.0, np.asarray(cell.A)) + 1e-9
-    assert np.all(sol.ys >= low) and np.all(sol.ys <= high)
+    ys = np.asarray(sol.ys)
+    assert np.all(ys >= low) and np.all(ys <= high)

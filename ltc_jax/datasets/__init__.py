@@ -10,5 +10,6 @@ from ._ecg import (
     MITBIH_208_SAMPLE_RATE_HZ as MITBIH_208_SAMPLE_RATE_HZ,
     forecast_windows as forecast_windows,
     load_mitbih_208 as load_mitbih_208,
+    mitbih_208_windows as mitbih_208_windows,
 )
 from ._ts_format import TSFormatError as TSFormatError, read_ts as read_ts

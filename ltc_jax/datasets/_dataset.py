@@ -46,15 +46,25 @@ class SequenceDataset:
 
     @property
     def num_channels(self) -> int:
+        """Channels per observation."""
         return self.xs.shape[2]
 
     @property
     def num_classes(self) -> int:
+        """Classes (0 for regression)."""
         return len(self.class_names)
 
     @property
     def is_classification(self) -> bool:
+        """Whether the labels are class indices (else regression targets)."""
         return np.issubdtype(self.labels.dtype, np.integer)
+
+    @property
+    def durations(self) -> np.ndarray:
+        """`float64[n]`: each sequence's last observation time minus its first, in
+        the unit of `ts`."""
+        last = self.ts[np.arange(len(self)), self.lengths - 1]
+        return (last - self.ts[:, 0]).astype(np.float64)
 
     def take(self, indices) -> "SequenceDataset":
         """The sequences at `indices` (a NumPy index array), as a new dataset."""

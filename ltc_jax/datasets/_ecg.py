@@ -1,5 +1,6 @@
 """The MIT-BIH record 208 ECG excerpt, and forecasting windows cut from a signal."""
 
+import dataclasses
 import importlib.resources
 
 import numpy as np
@@ -126,3 +127,53 @@ def forecast_windows(
         labels=values[starts + last_needed],
         name=name,
     )
+
+
+def mitbih_208_windows(
+    window: int, *, horizon: int, count: int, name: str = ""
+) -> SequenceDataset:
+    """`count` forecasting windows of the bundled MIT-BIH record 208 ECG (see
+    [`ltc_jax.datasets.load_mitbih_208`][]), spread evenly over the recording:
+    the first starts at its first sample, the last ends `horizon` samples before
+    its end. Each window is labelled with the signal `horizon` samples after its
+    last sample ([`ltc_jax.datasets.forecast_windows`][]).
+
+    Times are seconds from each window's start, so every window has the same
+    time grid (`i / 360` s) and stays exact in float32; the values are
+    millivolts.
+
+    **Arguments:**
+
+    - `window`: samples per window, at least 2.
+    - `horizon`: samples between a window's last sample and its target, at least
+        1 (36 samples is 0.1 s).
+    - `count`: number of windows, at least 1.
+    - `name`: recorded in the dataset (default: a description of the windows).
+
+    **Returns:** a [`ltc_jax.datasets.SequenceDataset`][]: `ts` `float64[count,
+    window]`, `xs` `float64[count, window, 1]`, `labels` `float64[count, 1]`.
+
+    **Raises:** `ValueError` if `count < 1`, or the windows and their targets do
+    not fit in the recording's 108,000 samples (or as `forecast_windows`).
+    """
+    if count < 1:
+        raise ValueError(f"count must be at least 1; got {count}.")
+    ts, millivolts = load_mitbih_208()
+    last_start = ts.shape[0] - window - horizon
+    if last_start < 0:
+        raise ValueError(
+            f"A window of {window} samples with a target {horizon} samples ahead "
+            f"does not fit in the recording's {ts.shape[0]} samples."
+        )
+    starts = np.linspace(0, last_start, count).astype(np.int64)
+    data = forecast_windows(
+        ts,
+        millivolts,
+        window=window,
+        horizon=horizon,
+        starts=starts,
+        name=name
+        or f"MIT-BIH 208: {count} windows of {window} samples, target +{horizon}",
+    )
+    grid = np.arange(window, dtype=np.float64) / MITBIH_208_SAMPLE_RATE_HZ
+    return dataclasses.replace(data, ts=np.tile(grid, (count, 1)))

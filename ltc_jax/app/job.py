@@ -5,9 +5,8 @@ import datetime
 import json
 import math
 import os
-import platform
 import time
-from typing import Any, Literal
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -15,29 +14,8 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from ._custom_types import Interpolation
-from ._memory import compiled_memory
-from ._model import LTC
-from ._solve import (
-    ADJOINT_NAMES,
-    AdjointName,
-    Batching,
-    Integrator,
-    SolverName,
-    ToleranceSchedule,
-    make_integrator,
-)
-from ._train import (
-    batches,
-    dataset_path,
-    evaluate,
-    fit,
-    list_checkpoints,
-    make_optimizer,
-    parameter_digest,
-    train_step_fn,
-)
-from .datasets import (
+import ltc_jax
+from ltc_jax.datasets import (
     SequenceDataset,
     drop_observations,
     load_japanese_vowels,
@@ -45,129 +23,7 @@ from .datasets import (
     standardize,
 )
 
-
-DEFAULT_RTOL = 1e-3
-DEFAULT_ATOL = 1e-4
-
-
-@dataclasses.dataclass(frozen=True)
-class TrainConfig:
-    """Train an LTC classifier (or regressor) on a `.ts` train/test pair.
-
-    Defaults are the main job: the bundled JapaneseVowels, 64 units, Tsit5 with
-    adaptive steps (rtol 1e-3, atol 1e-4), checkpointed gradients.
-    """
-
-    data: str | None = None
-    """Training set (.ts). Default: the bundled JapaneseVowels."""
-    test_data: str | None = None
-    """Test set (.ts); required with --data."""
-    out: str | None = None
-    """Run folder. Default: runs/train/<date>-<time>. An existing non-empty folder is
-    never overwritten."""
-    seed: int = 0
-    """Seeds parameter initialisation and data order."""
-    hidden_size: int = 64
-    """LTC units."""
-    cell: Literal["ltc", "biophysical"] = "ltc"
-    """ltc: the simplified LTC (Hasani et al. 2021, Eq. 1); biophysical: the original
-    authors' cell on a sparse wiring."""
-    wiring: Literal["fc", "random", "ncp"] = "fc"
-    """Wiring of the biophysical cell: fully connected, random, or NCP."""
-    solver: SolverName = "tsit5"
-    """ODE solver; fused is the original authors' semi-implicit step."""
-    ode_unfolds: int = 6
-    """Sub-steps per step of the fused solver."""
-    adjoint: AdjointName = "checkpoint"
-    """Gradient mode: checkpoint, full, backsolve or direct."""
-    dt0: float | None = None
-    """Fixed step (time units) when no tolerances are given; else the first step."""
-    rtol: float | None = None
-    """Relative tolerance (adaptive steps). Default 1e-3 when dt0 is not given."""
-    atol: float | None = None
-    """Absolute tolerance (adaptive steps). Default 1e-4 when dt0 is not given."""
-    dtmin: float | None = None
-    """Smallest adaptive step (time units); reaching it is an error."""
-    tighten_at: float | None = None
-    """Tolerance schedule: after this fraction of the epochs, switch to
-    --tight-rtol/--tight-atol (adaptive steps only)."""
-    tight_rtol: float = 1e-6
-    """Relative tolerance after --tighten-at."""
-    tight_atol: float = 1e-7
-    """Absolute tolerance after --tighten-at."""
-    seminorm: bool = False
-    """With --adjoint backsolve and adaptive steps: the reverse solve's error control
-    ignores the parameter-cotangent channels (diffrax's adjoint_rms_seminorm)."""
-    max_steps: int = 4096
-    """Most adaptive steps per solve (fixed steps: set from the data)."""
-    checkpoints: int | None = None
-    """Checkpoints for --adjoint checkpoint (default: diffrax's choice)."""
-    backward_solver: SolverName | None = None
-    """Reverse-solve solver for --adjoint backsolve (default: the forward one;
-    needed with --solver fused)."""
-    batching: Batching | None = None
-    """Solve the batch as one state (batched) or per sequence (vmap). Default:
-    vmap for the implicit kvaerno5, batched otherwise."""
-    interpolation: Interpolation = "linear"
-    """Input path between observations: linear or cubic (Hermite)."""
-    observation_mask: bool = False
-    """Add a 0/1 channel per input channel: observed (1) or NaN (0)."""
-    time_since_observation: bool = False
-    """Add a channel per input channel: time since its previous observation."""
-    drop_rate: float = 0.0
-    """Drop this fraction of each sequence's observations at random (train and
-    test, seeded by --seed): the irregular-sampling protocol of Kidger et al. 2020."""
-    tau_min: float = 0.0
-    """Floor on every time constant tau (time units)."""
-    epochs: int = 100
-    batch_size: int = 16
-    learning_rate: float = 1e-2
-    """Peak learning rate of Adam (cosine decay to 1% of it)."""
-    weight_decay: float = 0.0
-    clip_norm: float = 1.0
-    """Global gradient-norm clip."""
-    warmup_steps: int = 0
-    memory_table: bool = True
-    """Measure the compiled training step's memory under every gradient mode."""
-    checkpoint_every: int | None = None
-    """Also checkpoint every N optimiser steps (always after each epoch)."""
-    on_failure: Literal["raise", "skip"] = "raise"
-    """On a failed solve or non-finite loss: stop (raise) or drop the update (skip)."""
-    max_consecutive_failures: int = 10
-    """With --on-failure skip: stop after this many failed steps in a row."""
-    x64: bool = False
-    """Run everything in float64."""
-    resume: str | None = None
-    """Continue the run in this folder from its newest good checkpoint, with its
-    saved configuration (other options are ignored, except --progress)."""
-    progress: bool = True
-    """Show a progress bar."""
-
-
-def environment() -> dict[str, Any]:
-    """Versions, backend and device: the `environment` block of every metrics file."""
-    import diffrax
-    import jaxlib
-    import optax
-
-    from . import __version__
-
-    device = jax.devices()[0]
-    return dict(
-        ltc_jax=__version__,
-        jax=jax.__version__,
-        jaxlib=jaxlib.__version__,
-        equinox=eqx.__version__,
-        diffrax=diffrax.__version__,
-        optax=optax.__version__,
-        python=platform.python_version(),
-        platform=platform.platform(),
-        backend=jax.default_backend(),
-        device=device.device_kind,
-        device_count=jax.device_count(),
-        cpu_count=os.cpu_count(),
-        x64=bool(jax.config.read("jax_enable_x64")),
-    )
+from .config import DEFAULT_ATOL, DEFAULT_RTOL, TrainConfig
 
 
 def make_run_dir(out: str | None, parent: str) -> str:
@@ -233,9 +89,9 @@ def path_options(config: TrainConfig) -> dict[str, Any]:
 def make_config_integrator(
     config: TrainConfig,
     datasets: tuple[SequenceDataset, ...],
-    adjoint: AdjointName | None = None,
-    backward_solver: SolverName | None = None,
-) -> Integrator:
+    adjoint: str | None = None,
+    backward_solver: str | None = None,
+) -> ltc_jax.Integrator:
     """The [`ltc_jax.Integrator`][] a config asks for.
 
     Fixed steps when `dt0` is given without tolerances; then `max_steps` is the
@@ -251,15 +107,9 @@ def make_config_integrator(
     else:
         if not config.dt0 > 0:
             raise ValueError(f"--dt0 must be positive; got {config.dt0}.")
-        longest = max(
-            float(
-                np.max(data.ts[np.arange(len(data)), data.lengths - 1] - data.ts[:, 0])
-            )
-            for data in datasets
-        )
-        max_steps = max(1, math.ceil(longest / config.dt0))
+        max_steps = ltc_jax.fixed_max_steps(datasets, config.dt0)
     adjoint = config.adjoint if adjoint is None else adjoint
-    return make_integrator(
+    return ltc_jax.make_integrator(
         config.solver,
         adjoint,
         dt0=config.dt0,
@@ -278,8 +128,8 @@ def make_config_integrator(
 
 
 def training_schedule(
-    config: TrainConfig, integrator: Integrator
-) -> ToleranceSchedule | None:
+    config: TrainConfig, integrator: ltc_jax.Integrator
+) -> ltc_jax.ToleranceSchedule | None:
     """The two-phase tolerance schedule of `--tighten-at`, or `None`.
 
     **Raises:** `ValueError` if `tighten_at` is outside (0, 1) or steps are fixed.
@@ -292,7 +142,7 @@ def training_schedule(
         raise ValueError("--tighten-at needs adaptive steps (no --dt0 alone).")
     switch = max(1, min(config.epochs - 1, round(config.tighten_at * config.epochs)))
     controller = integrator.stepsize_controller
-    return ToleranceSchedule(
+    return ltc_jax.ToleranceSchedule(
         integrator,
         start_epochs=(0, switch),
         rtols=(float(controller.rtol), config.tight_rtol),
@@ -311,12 +161,12 @@ def memory_by_mode(
     if config.solver == "fused" and backward is None:
         backward = "heun"
     table = {}
-    for mode in ADJOINT_NAMES:
+    for mode in ltc_jax.ADJOINT_NAMES:
         integrator = make_config_integrator(
             config, datasets, adjoint=mode, backward_solver=backward
         )
-        step = train_step_fn(optimizer, integrator)
-        memory = compiled_memory(step, model, opt_state, batch)
+        step = ltc_jax.make_train_step(optimizer, integrator)
+        memory = ltc_jax.compiled_memory(step, model, opt_state, batch)
         table[mode] = None if memory is None else memory.asdict()
     return table
 
@@ -358,11 +208,11 @@ def train_and_evaluate(config: TrainConfig) -> dict[str, Any]:
     integrator = make_config_integrator(config, (train, test))
     schedule = training_schedule(config, integrator)
     options = path_options(config)
-    train_path = dataset_path(train, **options)
+    train_path = ltc_jax.make_input_path(train, **options)
     output_size = (
         train.num_classes if train.is_classification else train.labels.shape[1]
     )
-    model = LTC(
+    model = ltc_jax.LTC(
         train_path.input_size,
         config.hidden_size,
         output_size,
@@ -372,7 +222,7 @@ def train_and_evaluate(config: TrainConfig) -> dict[str, Any]:
         key=jr.PRNGKey(config.seed),
     )
     steps_per_epoch = math.ceil(len(train) / config.batch_size)
-    optimizer = make_optimizer(
+    optimizer = ltc_jax.make_optimizer(
         config.learning_rate,
         config.epochs * steps_per_epoch,
         warmup_steps=config.warmup_steps,
@@ -390,7 +240,7 @@ def train_and_evaluate(config: TrainConfig) -> dict[str, Any]:
             json.dump(dataclasses.asdict(config), file, indent=2)
     checkpoint_dir = os.path.join(run_dir, "checkpoints")
     start = time.perf_counter()
-    model, history = fit(
+    model, history = ltc_jax.fit(
         model,
         train,
         integrator=integrator if schedule is None else schedule,
@@ -401,24 +251,26 @@ def train_and_evaluate(config: TrainConfig) -> dict[str, Any]:
         path=train_path,
         checkpoint_dir=checkpoint_dir,
         checkpoint_every=config.checkpoint_every,
-        resume=resume and bool(list_checkpoints(checkpoint_dir)),
+        resume=resume and bool(ltc_jax.list_checkpoints(checkpoint_dir)),
         on_failure=config.on_failure,
         max_consecutive_failures=config.max_consecutive_failures,
-        progress=config.progress,
+        progress=ltc_jax.TqdmFitProgress()
+        if config.progress
+        else ltc_jax.NoFitProgress(),
     )
     train_seconds = time.perf_counter() - start
     if schedule is not None:
         integrator = schedule.final
-    result = evaluate(
+    result = ltc_jax.evaluate(
         model,
         test,
         integrator=integrator,
         batch_size=config.batch_size,
-        path=dataset_path(test, **options),
+        path=ltc_jax.make_input_path(test, **options),
     )
     memory = None
     if config.memory_table:
-        batch = next(batches(train, config.batch_size, path=train_path))
+        batch = next(ltc_jax.batches(train, config.batch_size, path=train_path))
         memory = memory_by_mode(model, optimizer, batch, config, (train, test))
     metrics = dict(
         test_accuracy=result["accuracy"],
@@ -436,9 +288,9 @@ def train_and_evaluate(config: TrainConfig) -> dict[str, Any]:
             train=train.name, test=test.name, train_size=len(train), test_size=len(test)
         ),
         history=history,
-        parameters_sha256=parameter_digest(model),
+        parameters_sha256=ltc_jax.parameter_digest(model),
         resumed=resume,
-        environment=environment(),
+        environment=ltc_jax.environment(),
         run_dir=run_dir,
     )
     with open(os.path.join(run_dir, "metrics.json"), "w") as file:

@@ -1,4 +1,4 @@
-"""Measurement: XLA's compiled memory analysis, and runtime peak memory."""
+"""Memory: XLA's compiled memory analysis, and runtime peak memory."""
 
 import dataclasses
 from collections.abc import Callable

@@ -15,10 +15,7 @@ import tempfile
 from collections.abc import Mapping
 from typing import Any
 
-
-class SubprocessError(RuntimeError):
-    """The function called by [`ltc_jax.call_in_subprocess`][] failed, or its
-    process died; the message ends with the tail of the process's error output."""
+from .._errors import SubprocessError
 
 
 def call_in_subprocess(
@@ -74,7 +71,7 @@ def call_in_subprocess(
         )
         try:
             process = subprocess.run(
-                [sys.executable, "-m", "ltc_jax._subprocess"],
+                [sys.executable, "-m", "ltc_jax._measure.subprocess"],
                 input=request,
                 capture_output=True,
                 text=True,

@@ -1,41 +1,65 @@
-"""The original authors' fused semi-implicit LTC step, as a diffrax solver."""
+"""The original authors' fused semi-implicit LTC step, as a diffrax solver, and the
+"LTC form" protocol it needs from its term."""
 
+import abc
 from collections.abc import Callable
 from typing import ClassVar
 
 import diffrax
 import equinox as eqx
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike
+from jaxtyping import Array, ArrayLike, PyTree
 
 
 def _expand(control: ArrayLike, y: Array) -> Array:
     """Broadcast a per-sequence control `(*batch,)` against a state
-    `(*batch, units)`."""
+    `(*batch, hidden_size)`."""
     control = jnp.asarray(control, y.dtype)
     return control.reshape(control.shape + (1,) * (y.ndim - control.ndim))
 
 
-class LTCTerm(diffrax.ODETerm):
-    """An ODE term for a vector field in LTC form, `dh/dt = drive - decay * h`, for
-    use with [`ltc_jax.FusedLTC`][] in your own `diffrax.diffeqsolve`.
+class AbstractLTCFormTerm(diffrax.AbstractTerm):
+    """A term whose vector field is in LTC form, `dh/dt = drive - decay * h` with
+    `decay >= 0`, and says so.
 
-    Its vector-field value is the pair `(dh/dt, decay)`: the fused solver uses the
-    decay; every other solver (and `BacksolveAdjoint`) reaches the field through
-    `prod`, which uses `dh/dt` alone, so the term works with any diffrax solver.
-
-    **Arguments:** `vector_field`: an [`ltc_jax.AbstractLTCField`][] such as
-    [`ltc_jax.LTCVectorField`][] or [`ltc_jax.BiophysicalLTCVectorField`][];
-    `args` of the solve is its input path. (`ltc_jax.LTC` models and
-    [`ltc_jax.integrate`][] build their terms themselves.)
+    Besides diffrax's `vf`, `contr` and `prod` (through which every diffrax solver
+    and adjoint uses it as an ordinary term), it provides `vf_and_decay(t, y,
+    args) -> (dh/dt, decay)`, each shaped like `y`. This is the whole protocol
+    between [`ltc_jax.FusedLTC`][] and its term: the solver declares it as its
+    `term_structure`, so diffrax itself refuses any other term.
     """
 
-    def vf(self, t, y, args):
-        return self.vector_field.derivative_and_decay(t, y, args)
+    @abc.abstractmethod
+    def vf_and_decay(self, t, y: PyTree, args: PyTree) -> tuple[PyTree, PyTree]:
+        """`(dh/dt, decay)` at time `t` (the time of `vf`), each shaped like `y`."""
 
-    def prod(self, vf, control):
-        derivative, _ = vf
-        return derivative * _expand(control, derivative)
+
+def _vf_and_decay(terms: diffrax.AbstractTerm, t, y, args):
+    """`terms.vf_and_decay(t, y, args)` of the LTC-form term a solver was given.
+
+    diffrax 0.7.2 checks a solver's `term_structure` against the terms passed to
+    `diffeqsolve`, then hands the solver each term wrapped in its internal
+    `WrapTerm(term, direction)`, which forwards only `vf`, `contr` and `prod`
+    (mapping `t` to `t * direction`); reach through it to the term itself."""
+    if isinstance(terms, AbstractLTCFormTerm):
+        return terms.vf_and_decay(t, y, args)
+    return _vf_and_decay(terms.term, t * terms.direction, y, args)
+
+
+class LTCTerm(diffrax.ODETerm, AbstractLTCFormTerm):
+    """`diffrax.ODETerm` of a vector field in LTC form, for use with
+    [`ltc_jax.FusedLTC`][] in your own `diffrax.diffeqsolve`.
+
+    **Arguments:** `vector_field`: an [`ltc_jax.AbstractLTCField`][] such as
+    [`ltc_jax.LTCVectorField`][] or [`ltc_jax.BiophysicalLTCVectorField`][]; the
+    solve's `args` is its input (anything with `evaluate(t)`). It is an ODE term
+    like any other (`vf` is `dh/dt`), so it works with every diffrax solver and
+    adjoint too. (`ltc_jax.LTC` models and [`ltc_jax.integrate`][] build their
+    terms themselves.)
+    """
+
+    def vf_and_decay(self, t, y, args):
+        return self.vector_field.derivative_and_decay(t, y, args)
 
 
 class FusedLTC(diffrax.AbstractSolver):
@@ -65,19 +89,22 @@ class FusedLTC(diffrax.AbstractSolver):
     evaluated at each sub-step's start; with inputs held constant over a step it
     reproduces the original update rule.
 
-    Needs a term whose vector field returns `(dh/dt, decay)`: `ltc_jax.LTC` models
-    build it; for your own `diffeqsolve` use [`ltc_jax.LTCTerm`][]. Works with
-    `SaveAt` and every adjoint; under `BacksolveAdjoint` the reverse solve needs
-    another solver (`make_integrator(..., backward_solver="heun")`), since the
-    adjoint system is not of LTC form.
+    **Its term** must be an [`ltc_jax.AbstractLTCFormTerm`][] (its
+    `term_structure`): [`ltc_jax.LTCTerm`][] in your own `diffeqsolve`;
+    `ltc_jax.LTC` models and [`ltc_jax.integrate`][] build one for any
+    [`ltc_jax.AbstractLTCField`][]. Works with `SaveAt` and with the exact
+    gradient modes. The continuous adjoint's reverse solve is not of LTC form, so
+    it needs another solver there (`make_integrator(..., backward_solver="heun")`).
 
     **Arguments:** `ode_unfolds`: sub-steps per solver step (default 6, the
     original authors' choice).
+
+    **Raises:** `ValueError` if `ode_unfolds < 1`.
     """
 
     ode_unfolds: int = eqx.field(static=True, default=6)
 
-    term_structure: ClassVar = diffrax.AbstractTerm
+    term_structure: ClassVar = AbstractLTCFormTerm
     interpolation_cls: ClassVar[Callable[..., diffrax.LocalLinearInterpolation]] = (
         diffrax.LocalLinearInterpolation
     )
@@ -99,7 +126,7 @@ class FusedLTC(diffrax.AbstractSolver):
 
         def unfold(k, y):
             t = t0 + (t1 - t0) * (k / unfolds)
-            derivative, decay = terms.vf(t, y, args)
+            derivative, decay = _vf_and_decay(terms, t, y, args)
             return y + sub_step * derivative / (1 + sub_step * decay)
 
         y1 = y0
@@ -109,5 +136,11 @@ class FusedLTC(diffrax.AbstractSolver):
         return y1, None, dense_info, None, diffrax.RESULTS.successful
 
     def func(self, terms, t0, y0, args):
-        derivative, _ = terms.vf(t0, y0, args)
-        return derivative
+        return terms.vf(t0, y0, args)
+
+
+def needs_ltc_form(solver: diffrax.AbstractSolver) -> bool:
+    """Whether `solver` steps only terms in LTC form (its `term_structure` is an
+    [`ltc_jax.AbstractLTCFormTerm`][]), as [`ltc_jax.FusedLTC`][] does."""
+    structure = getattr(solver, "term_structure", None)
+    return isinstance(structure, type) and issubclass(structure, AbstractLTCFormTerm)

@@ -1,10 +1,12 @@
-"""The `ltc-jax` command line: the only place in the package that parses arguments."""
+"""The `ltc-jax` command line: the only place in the package that parses arguments
+and prints."""
 
 import sys
 
 import tyro
 
-from ._run import TrainConfig, train_and_evaluate
+from .config import TrainConfig
+from .job import train_and_evaluate
 
 
 def _mib(value: int | None) -> str:

@@ -12,11 +12,13 @@ import numpy as np
 import optax
 from jaxtyping import PyTree
 
-from ._integrate import Trajectory
-from ._memory import compile_ahead, device_memory_stats, memory_of, runtime_peak_bytes
-from ._paths import InputPath
-from ._solve import Integrator
-from ._train import Batch, loss_and_metrics, make_optimizer, train_step_fn
+from .._batch import Batch
+from .._integrator import Integrator
+from .._loss import loss_and_metrics, make_train_step
+from .._optimizer import make_optimizer
+from . import counting
+from .memory import compile_ahead, device_memory_stats, memory_of, runtime_peak_bytes
+from .timing import time_calls
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,9 +40,6 @@ class Measurement:
         other modes.
     - `batch_size`: sequences per batch.
     - `num_observations`: observation times per sequence (the input's length).
-    - `num_saved_outputs`: states the solve saves per sequence: 1, since the
-        training loss reads each sequence's final state. Not the number of solver
-        steps, which is `num_steps`.
     - `dtype`: the floating dtype of the inputs, e.g. `"float32"`.
     - `backend`: JAX's backend, `"cpu"` or `"gpu"`.
 
@@ -102,7 +101,6 @@ class Measurement:
     checkpoints: int | None
     batch_size: int
     num_observations: int
-    num_saved_outputs: int
     dtype: str
     backend: str
     temp_bytes: int | None
@@ -147,6 +145,23 @@ class Measurement:
         )
         return record
 
+    def figures(self) -> dict[str, Any]:
+        """The measured figures alone (memory, time, counts, loss, gradient error
+        and both ratios), without the configuration fields: a dict to merge into
+        a record that describes its configuration itself."""
+        configuration = {
+            "gradient_mode",
+            "solver",
+            "adaptive",
+            "max_steps",
+            "checkpoints",
+            "batch_size",
+            "num_observations",
+            "dtype",
+            "backend",
+        }
+        return {k: v for k, v in self.asdict().items() if k not in configuration}
+
 
 def measure(
     model: eqx.Module,
@@ -162,7 +177,7 @@ def measure(
     """Measure one training step of `model` on `batch`: memory, time, step counts,
     function evaluations and gradient error.
 
-    In order: the training step ([`ltc_jax.train_step_fn`][]) is compiled ahead of
+    In order: the training step ([`ltc_jax.make_train_step`][]) is compiled ahead of
     time and its memory analysis read; its first run gives the runtime peak; after
     `warmup_steps` more runs, `timed_steps` runs are timed. The loss alone (the
     forward solve) is compiled, warmed up and timed the same way. Then, so that
@@ -236,7 +251,7 @@ def measure(
 
     start = time.perf_counter()
     step, step_args = compile_ahead(
-        train_step_fn(optimizer, integrator), model, opt_state, batch
+        make_train_step(optimizer, integrator), model, opt_state, batch
     )
     compile_seconds = time.perf_counter() - start
     memory = memory_of(step)
@@ -244,20 +259,22 @@ def measure(
     peak = runtime_peak_bytes(step, step_args)
     if peak is None:
         peak_source = None
-    step_seconds_all = _timed_runs(step, step_args, warmup_steps, timed_steps)
+    step_seconds_all = time_calls(
+        step, step_args, warmup=warmup_steps, repeats=timed_steps
+    )
 
     forward, forward_args = compile_ahead(_forward_loss(integrator), model, batch)
     loss, metrics = forward(forward_args)
     forward_seconds = statistics.median(
-        _timed_runs(forward, forward_args, warmup_steps, timed_steps)
+        time_calls(forward, forward_args, warmup=warmup_steps, repeats=timed_steps)
     )
     num_steps = int(metrics["num_steps"])
     num_rejected = int(metrics["num_rejected_steps"])
 
     forward_evaluations = backward_evaluations = gradient = None
     if count_evaluations:
-        forward_evaluations, backward_evaluations, gradient = _count_evaluations(
-            model, batch, integrator
+        forward_evaluations, backward_evaluations, gradient = (
+            counting.count_evaluations(model, batch, integrator)
         )
     elif reference_gradient is not None:
         gradient = loss_gradient(model, batch, integrator)
@@ -280,7 +297,6 @@ def measure(
         checkpoints=checkpoints,
         batch_size=int(batch.path.lengths.shape[0]),
         num_observations=int(batch.path.ts.shape[1]),
-        num_saved_outputs=1,
         dtype=str(batch.path.ts.dtype),
         backend=jax.default_backend(),
         temp_bytes=None if memory is None else memory.temp_bytes,
@@ -313,42 +329,6 @@ def loss_gradient(model: eqx.Module, batch: Batch, integrator: Integrator) -> Py
     `eqx.filter_value_and_grad`, so a solve past `max_steps` raises).
     """
     return _gradient(integrator)(model, batch)[1]
-
-
-def counted_solve(
-    model: eqx.Module, path: InputPath, integrator: Integrator
-) -> tuple[Trajectory, int]:
-    """Solve `model` on `path` once (forward only, jitted) and count the
-    vector-field evaluations it makes, as they run.
-
-    The count is the number of times the model's `cell` was evaluated, for the
-    whole batch at once (one vectorised evaluation under `"vmap"` batching too):
-    per step a solver's stages, rejected steps included (4 for RK4, `ode_unfolds`
-    for the fused step; 6 for Tsit5's 7 stages with first-same-as-last, plus one
-    at the start and after every jump time, which adaptive solves on linear
-    inputs place at each observation). An implicit solver's Jacobian
-    (`jax.jacfwd` of the field) counts as one evaluation although it costs as
-    many as the state has entries, and its linear solves are not counted at
-    all: compare implicit solvers by time as well. Each evaluation calls back to
-    the host, so a counted solve is slower than a plain one: count, then time
-    separately.
-
-    **Arguments:** `model`, an [`ltc_jax.LTC`][] (anything with `solve` and a
-    `cell`); `path`, its [`ltc_jax.InputPath`][]; `integrator`.
-
-    **Returns:** `(trajectory, evaluations)`: the [`ltc_jax.Trajectory`][] of
-    `model.solve(path, integrator=integrator)` and the count (a Python int).
-
-    **Raises:** as `model.solve`.
-    """
-    counter = _Counter()
-    counted = eqx.tree_at(lambda m: m.cell, model, _CountingField(model.cell, counter))
-    trajectory = eqx.filter_jit(lambda m, p: m.solve(p, integrator=integrator))(
-        counted, path
-    )
-    jax.block_until_ready(trajectory)
-    jax.effects_barrier()
-    return trajectory, counter.calls
 
 
 def flatten_gradient(gradient: PyTree | np.ndarray) -> np.ndarray:
@@ -401,17 +381,6 @@ def _runtime_peak_source() -> str | None:
     return "process high-water mark"
 
 
-def _timed_runs(compiled, args, warmup: int, timed: int) -> list[float]:
-    for _ in range(warmup):
-        jax.block_until_ready(compiled(args))
-    seconds = []
-    for _ in range(timed):
-        start = time.perf_counter()
-        jax.block_until_ready(compiled(args))
-        seconds.append(time.perf_counter() - start)
-    return seconds
-
-
 def _forward_loss(integrator: Integrator) -> Callable:
     def forward(model, batch):
         return loss_and_metrics(model, batch, integrator)
@@ -428,64 +397,3 @@ def _gradient(integrator: Integrator) -> Callable:
         return loss, grads
 
     return value_and_gradient
-
-
-class _Counter:
-    """Host-side counts of vector-field evaluations, split where the loss is
-    computed: evaluations before it belong to the forward pass."""
-
-    def __init__(self):
-        self.calls = 0
-        self.forward_calls: int | None = None
-
-    def count(self):
-        self.calls += 1
-
-    def mark_end_of_forward(self):
-        self.forward_calls = self.calls
-
-
-class _CountingField(eqx.Module):
-    """A vector field that reports each of its evaluations to a host counter."""
-
-    field: eqx.Module
-    counter: _Counter = eqx.field(static=True)
-
-    def __call__(self, t, y, args):
-        jax.debug.callback(self.counter.count, ordered=True)
-        return self.field(t, y, args)
-
-    def derivative_and_decay(self, t, y, args):
-        """As the field's, counted: the evaluation the fused solver makes."""
-        jax.debug.callback(self.counter.count, ordered=True)
-        return self.field.derivative_and_decay(t, y, args)
-
-
-def _count_evaluations(model, batch, integrator) -> tuple[int, int, PyTree]:
-    """Vector-field evaluations of the forward and the backward pass of one
-    gradient, counted at run time; and that gradient.
-
-    The callbacks are ordered (`ordered=True`), so the host sees them in program
-    order: every evaluation of the forward solve, then a marker placed on the
-    loss, then the backward pass's evaluations (recomputation from checkpoints,
-    the reverse solve of `"backsolve"`).
-    """
-    counter = _Counter()
-    counted = eqx.tree_at(lambda m: m.cell, model, _CountingField(model.cell, counter))
-
-    def marked_loss(model, batch, integrator):
-        loss, metrics = loss_and_metrics(model, batch, integrator)
-        jax.debug.callback(counter.mark_end_of_forward, ordered=True)
-        return loss, metrics
-
-    @eqx.filter_jit
-    def gradient(model, batch):
-        return eqx.filter_grad(marked_loss, has_aux=True)(model, batch, integrator)
-
-    grads, _ = gradient(counted, batch)
-    jax.block_until_ready(grads)
-    jax.effects_barrier()
-    if counter.forward_calls is None:
-        raise RuntimeError("The end-of-forward marker never ran; cannot split counts.")
-    grads = eqx.tree_at(lambda m: m.cell, grads, grads.cell.field)
-    return counter.forward_calls, counter.calls - counter.forward_calls, grads

@@ -1,207 +1,17 @@
-"""The one place where names ("tsit5", "backsolve") become diffrax objects."""
+"""How a model is integrated and differentiated: [`ltc_jax.Integrator`][], built
+by name with [`ltc_jax.make_integrator`][], and tolerance schedules."""
 
-from collections.abc import Callable
-from typing import ClassVar, Literal, get_args
+from typing import Literal, get_args
 
 import diffrax
 import equinox as eqx
-import numpy as np
 
-from ._fused import FusedLTC
+from ._names import adjoint_name, make_adjoint, make_solver
+from ._solver import RK4
+from ._solver.fused import needs_ltc_form
 
 
-SolverName = Literal[
-    "euler",
-    "heun",
-    "midpoint",
-    "rk4",
-    "bosh3",
-    "tsit5",
-    "dopri5",
-    "dopri8",
-    "kvaerno5",
-    "fused",
-]
-AdjointName = Literal["checkpoint", "full", "backsolve", "direct"]
 Batching = Literal["batched", "vmap"]
-
-SOLVER_NAMES: tuple[str, ...] = get_args(SolverName)
-ADJOINT_NAMES: tuple[str, ...] = get_args(AdjointName)
-
-
-_rk4_tableau = diffrax.ButcherTableau(
-    a_lower=(np.array([0.5]), np.array([0.0, 0.5]), np.array([0.0, 0.0, 1.0])),
-    b_sol=np.array([1 / 6, 1 / 3, 1 / 3, 1 / 6]),
-    # Classic RK4 has no embedded lower-order method (its weights are the only
-    # third-order solution on its stages); `step` reports no error estimate.
-    b_error=np.zeros(4),
-    c=np.array([0.5, 0.5, 1.0]),
-)
-
-
-class RK4(diffrax.AbstractERK):
-    """The classic fourth-order Runge-Kutta method (Kutta 1901).
-
-    Four stages at $c = (0, 1/2, 1/2, 1)$, weights $(1/6, 1/3, 1/3, 1/6)$. Fixed step
-    sizes only: the method has no embedded error estimate, so an adaptive step-size
-    controller raises an error rather than silently accepting every step. Dense
-    output (`SaveAt(ts=...)`) uses third-order Hermite interpolation.
-
-    diffrax has no classic RK4; this is built on `diffrax.AbstractERK` from the
-    Butcher tableau, so it works in `diffrax.diffeqsolve` with every adjoint.
-    """
-
-    tableau: ClassVar[diffrax.ButcherTableau] = _rk4_tableau
-    interpolation_cls: ClassVar[Callable[..., diffrax.AbstractLocalInterpolation]] = (
-        diffrax.ThirdOrderHermitePolynomialInterpolation.from_k
-    )
-
-    def order(self, terms):
-        return 4
-
-    def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
-        y1, _, dense_info, solver_state, result = super().step(
-            terms, t0, t1, y0, args, solver_state, made_jump
-        )
-        return y1, None, dense_info, solver_state, result
-
-
-_EXPLICIT = {
-    "euler": diffrax.Euler,
-    "heun": diffrax.Heun,
-    "midpoint": diffrax.Midpoint,
-    "rk4": RK4,
-    "bosh3": diffrax.Bosh3,
-    "tsit5": diffrax.Tsit5,
-    "dopri5": diffrax.Dopri5,
-    "dopri8": diffrax.Dopri8,
-}
-_FIXED_ONLY = ("euler", "rk4")  # no error estimate
-
-
-def make_solver(name: str, *, ode_unfolds: int = 6) -> diffrax.AbstractSolver:
-    """The diffrax solver for a name.
-
-    | name | method | order | stages | steps |
-    |---|---|---|---|---|
-    | `euler` | explicit Euler | 1 | 1 | fixed only |
-    | `heun` | Heun (explicit trapezoid), embedded Euler | 2 | 2 | fixed or adaptive |
-    | `midpoint` | explicit midpoint, embedded Euler | 2 | 2 | fixed or adaptive |
-    | `rk4` | classic Runge-Kutta ([`ltc_jax.RK4`][]) | 4 | 4 | fixed only |
-    | `bosh3` | Bogacki-Shampine 3(2) | 3 | 4 (FSAL) | fixed or adaptive |
-    | `tsit5` | Tsitouras 5(4) | 5 | 7 (FSAL) | fixed or adaptive |
-    | `dopri5` | Dormand-Prince 5(4) | 5 | 7 (FSAL) | fixed or adaptive |
-    | `dopri8` | Dormand-Prince 8(7) | 8 | 14 | fixed or adaptive |
-    | `kvaerno5` | Kvaerno 5(4), ESDIRK, implicit | 5 | 7 | adaptive only |
-    | `fused` | [`ltc_jax.FusedLTC`][] | 1 | `ode_unfolds` | fixed only |
-
-    Explicit methods need a step inside their stability region: roughly
-    `dt * max|eigenvalue| < 2` (Euler, Heun) to `2.8` (RK4, Tsit5) for a decaying
-    field, where the LTC's fastest rate is `1/tau + 1`. `kvaerno5` is A-stable and
-    suits stiff problems (small `tau`); its Newton iterations use the step-size
-    controller's tolerances. `fused` is linearly implicit: stable for any step on
-    the LTC's decay, first order; `ode_unfolds` (default 6) sub-steps per step.
-
-    **Raises:** `ValueError` for an unknown name.
-    """
-    if name in _EXPLICIT:
-        return _EXPLICIT[name]()
-    if name == "kvaerno5":
-        return diffrax.Kvaerno5()
-    if name == "fused":
-        return FusedLTC(ode_unfolds)
-    raise ValueError(f"Unknown solver {name!r}; choose one of {SOLVER_NAMES}.")
-
-
-def make_adjoint(
-    name: str,
-    *,
-    max_steps: int,
-    checkpoints: int | None = None,
-    backward_solver: diffrax.AbstractSolver | None = None,
-    backward_stepsize_controller: diffrax.AbstractStepSizeController | None = None,
-) -> diffrax.AbstractAdjoint:
-    """The diffrax adjoint (gradient mode) for a name.
-
-    - `"checkpoint"`: `diffrax.RecursiveCheckpointAdjoint(checkpoints)`. Exact
-        gradient of the discretised solve (discretise-then-optimise): the same
-        numbers as `"full"`, recomputing the forward solve from stored states.
-        With `checkpoints=None` diffrax stores the least `c` states with
-        `2 * max_steps < (c + 1) * (c + 2)`, about `sqrt(2 * max_steps)` (online
-        treeverse, Stumm and Walther 2010): memory grows like the square root of
-        `max_steps` (not of the steps actually taken), and the backward pass
-        re-evaluates the field 2-3 times per forward evaluation (more as
-        `max_steps` grows). An int stores
-        that many states; `ceil(log2(max_steps))` gives memory logarithmic in
-        `max_steps` for more recomputation. The right default for almost
-        everything.
-    - `"full"`: `RecursiveCheckpointAdjoint(checkpoints=max_steps)`: stores every
-        step, i.e. plain backpropagation through the solver. Fastest backward pass,
-        memory linear in `max_steps`. The baseline the others are measured against.
-    - `"backsolve"`: `diffrax.BacksolveAdjoint`: the continuous adjoint of Chen et
-        al. (2018) (optimise-then-discretise). Solves the adjoint ODE
-        $\\dot a = -a^\\top \\partial f/\\partial h$ backwards in time, recomputing
-        $h(t)$ on the way, so memory is O(1) in the number of steps and in the
-        length of the input. The price: a second (reverse) solve, and a gradient
-        that is only approximate, since it is the exact gradient of neither the
-        discretised nor the continuous model. The reverse solve of a dissipative
-        system such as an LTC is *expansive*, so errors can grow; measure before
-        trusting it on long horizons. `backward_solver` and
-        `backward_stepsize_controller` choose the reverse solve's method.
-    - `"direct"`: `diffrax.DirectAdjoint`: differentiates the solver's loop
-        directly; supports forward-mode autodiff, needs the most memory. For
-        research into the adjoints themselves.
-
-    **Arguments:**
-
-    - `name`: one of the above.
-    - `max_steps`: the solve's `max_steps` (used by `"full"`).
-    - `checkpoints`: for `"checkpoint"` only: `None` (diffrax's default) or a
-        positive int.
-    - `backward_solver`, `backward_stepsize_controller`: for `"backsolve"` only.
-
-    **Raises:** `ValueError` for an unknown name or an option given to a mode that
-    does not take it.
-    """
-    if name not in ADJOINT_NAMES:
-        raise ValueError(f"Unknown adjoint {name!r}; choose one of {ADJOINT_NAMES}.")
-    if checkpoints is not None and name != "checkpoint":
-        raise ValueError(
-            f"checkpoints={checkpoints} only applies to adjoint='checkpoint', "
-            f"not {name!r}."
-        )
-    backward = {}
-    if backward_solver is not None:
-        backward["solver"] = backward_solver
-    if backward_stepsize_controller is not None:
-        backward["stepsize_controller"] = backward_stepsize_controller
-    if backward and name != "backsolve":
-        raise ValueError(
-            "backward_solver and backward_stepsize_controller only apply to "
-            f"adjoint='backsolve', not {name!r}."
-        )
-    if name == "checkpoint":
-        if checkpoints is not None and checkpoints < 1:
-            raise ValueError(f"checkpoints must be positive; got {checkpoints}.")
-        return diffrax.RecursiveCheckpointAdjoint(checkpoints=checkpoints)
-    if name == "full":
-        return diffrax.RecursiveCheckpointAdjoint(checkpoints=max_steps)
-    if name == "backsolve":
-        return diffrax.BacksolveAdjoint(**backward)
-    return diffrax.DirectAdjoint()
-
-
-def adjoint_name(adjoint: diffrax.AbstractAdjoint, max_steps: int) -> str:
-    """The `ltc_jax` name of a diffrax adjoint object (for reports)."""
-    if isinstance(adjoint, diffrax.BacksolveAdjoint):
-        return "backsolve"
-    if isinstance(adjoint, diffrax.DirectAdjoint):
-        return "direct"
-    if isinstance(adjoint, diffrax.RecursiveCheckpointAdjoint):
-        if adjoint.checkpoints == max_steps:
-            return "full"
-        return "checkpoint"
-    return type(adjoint).__name__
 
 
 class Integrator(eqx.Module):
@@ -327,36 +137,39 @@ def make_integrator(
         reverse solve still stops at the input's kinks, as the forward one does.
     - `ode_unfolds`: for `"fused"`: sub-steps per step (default 6).
     - `batching`: `"batched"`: the batch is one ODE state `(batch, hidden_size)`
-        with shared solver steps; exact, and 2-5x faster than `"vmap"`, which
-        solves each sequence alone (each with its own adaptive steps). Under
-        `"vmap"`, `"backsolve"` keeps a copy of the parameter cotangents per
-        sequence. Default (`None`): `"vmap"` for the implicit `kvaerno5`, whose
-        Newton iterations factorise the Jacobian of the state, a dense
-        `(batch * hidden_size)^2` matrix for the batch as one state
-        (`hidden_size^2` per sequence under vmap; one gradient took 50 s batched
-        against 0.19 s under vmap on JapaneseVowels, batch 32, 32 units, CPU);
-        `"batched"` otherwise.
+        whose sequences share the solver's steps, each on its own clock (exact
+        for fixed steps); `"vmap"`: each sequence is solved alone, with its own
+        adaptive steps. Under `"vmap"`, `"backsolve"` keeps a copy of the
+        parameter cotangents per sequence. Default (`None`): `"vmap"` for the
+        implicit `kvaerno5`, whose Newton iterations would otherwise factorise
+        a dense `(batch * hidden_size)^2` Jacobian (`hidden_size^2` per
+        sequence under vmap); `"batched"` otherwise.
     - `throw`: raise on a failed solve (default True).
 
-    **Raises:** `ValueError` for an unknown name, a non-positive `dt0`, `rtol`
-    without `atol` (or the reverse), fixed steps without `dt0`, an adaptive
-    controller with a solver that has no error estimate (`euler`, `rk4`), or fixed
-    steps with an implicit solver, or `"fused"` with `"backsolve"` and no
-    `backward_solver`.
+    **Raises:**
+
+    - `ValueError` for an unknown name, a non-positive `dt0`, `rtol` without
+        `atol` (or the reverse), fixed steps without `dt0`, an adaptive controller
+        with a solver that has no error estimate (`euler`, `rk4`), fixed steps
+        with an implicit solver, or `seminorm` with fixed steps.
+    - `NotImplementedError` for `"fused"` with `"backsolve"` and no
+        `backward_solver`, or `seminorm` without `"backsolve"`: each message
+        names what works instead.
     """
     if isinstance(solver, str):
         solver_obj = make_solver(solver, ode_unfolds=ode_unfolds)
     else:
         solver_obj = solver
     if (
-        isinstance(solver_obj, FusedLTC)
+        needs_ltc_form(solver_obj)
         and adjoint == "backsolve"
         and backward_solver is None
     ):
-        raise ValueError(
-            "adjoint='backsolve' with the fused solver needs a backward_solver (e.g. "
-            "'heun'): the adjoint system is not of LTC form, so the fused step "
-            "cannot solve it."
+        raise NotImplementedError(
+            f"adjoint='backsolve' with {type(solver_obj).__name__} needs a "
+            "backward_solver, e.g. backward_solver='heun': the adjoint system is not "
+            "of LTC form, so the fused step cannot solve it. Or use "
+            "adjoint='checkpoint', which differentiates the fused steps exactly."
         )
     if (rtol is None) != (atol is None):
         raise ValueError(
@@ -376,10 +189,16 @@ def make_integrator(
         controller = diffrax.ConstantStepSize()
     backward_controller = None
     if seminorm:
-        if adjoint != "backsolve" or rtol is None:
+        if adjoint != "backsolve":
+            raise NotImplementedError(
+                f"seminorm shapes the reverse solve of adjoint='backsolve'; "
+                f"adjoint={adjoint!r} has none. Use adjoint='backsolve' with "
+                "seminorm=True, or drop seminorm."
+            )
+        if rtol is None:
             raise ValueError(
-                "seminorm applies to adjoint='backsolve' with adaptive steps "
-                "(rtol/atol) only."
+                "seminorm applies to adaptive steps (rtol/atol): with fixed steps "
+                "the reverse solve has no error control to change."
             )
         backward_controller = diffrax.PIDController(
             rtol=rtol,
@@ -391,6 +210,12 @@ def make_integrator(
     backward_obj = None
     if backward_solver is not None:
         backward_obj = make_solver(backward_solver)
+        if needs_ltc_form(backward_obj):
+            raise NotImplementedError(
+                f"backward_solver={backward_solver!r} steps only fields in LTC form, "
+                "and the adjoint system is not one; use an explicit solver such as "
+                "'heun' or 'tsit5'."
+            )
         if isinstance(backward_obj, diffrax.AbstractImplicitSolver) and rtol is None:
             raise ValueError("An implicit backward_solver needs rtol and atol.")
     adjoint_obj = make_adjoint(

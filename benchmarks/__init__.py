@@ -1,0 +1,1 @@
+"""Benchmarks: figures printed by runnable scripts, never asserted in tests."""

@@ -1,0 +1,210 @@
+"""What ltc_jax's training step costs beyond a hand-written equinox + diffrax +
+optax step of the same model, measured side by side in one process.
+
+The hand-written step is what a diffrax user would write for this batch: the
+sequences share one time grid, so the batch is one `(batch, hidden_size)` state,
+the input is one `diffrax.LinearInterpolation` over the knots (in the solve's
+`args`), and the loss reads the final state. ltc_jax's step is
+`ltc_jax.make_train_step` on an `ltc_jax.InputPath` of the same knots. Both take
+the same fixed RK4 steps over the same model's vector field, with the same
+gradient mode and Adam, so any difference is ltc_jax's machinery: the per-sequence
+clock, the two-level interval search of the input path, the finite-update guard
+and the metrics.
+
+    python -m benchmarks.overhead           # the original write-up's size
+    python -m benchmarks.overhead --quick   # seconds
+
+Prints compile seconds and the median step seconds (steps of the two alternated,
+so that a shared machine's load falls on both), their ratio and its spread over
+the repeats, and writes `results/overhead/<run>/metrics.json`.
+"""
+
+import dataclasses
+import statistics
+import time
+from typing import Literal
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import optax
+import tyro
+
+import ltc_jax
+from experiments import _report, _run
+
+
+Mode = Literal["checkpoint", "full", "backsolve"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """ltc_jax's training step against a hand-written one of the same model."""
+
+    out: str | None = None
+    """Run folder. Default: results/overhead/<date>-<time>. Never overwritten."""
+    quick: bool = False
+    """Tiny sizes (seconds): batch 4, 8 inputs, 16 units, 100 knots and steps."""
+    batch_size: int = 32
+    input_size: int = 64
+    hidden_size: int = 128
+    output_size: int = 10
+    knots: int = 1000
+    """Input observations per sequence, equally spaced on [0, 1]."""
+    steps: int = 1000
+    """RK4 steps over [0, 1]."""
+    modes: tuple[Mode, ...] = ("checkpoint", "full", "backsolve")
+    repeats: int = 10
+    """Timed steps of each implementation (alternated), after one warm-up."""
+    seed: int = 0
+
+
+QUICK = dict(
+    batch_size=4, input_size=8, hidden_size=16, knots=100, steps=100, repeats=5
+)
+
+
+def make_problem(config: Config):
+    """The model, knot times `(knots,)`, values `(batch, knots, input_size)` and
+    integer labels, float32."""
+    model_key, x_key, y_key = jr.split(jr.PRNGKey(config.seed), 3)
+    model = ltc_jax.LTC(
+        config.input_size, config.hidden_size, config.output_size, key=model_key
+    )
+    ts = jnp.linspace(0.0, 1.0, config.knots, dtype=jnp.float32)
+    xs = jr.normal(x_key, (config.batch_size, config.knots, config.input_size))
+    labels = jr.randint(y_key, (config.batch_size,), 0, config.output_size)
+    return model, ts, xs, labels
+
+
+def hand_written_step(config: Config, mode: Mode, optimizer):
+    """The training step of a plain equinox + diffrax + optax program."""
+    adjoint = {
+        "checkpoint": diffrax.RecursiveCheckpointAdjoint(),
+        "full": diffrax.RecursiveCheckpointAdjoint(checkpoints=config.steps),
+        "backsolve": diffrax.BacksolveAdjoint(),
+    }[mode]
+
+    def loss(model, ts, xs, labels):
+        # ys of shape (knots, batch, input_size): evaluate(t) is (batch, input_size).
+        path = diffrax.LinearInterpolation(ts, jnp.swapaxes(xs, 0, 1))
+        solution = diffrax.diffeqsolve(
+            diffrax.ODETerm(model.cell),
+            ltc_jax.RK4(),
+            t0=ts[0],
+            t1=ts[-1],
+            dt0=(ts[-1] - ts[0]) / config.steps,
+            y0=jnp.zeros((xs.shape[0], config.hidden_size), xs.dtype),
+            args=path,
+            adjoint=adjoint,
+            max_steps=config.steps,
+        )
+        logits = model.readout(solution.ys[-1])
+        return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+
+    @eqx.filter_jit
+    def step(model, opt_state, ts, xs, labels):
+        value, grads = eqx.filter_value_and_grad(loss)(model, ts, xs, labels)
+        params = eqx.filter(model, eqx.is_inexact_array)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return eqx.apply_updates(model, updates), opt_state, value
+
+    return step
+
+
+def ltc_jax_step(config: Config, mode: Mode, optimizer):
+    """`ltc_jax.make_train_step`, compiled with `eqx.filter_jit`."""
+    integrator = ltc_jax.make_integrator(
+        "rk4", mode, dt0=1.0 / config.steps, max_steps=config.steps
+    )
+    return eqx.filter_jit(ltc_jax.make_train_step(optimizer, integrator))
+
+
+def measure_mode(config: Config, mode: Mode) -> dict:
+    model, ts, xs, labels = make_problem(config)
+    optimizer = optax.adam(1e-3)
+    opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
+    batch = ltc_jax.Batch(
+        ltc_jax.InputPath(ts, xs), labels, jnp.ones(config.batch_size, ts.dtype)
+    )
+    calls = {
+        "ltc_jax": (ltc_jax_step(config, mode, optimizer), (model, opt_state, batch)),
+        "hand-written": (
+            hand_written_step(config, mode, optimizer),
+            (model, opt_state, ts, xs, labels),
+        ),
+    }
+    compile_seconds, losses = {}, {}
+    for name, (step, args) in calls.items():
+        start = time.perf_counter()
+        out = jax.block_until_ready(step(*args))  # compiles, then runs once
+        compile_seconds[name] = time.perf_counter() - start
+        losses[name] = float(out[2])
+    seconds = {name: [] for name in calls}
+    for _ in range(config.repeats):
+        for name, (step, args) in calls.items():
+            seconds[name] += ltc_jax.time_calls(step, *args, warmup=0, repeats=1)
+    ratios = [
+        a / b for a, b in zip(seconds["ltc_jax"], seconds["hand-written"], strict=True)
+    ]
+    return dict(
+        mode=mode,
+        loss=losses,
+        compile_and_first_step_seconds=compile_seconds,
+        step_seconds=seconds,
+        median_step_seconds={k: statistics.median(v) for k, v in seconds.items()},
+        ratio_median=statistics.median(ratios),
+        ratio_min=min(ratios),
+        ratio_max=max(ratios),
+    )
+
+
+def main(config: Config) -> dict:
+    """Measure every mode; return (and write) the rows."""
+    config, run_dir = _run.start_run(config, "overhead", QUICK)
+    with jax.enable_x64(False):
+        rows = [measure_mode(config, mode) for mode in config.modes]
+
+    def report(metrics):
+        env = metrics["environment"]
+        table = _report.format_table(
+            metrics["rows"],
+            [
+                ("mode", lambda r: r["mode"]),
+                (
+                    "step s: ltc_jax / hand-written",
+                    lambda r: (
+                        f"{r['median_step_seconds']['ltc_jax']:.4f} / "
+                        f"{r['median_step_seconds']['hand-written']:.4f}"
+                    ),
+                ),
+                (
+                    "ratio (min-max)",
+                    lambda r: (
+                        f"{r['ratio_median']:.2f}x "
+                        f"({r['ratio_min']:.2f}-{r['ratio_max']:.2f})"
+                    ),
+                ),
+                (
+                    "compile s: ltc_jax / hand-written",
+                    lambda r: (
+                        f"{r['compile_and_first_step_seconds']['ltc_jax']:.1f} / "
+                        f"{r['compile_and_first_step_seconds']['hand-written']:.1f}"
+                    ),
+                ),
+            ],
+        )
+        return (
+            f"Training step, batch {config.batch_size}, {config.input_size} inputs, "
+            f"{config.hidden_size} units, {config.knots} knots, RK4 x {config.steps}"
+            f" (float32, {env['backend']}, {env['cpu_count']} CPUs, "
+            f"{_run.cpu_name()}):\n{table}"
+        )
+
+    return _run.finish(run_dir, dict(rows=rows), report)
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Config))

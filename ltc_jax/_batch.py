@@ -1,0 +1,181 @@
+"""Feeding data to a training step: datasets as input paths, fixed-size batches,
+the data order of an epoch, and abstract batches for compile-only measurement."""
+
+from collections.abc import Iterator
+from typing import NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from ._paths import InputPath
+from .datasets import SequenceDataset
+
+
+class Batch(NamedTuple):
+    """One fixed-size batch.
+
+    - `path`: the batch's inputs, an [`ltc_jax.InputPath`][], built before the
+        training step so the step receives the data as an argument and never
+        copies it.
+    - `labels`: `Int[Array, "batch"]` class indices, or
+        `Float[Array, "batch output_size"]` regression targets.
+    - `weights`: `Float[Array, "batch"]`, 1 for a real sequence and 0 for the
+        copies that fill up the last batch (so every batch has one shape and
+        compiles once).
+    """
+
+    path: InputPath
+    labels: Array
+    weights: Float[Array, " batch"]
+
+
+def make_input_path(data: SequenceDataset, *, dtype=None, **options) -> InputPath:
+    """All sequences of `data` as one [`ltc_jax.InputPath`][], validated once.
+
+    When every sequence has the same observation times and no padding (as
+    windows cut from one recording, or an equal-length UEA dataset), the path is
+    built on that one time grid (`shared_times`), which solves find their place
+    in once for the whole batch.
+
+    **Arguments:**
+
+    - `data`: a [`ltc_jax.datasets.SequenceDataset`][].
+    - `dtype`: floating dtype of times and values (default: JAX's default float).
+    - `options`: keyword arguments of `InputPath` (`interpolation`,
+        `observation_mask`, `time_since_observation`, `empty_channel_fill`).
+
+    **Returns:** an `InputPath` over `len(data)` sequences; take batches of it
+    with `path.take(index)` or [`ltc_jax.batches`][].
+
+    **Raises:** as `InputPath` (non-increasing times, infinite values, ...).
+    """
+    dtype = jnp.zeros(()).dtype if dtype is None else dtype
+    times = data.ts.shape[1]
+    if np.all(data.lengths == times) and np.all(data.ts == data.ts[:1]):
+        ts, lengths = jnp.asarray(data.ts[0], dtype), None
+    else:
+        ts, lengths = jnp.asarray(data.ts, dtype), jnp.asarray(data.lengths, jnp.int32)
+    return _build_path(ts, jnp.asarray(data.xs, dtype), lengths, options)
+
+
+def make_batch(data: SequenceDataset, *, dtype=None, **options) -> Batch:
+    """All sequences of `data` as one [`ltc_jax.Batch`][] (every weight 1).
+
+    **Arguments:** as [`ltc_jax.make_input_path`][].
+
+    **Returns:** the batch: its path, its labels (`int32` class indices or float
+    targets of `dtype`), weights of 1.
+    """
+    path = make_input_path(data, dtype=dtype, **options)
+    return next(batches(data, len(data), path=path))
+
+
+@eqx.filter_jit
+def _build_path(ts, xs, lengths, options):
+    return InputPath(ts, xs, lengths, **options)
+
+
+@eqx.filter_jit
+def _take(path: InputPath, index) -> InputPath:
+    return path.take(index)
+
+
+def batches(
+    data: SequenceDataset,
+    batch_size: int,
+    *,
+    order: np.ndarray | None = None,
+    path: InputPath | None = None,
+    start: int = 0,
+) -> Iterator[Batch]:
+    """Split `data` into batches of exactly `batch_size` sequences.
+
+    **Arguments:**
+
+    - `data`: the dataset.
+    - `batch_size`: sequences per batch.
+    - `order`: a permutation of `range(len(data))` (default: the stored order).
+    - `path`: `make_input_path(data, ...)` (default: built with linear
+        interpolation and JAX's default float).
+    - `start`: index of the first batch to yield (to resume within an epoch).
+
+    **Yields:** [`ltc_jax.Batch`][]es; the last is filled up with weight-0 copies.
+
+    **Raises:** `ValueError` if `batch_size < 1`.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be positive; got {batch_size}.")
+    n = len(data)
+    order = np.arange(n) if order is None else np.asarray(order)
+    if path is None:
+        path = make_input_path(data)
+    float_dtype = path.ts.dtype
+    label_dtype = jnp.int32 if data.is_classification else float_dtype
+    for first in range(start * batch_size, n, batch_size):
+        index = order[first : first + batch_size]
+        real = len(index)
+        if real < batch_size:
+            index = np.concatenate([index, np.resize(order, batch_size - real)])
+        yield Batch(
+            path=_take(path, jnp.asarray(index)),
+            labels=jnp.asarray(data.labels[index], label_dtype),
+            weights=jnp.asarray(np.arange(batch_size) < real, float_dtype),
+        )
+
+
+def epoch_order(seed: int, epoch: int, n: int) -> np.ndarray:
+    """The data order of one epoch: a permutation determined by `(seed, epoch)`
+    alone, so a resumed run sees exactly the batches an uninterrupted one would."""
+    return np.random.default_rng([seed, epoch]).permutation(n)
+
+
+def abstract_batch(
+    batch_size: int,
+    times: int,
+    input_size: int,
+    *,
+    output_size: int | None = None,
+    dtype=jnp.float32,
+    shared_times: bool = True,
+    interpolation: str = "linear",
+) -> Batch:
+    """A [`ltc_jax.Batch`][] of `jax.ShapeDtypeStruct`s: shapes and dtypes only,
+    nothing allocated. For compiled memory ([`ltc_jax.compiled_memory`][]) of
+    inputs too large to build, such as a day of ECG at 250 Hz.
+
+    **Arguments:**
+
+    - `batch_size`, `times`, `input_size`: the batch's shape.
+    - `output_size`: `None` (default) for class labels, `Int[..., "batch"]`; an
+        int for regression targets, `Float[..., "batch output_size"]`.
+    - `dtype`: floating dtype of times, values and weights (default float32).
+    - `shared_times`: one time grid `(times,)` for the batch (default), or
+        `(batch, times)` with lengths.
+    - `interpolation`: as `InputPath`.
+
+    **Returns:** the abstract batch; its path has the leaves `InputPath` would
+    build from such arrays.
+    """
+    xs = jax.ShapeDtypeStruct((batch_size, times, input_size), dtype)
+    if shared_times:
+        ts = jax.ShapeDtypeStruct((times,), dtype)
+        path = jax.eval_shape(
+            lambda ts, xs: InputPath(ts, xs, interpolation=interpolation), ts, xs
+        )
+    else:
+        ts = jax.ShapeDtypeStruct((batch_size, times), dtype)
+        lengths = jax.ShapeDtypeStruct((batch_size,), jnp.int32)
+        path = jax.eval_shape(
+            lambda ts, xs, n: InputPath(ts, xs, n, interpolation=interpolation),
+            ts,
+            xs,
+            lengths,
+        )
+    if output_size is None:
+        labels = jax.ShapeDtypeStruct((batch_size,), jnp.int32)
+    else:
+        labels = jax.ShapeDtypeStruct((batch_size, output_size), dtype)
+    return Batch(path, labels, jax.ShapeDtypeStruct((batch_size,), dtype))

@@ -1,0 +1,25 @@
+"""The exceptions ltc_jax raises besides `ValueError` and `NotImplementedError`."""
+
+
+class SolverFailureError(RuntimeError):
+    """A solve failed during training (`max_steps` reached, a step below `dtmin`,
+    ...). The message names the epoch, the batch, how far the solve got, and the
+    steps it took."""
+
+
+class NonFiniteLossError(FloatingPointError):
+    """The training loss or gradient became NaN or infinite. The parameters were not
+    updated with it; the message names the likely cause."""
+
+
+class TrainingFailedError(RuntimeError):
+    """Training stopped after too many failed steps in a row (`on_failure="skip"`)."""
+
+
+class CheckpointError(RuntimeError):
+    """No usable checkpoint: missing, truncated or corrupted."""
+
+
+class SubprocessError(RuntimeError):
+    """A function called by [`ltc_jax.call_in_subprocess`][] failed, or its process
+    died; the message ends with the tail of the process's error output."""

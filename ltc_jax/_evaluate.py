@@ -1,0 +1,55 @@
+"""Evaluation of a model on a dataset: loss, accuracy and solver steps."""
+
+import math
+
+import equinox as eqx
+
+from ._batch import batches
+from ._integrator import Integrator
+from ._loss import jitted_loss_and_metrics
+from ._paths import InputPath
+from .datasets import SequenceDataset
+
+
+def evaluate(
+    model: eqx.Module,
+    data: SequenceDataset,
+    *,
+    integrator: Integrator,
+    batch_size: int = 64,
+    path: InputPath | None = None,
+) -> dict[str, float]:
+    """Mean loss, accuracy (classification) and solver steps of `model` on `data`.
+
+    **Arguments:**
+
+    - `model`: an [`ltc_jax.LTC`][] (anything with its `solve` and `outputs`).
+    - `data`: a [`ltc_jax.datasets.SequenceDataset`][].
+    - `integrator`: an [`ltc_jax.Integrator`][].
+    - `batch_size`: sequences per solve (default 64); the last batch is filled up
+        with weight-0 copies, so it never changes the result.
+    - `path`: `make_input_path(data, ...)` when the inputs need options
+        (interpolation, mask channels); default: linear interpolation.
+
+    **Returns:** `{"loss", "accuracy", "num_steps"}`: the mean loss per sequence
+    (cross-entropy or mean squared error, as [`ltc_jax.loss_and_metrics`][]),
+    the fraction classified correctly (`nan` for regression) and the mean number
+    of solver steps per batch solve (under `"batched"` batching every sequence of
+    a batch shares those steps).
+
+    **Raises:** as the solve; `ValueError` if `batch_size < 1`.
+    """
+    totals = dict(weight=0.0, loss=0.0, correct=0.0, num_steps=0.0)
+    solves = 0
+    for batch in batches(data, batch_size, path=path):
+        _, metrics = jitted_loss_and_metrics(model, batch, integrator)
+        for name in totals:
+            totals[name] += float(metrics[name])
+        solves += 1
+    return dict(
+        loss=totals["loss"] / totals["weight"],
+        accuracy=totals["correct"] / totals["weight"]
+        if data.is_classification
+        else math.nan,
+        num_steps=totals["num_steps"] / solves,
+    )

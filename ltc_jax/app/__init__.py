@@ -1,0 +1,10 @@
+"""The application on top of the library: the main job (train on a `.ts` pair and
+write a run folder) and the `ltc-jax` command line. The only part of ltc_jax that
+parses options or prints."""
+
+from .cli import main as main
+from .config import TrainConfig as TrainConfig
+from .job import make_run_dir as make_run_dir, train_and_evaluate as train_and_evaluate
+
+
+__all__ = ["TrainConfig", "main", "make_run_dir", "train_and_evaluate"]

@@ -1,0 +1,107 @@
+"""The main job's options: one frozen dataclass, which the command line parses with
+tyro and the tests and notebooks build directly."""
+
+import dataclasses
+from typing import Literal
+
+from .._custom_types import Interpolation
+from .._integrator import Batching
+from .._names import AdjointName, SolverName
+
+
+DEFAULT_RTOL = 1e-3
+DEFAULT_ATOL = 1e-4
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Train an LTC classifier (or regressor) on a `.ts` train/test pair.
+
+    Defaults are the main job: the bundled JapaneseVowels, 64 units, Tsit5 with
+    adaptive steps (rtol 1e-3, atol 1e-4), checkpointed gradients.
+    """
+
+    data: str | None = None
+    """Training set (.ts). Default: the bundled JapaneseVowels."""
+    test_data: str | None = None
+    """Test set (.ts); required with --data."""
+    out: str | None = None
+    """Run folder. Default: runs/train/<date>-<time>. An existing non-empty folder is
+    never overwritten."""
+    seed: int = 0
+    """Seeds parameter initialisation and data order."""
+    hidden_size: int = 64
+    """LTC units."""
+    cell: Literal["ltc", "biophysical"] = "ltc"
+    """ltc: the simplified LTC (Hasani et al. 2021, Eq. 1); biophysical: the original
+    authors' cell on a sparse wiring."""
+    wiring: Literal["fc", "random", "ncp"] = "fc"
+    """Wiring of the biophysical cell: fully connected, random, or NCP."""
+    solver: SolverName = "tsit5"
+    """ODE solver; fused is the original authors' semi-implicit step."""
+    ode_unfolds: int = 6
+    """Sub-steps per step of the fused solver."""
+    adjoint: AdjointName = "checkpoint"
+    """Gradient mode: checkpoint, full, backsolve or direct."""
+    dt0: float | None = None
+    """Fixed step (time units) when no tolerances are given; else the first step."""
+    rtol: float | None = None
+    """Relative tolerance (adaptive steps). Default 1e-3 when dt0 is not given."""
+    atol: float | None = None
+    """Absolute tolerance (adaptive steps). Default 1e-4 when dt0 is not given."""
+    dtmin: float | None = None
+    """Smallest adaptive step (time units); reaching it is an error."""
+    tighten_at: float | None = None
+    """Tolerance schedule: after this fraction of the epochs, switch to
+    --tight-rtol/--tight-atol (adaptive steps only)."""
+    tight_rtol: float = 1e-6
+    """Relative tolerance after --tighten-at."""
+    tight_atol: float = 1e-7
+    """Absolute tolerance after --tighten-at."""
+    seminorm: bool = False
+    """With --adjoint backsolve and adaptive steps: the reverse solve's error control
+    ignores the parameter-cotangent channels (diffrax's adjoint_rms_seminorm)."""
+    max_steps: int = 4096
+    """Most adaptive steps per solve (fixed steps: set from the data)."""
+    checkpoints: int | None = None
+    """Checkpoints for --adjoint checkpoint (default: diffrax's choice)."""
+    backward_solver: SolverName | None = None
+    """Reverse-solve solver for --adjoint backsolve (default: the forward one;
+    needed with --solver fused)."""
+    batching: Batching | None = None
+    """Solve the batch as one state (batched) or per sequence (vmap). Default:
+    vmap for the implicit kvaerno5, batched otherwise."""
+    interpolation: Interpolation = "linear"
+    """Input path between observations: linear or cubic (Hermite)."""
+    observation_mask: bool = False
+    """Add a 0/1 channel per input channel: observed (1) or NaN (0)."""
+    time_since_observation: bool = False
+    """Add a channel per input channel: time since its previous observation."""
+    drop_rate: float = 0.0
+    """Drop this fraction of each sequence's observations at random (train and
+    test, seeded by --seed): the irregular-sampling protocol of Kidger et al. 2020."""
+    tau_min: float = 0.0
+    """Floor on every time constant tau (time units)."""
+    epochs: int = 100
+    batch_size: int = 16
+    learning_rate: float = 1e-2
+    """Peak learning rate of Adam (cosine decay to 1% of it)."""
+    weight_decay: float = 0.0
+    clip_norm: float = 1.0
+    """Global gradient-norm clip."""
+    warmup_steps: int = 0
+    memory_table: bool = True
+    """Measure the compiled training step's memory under every gradient mode."""
+    checkpoint_every: int | None = None
+    """Also checkpoint every N optimiser steps (always after each epoch)."""
+    on_failure: Literal["raise", "skip"] = "raise"
+    """On a failed solve or non-finite loss: stop (raise) or drop the update (skip)."""
+    max_consecutive_failures: int = 10
+    """With --on-failure skip: stop after this many failed steps in a row."""
+    x64: bool = False
+    """Run everything in float64."""
+    resume: str | None = None
+    """Continue the run in this folder from its newest good checkpoint, with its
+    saved configuration (other options are ignored, except --progress)."""
+    progress: bool = True
+    """Show a progress bar."""
