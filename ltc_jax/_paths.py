@@ -10,6 +10,8 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Int, Real
 _INTERPOLATIONS = ("linear", "cubic")
 # Knots per block of the two-level interval search (see `InputPath.evaluate`).
 _BLOCK = 64
+# Searches over at most this many knots compare them all at once (`_count_below`).
+_COMPARE_ALL = 1024
 
 
 class InputPath(eqx.Module):
@@ -243,10 +245,11 @@ class InputPath(eqx.Module):
         interval that holds `t` (the first or last interval extended before the
         first or after the last knot, as diffrax does), bit for bit.
 
-        The interval is found by two short bisections, among every 64th knot
-        (`block_ts`) and then among the 65 knots of one block, reading single
-        knots; only that interval's data is then sliced out and handed to
-        diffrax's own evaluation. No read or copy touches the whole sequence, so
+        The interval is found by two short searches, among every 64th knot
+        (`block_ts`) and then among the 65 knots of one block (comparisons all at
+        once, or a bisection over single knots when there are over 1024 blocks);
+        only that interval's data is then sliced out and handed to diffrax's own
+        evaluation. No read or copy touches the whole sequence, so
         the cost of an evaluation and a solve's memory do not grow with the
         input's length (XLA on CPU also spreads any read of a large array over its
         threads). With `shared_times` and a scalar `t`, as [`ltc_jax.integrate`][]
@@ -278,9 +281,15 @@ class InputPath(eqx.Module):
 def _count_below(
     values: Float[Array, "rows columns"], first: Int[ArrayLike, ""], size: int, t
 ) -> Int[Array, ""]:
-    """How many of `values[0, first : first + size]` (increasing) are below `t`,
-    by bisection over single entries: the row is never copied out (a day at
-    250 Hz holds 1.3 MB of `block_ts` per row)."""
+    """How many of `values[0, first : first + size]` (increasing) are below `t`.
+
+    Up to `_COMPARE_ALL` values are compared all at once, from a slice: no loop,
+    which a gradient would have to carry through every solver step. Beyond that,
+    a bisection reads single entries, so that the row is never copied out (a day
+    at 250 Hz holds 1.3 MB of `block_ts` per row)."""
+    if size <= _COMPARE_ALL:
+        window = jax.lax.dynamic_slice_in_dim(values[0], first, size)
+        return jnp.sum(window < t, dtype=jnp.int32)
 
     def halve(_, bounds):
         low, high = bounds

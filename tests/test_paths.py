@@ -151,13 +151,18 @@ def test_bad_lengths_and_options():
         ltc_jax.InputPath(jnp.arange(3.0), jnp.zeros((2, 3, 1), int))
 
 
+@pytest.mark.parametrize("compare_all", [1024, 2])
 @pytest.mark.parametrize("interpolation", ["linear", "cubic"])
-def test_long_paths_evaluate_like_diffrax_on_the_whole_sequence(getkey, interpolation):
+def test_long_paths_evaluate_like_diffrax_on_the_whole_sequence(
+    getkey, interpolation, compare_all, monkeypatch
+):
     """Paths are evaluated by a two-level interval search (blocks of 64 knots);
     the values are those of diffrax's interpolation of the whole sequence, bit for
     bit: at random times, exactly at knots and block boundaries, before the first
     knot, past the last, and in ragged sequences whose padding sits in the last
-    block."""
+    block. Both ways of searching (comparing every knot at once, and bisection,
+    which paths of over 1024 blocks use) give the same."""
+    monkeypatch.setattr("ltc_jax._paths._COMPARE_ALL", compare_all)
     times = 5 * 64 + 37
     gaps = jr.uniform(getkey(), (3, times), minval=0.1, maxval=2.0)
     ts = jnp.cumsum(gaps, axis=1)
