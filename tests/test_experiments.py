@@ -193,3 +193,27 @@ def test_shared_grid_quick(tmp_path):
     shared, per_sequence = written["rows"]
     assert (shared["shared_times"], per_sequence["shared_times"]) == (True, False)
     assert math.isfinite(shared["loss"]) and shared["loss"] == per_sequence["loss"]
+
+
+def test_overhead_benchmark_quick(tmp_path):
+    """The two training steps compute the same loss (the benchmark checks it) and
+    each mode's row holds a timing of each per repeat."""
+    from benchmarks import overhead
+
+    out = tmp_path / "run"
+    metrics = overhead.main(overhead.Config(quick=True, out=str(out)))
+    assert [row["mode"] for row in metrics["rows"]] == [
+        "checkpoint",
+        "full",
+        "backsolve",
+    ]
+    for row in metrics["rows"]:
+        loss = row["loss"]
+        assert loss["ltc_jax"] == pytest.approx(loss["hand-written"], rel=1e-5)
+        assert {len(v) for v in row["step_seconds"].values()} == {
+            overhead.QUICK["repeats"]
+        }
+    assert (
+        json.loads((out / "metrics.json").read_text())["rows"][0]["mode"]
+        == "checkpoint"
+    )
