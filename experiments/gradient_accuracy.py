@@ -1,5 +1,6 @@
-"""How wrong is the continuous adjoint? Backsolve against the exact gradient of the
-discretised model, over horizon, solver, tolerance, precision and stiffness.
+"""How wrong is the continuous adjoint? Backsolve, plain and windowed, against the
+exact gradient of the discretised model, over horizon, solver, tolerance,
+precision and stiffness.
 
 `backsolve` (Chen et al. 2018) recovers the state h(t) by solving the LTC backwards
 in time alongside the adjoint. The LTC is dissipative forwards (every unit decays
@@ -7,7 +8,10 @@ at rate 1/tau + f >= 1/tau), so that reverse solve is expansive: an error in h
 grows like exp(T / tau_min) over a horizon T. This experiment measures how far the
 resulting gradient is from the exact gradient of the same discretised solve
 (`full`: backpropagation through every step; computed here with `checkpoint`, which
-returns the same numbers in far less memory), on windows of the MIT-BIH ECG. The
+returns the same numbers in far less memory), on windows of the MIT-BIH ECG, for
+plain `backsolve` and for `windowed` (the reconstruction restarted from forward
+states stored at the ends of K windows; K derived from the model and the horizon,
+`ltc_jax.default_windows`). At 100 typical taus it also sweeps K. The
 input is the cubic (Hermite) interpolation of the samples, so adaptive solvers choose
 their own steps (with linear interpolation they would stop at every sample).
 
@@ -75,6 +79,11 @@ class Config:
     """A relative gradient error above this counts as a failure."""
     max_steps_per_sample: int = 4
     """max_steps of adaptive solves, per input sample of the longest window."""
+    window_counts: tuple[int, ...] = (1, 4, 16, 64, 256, 1024)
+    """Numbers of windows of the windowed adjoint swept at the longest horizon and
+    the first typical tau."""
+    window_sweep_solvers: tuple[str, ...] = ("rk4", "tsit5@1e-6")
+    """Solvers of that sweep."""
 
 
 QUICK = dict(
@@ -84,6 +93,8 @@ QUICK = dict(
     typical_taus=(1.0,),
     solvers=("rk4",),
     float64_solvers=(),
+    window_counts=(1, 8),
+    window_sweep_solvers=("rk4",),
 )
 
 
@@ -97,7 +108,9 @@ def parse_solver(spec: str) -> tuple[str, float | None]:
     return name, (float(rtol) if rtol else None)
 
 
-def windows(horizon_samples: tuple[int, ...], batch_size: int, horizon_seconds: float):
+def ecg_windows(
+    horizon_samples: tuple[int, ...], batch_size: int, horizon_seconds: float
+):
     """ECG windows of the longest length for every horizon, the shorter ones
     marked by `lengths` (padding never reaches the solve, so every horizon runs
     the same compiled program). Times count seconds from each window's start."""
@@ -127,29 +140,90 @@ def run_dtype(dtype: str, config: dict) -> list[dict]:
         for tau in config.typical_taus
     }
     all_samples = tuple(sorted({n for ns in sample_counts.values() for n in ns}))
-    data = windows(all_samples, config.batch_size, config.horizon_seconds)
+    data = ecg_windows(all_samples, config.batch_size, config.horizon_seconds)
     longest = max(all_samples)
     solvers = list(config.solvers)
     if dtype == "float64":
         solvers += list(config.float64_solvers)
+    functions = {}
+
+    def gradient(name, rtol, mode, windows=None):
+        """The jitted gradient of one solver and mode, compiled once."""
+        key = (name, rtol, mode, windows)
+        if key not in functions:
+            integrator = _integrator(
+                name, rtol, mode, longest, config.max_steps_per_sample, windows
+            )
+            functions[key] = _gradient_fn(integrator)
+        return functions[key]
+
     for spec in solvers:
         name, rtol = parse_solver(spec)
-        gradients = {
-            mode: _gradient_fn(name, rtol, mode, longest, config.max_steps_per_sample)
-            for mode in ("checkpoint", "backsolve")
-        }
         for tau in config.typical_taus:
             model = _model(config.hidden_size, tau, config.seed, dtype)
             for k, samples in zip(config.horizons, sample_counts[tau], strict=True):
                 ts, xs, length, labels = data[samples]
                 batch = _batch(ts, xs, length, labels, dtype)
+                count = _default_windows(model, k * tau, name, rtol, samples, dtype)
                 start = time.perf_counter()
-                results = {mode: fn(model, batch) for mode, fn in gradients.items()}
+                results = {
+                    mode: gradient(name, rtol, mode)(model, batch)
+                    for mode in ("checkpoint", "backsolve")
+                }
+                results["windowed"] = gradient(name, rtol, "windowed", count)(
+                    model, batch
+                )
                 rows.append(
                     _row(spec, name, rtol, dtype, tau, k, samples, results, config)
-                    | dict(seconds=time.perf_counter() - start)
+                    | dict(windows=count, seconds=time.perf_counter() - start)
                 )
     return rows
+
+
+def run_window_sweep(dtype: str, config: dict) -> list[dict]:
+    """The windowed adjoint's error against its number of windows, at the longest
+    horizon and the first typical tau (in its own process, as `run_dtype`)."""
+    config = Config(**config)
+    tau, k = config.typical_taus[0], max(config.horizons)
+    samples = max(2, round(k * tau * SAMPLE_RATE_HZ) + 1)
+    ts, xs, length, labels = ecg_windows(
+        (samples,), config.batch_size, config.horizon_seconds
+    )[samples]
+    model = _model(config.hidden_size, tau, config.seed, dtype)
+    batch = _batch(ts, xs, length, labels, dtype)
+    rows = []
+    for spec in config.window_sweep_solvers:
+        name, rtol = parse_solver(spec)
+        exact = _gradient_fn(
+            _integrator(name, rtol, "checkpoint", samples, config.max_steps_per_sample)
+        )(model, batch)
+        default = _default_windows(model, k * tau, name, rtol, samples, dtype)
+        for count in sorted({*config.window_counts, default}):
+            integrator = _integrator(
+                name, rtol, "windowed", samples, config.max_steps_per_sample, count
+            )
+            result = _gradient_fn(integrator)(model, batch)
+            error, finite = _error(result, exact)
+            rows.append(
+                dict(
+                    solver=spec,
+                    dtype=dtype,
+                    typical_tau_seconds=tau,
+                    horizon_taus=k,
+                    windows=count,
+                    default=count == default,
+                    relative_error=error,
+                    is_finite=finite,
+                )
+            )
+    return rows
+
+
+def _default_windows(model, horizon, name, rtol, samples, dtype) -> int:
+    """The number of windows `ltc_jax.fit` would use for this model and horizon."""
+    integrator = _integrator(name, rtol, "windowed", samples, 4)
+    resolved = ltc_jax.resolve_windows(integrator, model.cell, horizon, dtype=dtype)
+    return resolved.adjoint.windows
 
 
 def _model(hidden_size: int, tau: float, seed: int, dtype: str) -> ltc_jax.LTC:
@@ -171,23 +245,33 @@ def _batch(ts, xs, length, labels, dtype) -> ltc_jax.Batch:
     return ltc_jax.Batch(path, jnp.asarray(labels, dtype), weights)
 
 
-def _gradient_fn(name, rtol, mode, longest, max_steps_per_sample):
-    """The jitted loss, gradient and solve statistics; failures are reported,
-    never raised (`throw=False`)."""
+def _integrator(name, rtol, mode, longest, max_steps_per_sample, windows=None):
+    """Fixed steps of one sample, or adaptive steps at `rtol` (atol = rtol / 100);
+    failures are reported, never raised (`throw=False`)."""
+    options = dict(throw=False, windows=windows) if mode == "windowed" else {}
     if rtol is None:
         # ceil(duration / dt0) steps per window; the slack absorbs rounding.
-        integrator = ltc_jax.make_integrator(
-            name, mode, dt0=1 / SAMPLE_RATE_HZ, max_steps=longest + 16, throw=False
-        )
-    else:
-        integrator = ltc_jax.make_integrator(
+        return ltc_jax.make_integrator(
             name,
             mode,
-            rtol=rtol,
-            atol=rtol / 100,
-            max_steps=max_steps_per_sample * longest,
+            dt0=1 / SAMPLE_RATE_HZ,
+            max_steps=longest + 16,
             throw=False,
+            **{k: v for k, v in options.items() if k != "throw"},
         )
+    return ltc_jax.make_integrator(
+        name,
+        mode,
+        rtol=rtol,
+        atol=rtol / 100,
+        max_steps=max_steps_per_sample * longest,
+        throw=False,
+        **{k: v for k, v in options.items() if k != "throw"},
+    )
+
+
+def _gradient_fn(integrator):
+    """The jitted loss, flat gradient and solve statistics under `integrator`."""
 
     def loss(model, batch):
         trajectory = model.solve(batch.path, integrator=integrator)
@@ -212,27 +296,29 @@ def _gradient_fn(name, rtol, mode, longest, max_steps_per_sample):
     return fn
 
 
+def _error(result, exact) -> tuple[float | None, bool]:
+    """The relative error of a gradient against the exact one (`None` where
+    either is not finite), and whether the gradient is finite."""
+    approx = np.asarray(result["gradient"], np.float64)
+    reference = np.asarray(exact["gradient"], np.float64)
+    finite = bool(np.all(np.isfinite(approx))) and bool(result["successful"])
+    if not finite or not np.all(np.isfinite(reference)):
+        return None, finite
+    return ltc_jax.gradient_relative_error(approx, reference), finite
+
+
+def _status(mode: str, error: float | None, finite: bool, config: Config) -> str:
+    if not finite:
+        return f"{mode} non-finite"
+    if error is None:
+        return "exact gradient non-finite"
+    return f"{mode} fails" if error > config.failure_error else "ok"
+
+
 def _row(spec, name, rtol, dtype, tau, k, samples, results, config) -> dict:
-    full, back = results["checkpoint"], results["backsolve"]
-    exact = np.asarray(full["gradient"], np.float64)
-    approx = np.asarray(back["gradient"], np.float64)
+    full = results["checkpoint"]
     forward_ok = bool(full["successful"]) and bool(np.isfinite(full["loss"]))
-    exact_ok = forward_ok and bool(np.all(np.isfinite(exact)))
-    finite = bool(np.all(np.isfinite(approx)))
-    error = None
-    if exact_ok and finite:
-        error = ltc_jax.gradient_relative_error(approx, exact)
-    if not forward_ok:
-        status = "forward failed"
-    elif not exact_ok:
-        status = "exact gradient non-finite"
-    elif not finite:
-        status = "backsolve non-finite"
-    elif error > config.failure_error:
-        status = "backsolve fails"
-    else:
-        status = "ok"
-    return dict(
+    row = dict(
         solver=spec,
         solver_name=name,
         rtol=rtol,
@@ -244,40 +330,54 @@ def _row(spec, name, rtol, dtype, tau, k, samples, results, config) -> dict:
         num_observations=samples,
         num_steps=int(full["num_steps"]),
         loss=float(full["loss"]),
-        backsolve_relative_error=error,
-        backsolve_is_finite=finite,
-        status=status,
     )
+    for mode in ("backsolve", "windowed"):
+        error, finite = _error(results[mode], full)
+        row[f"{mode}_relative_error"] = error
+        row[f"{mode}_is_finite"] = finite
+        row[f"{mode}_status"] = (
+            "forward failed" if not forward_ok else _status(mode, error, finite, config)
+        )
+    row["status"] = row["backsolve_status"]
+    return row
 
 
 # --- driver --------------------------------------------------------------------------
 
 
 def main(config: Config) -> dict:
-    """Run the sweep; returns (and writes to `metrics.json`) every record, the table
-    and the environment."""
-    for spec in (*config.solvers, *config.float64_solvers):
+    """Run the sweep; returns (and writes to `metrics.json`) every record, the
+    tables and the environment."""
+    for spec in (
+        *config.solvers,
+        *config.float64_solvers,
+        *config.window_sweep_solvers,
+    ):
         parse_solver(spec)
     config, run_dir = _run.start_run(config, "gradient_accuracy", QUICK)
     started = time.perf_counter()
-    rows = []
+    rows, sweep = [], []
     for dtype in config.dtypes:
-        rows += ltc_jax.call_in_subprocess(
-            f"{os.path.abspath(__file__)}:run_dtype",
-            dict(dtype=dtype, config=_json_config(config)),
-            env={"JAX_ENABLE_X64": "1" if dtype == "float64" else "0"},
-        )
+        kwargs = dict(dtype=dtype, config=_json_config(config))
+        env = {"JAX_ENABLE_X64": "1" if dtype == "float64" else "0"}
+        here = os.path.abspath(__file__)
+        rows += ltc_jax.call_in_subprocess(f"{here}:run_dtype", kwargs, env=env)
+        sweep += ltc_jax.call_in_subprocess(f"{here}:run_window_sweep", kwargs, env=env)
     metrics = dict(
         records=rows,
+        window_sweep=sweep,
         table=format_table(rows, config),
         seconds=time.perf_counter() - started,
     )
     metrics = _run.finish(
         run_dir,
         metrics,
-        lambda m: f"{m['table']}\n\nTotal {m['seconds']:.0f} s",
+        lambda m: (
+            f"{m['table']}\n\n{format_sweep(sweep, config)}\n\n"
+            f"Total {m['seconds']:.0f} s"
+        ),
     )
-    plot(rows, config, os.path.join(run_dir, "gradient_accuracy.png"))
+    plot(rows, sweep, config, os.path.join(run_dir, "gradient_accuracy.png"))
     return metrics
 
 
@@ -288,60 +388,91 @@ def _json_config(config: Config) -> dict:
     }
 
 
-def _cell(row: dict) -> str:
-    if row["status"] == "forward failed":
+def _cell(row: dict, mode: str) -> str:
+    status = row[f"{mode}_status"]
+    if status == "forward failed":
         return "fwd fail"
-    if row["status"] == "exact gradient non-finite":
+    if status == "exact gradient non-finite":
         return "exact nan"
-    if row["status"] == "backsolve non-finite":
+    if status == f"{mode} non-finite":
         return "NaN *"
-    error = f"{row['backsolve_relative_error']:.1e}"
-    return error + (" *" if row["status"] == "backsolve fails" else "")
+    error = f"{row[f'{mode}_relative_error']:.1e}"
+    return error + (" *" if status == f"{mode} fails" else "")
 
 
 def format_table(rows: list[dict], config: Config) -> str:
-    """Relative error of the backsolve gradient against exact backpropagation,
-    one line per (typical tau, precision, solver), one column per horizon."""
+    """Relative error of the backsolve and windowed gradients against exact
+    backpropagation, one line per (typical tau, precision, solver, mode), one
+    column per horizon; the windowed adjoint's number of windows in brackets."""
     horizons = list(config.horizons)
-    head = f"{'tau (s)':>7}  {'dtype':<7}  {'solver':<12}" + "".join(
-        f"  {f'T={k:g} tau':>10}" for k in horizons
+    head = f"{'tau (s)':>7}  {'dtype':<7}  {'solver':<12}  {'mode':<9}" + "".join(
+        f"  {f'T={k:g} tau':>16}" for k in horizons
     )
     lines = [
-        "Relative error of the backsolve gradient against exact backpropagation "
-        "through the same discrete solve",
+        "Relative error of the continuous adjoint's gradient against exact "
+        "backpropagation through the same discrete solve",
         f"(* = failure: non-finite, or error above {config.failure_error:g}; "
-        "'fwd fail' = the forward solve itself failed)",
+        "'fwd fail' = the forward solve itself failed; [K] = windows)",
         head,
     ]
     keys = list(
         dict.fromkeys((r["typical_tau_seconds"], r["dtype"], r["solver"]) for r in rows)
     )
     for tau, dtype, solver in keys:
-        cells = {
-            r["horizon_taus"]: _cell(r)
+        group = {
+            r["horizon_taus"]: r
             for r in rows
             if (r["typical_tau_seconds"], r["dtype"], r["solver"])
             == (tau, dtype, solver)
         }
-        lines.append(
-            f"{tau:>7g}  {dtype:<7}  {solver:<12}"
-            + "".join(f"  {cells.get(k, '-'):>10}" for k in horizons)
-        )
+        for mode in ("backsolve", "windowed"):
+
+            def cell(k, mode=mode, group=group):
+                if k not in group:
+                    return "-"
+                text = _cell(group[k], mode)
+                return f"{text} [{group[k]['windows']}]" if mode == "windowed" else text
+
+            lines.append(
+                f"{tau:>7g}  {dtype:<7}  {solver:<12}  {mode:<9}"
+                + "".join(f"  {cell(k):>16}" for k in horizons)
+            )
     return "\n".join(lines)
 
 
-def plot(rows: list[dict], config: Config, path: str) -> None:
+def format_sweep(sweep: list[dict], config: Config) -> str:
+    """The windowed adjoint's error against its number of windows."""
+    if not sweep:
+        return ""
+    first = sweep[0]
+    return (
+        f"Windowed adjoint at T = {first['horizon_taus']:g} typical taus "
+        f"(typical tau {first['typical_tau_seconds']:g} s): relative gradient error "
+        "against the number of windows (* = the derived default)\n"
+        + _report.format_table(
+            sweep,
+            [
+                ("dtype", lambda r: r["dtype"]),
+                ("solver", lambda r: r["solver"]),
+                ("windows", lambda r: f"{r['windows']}{' *' if r['default'] else ''}"),
+                ("error", lambda r: _report.error(r["relative_error"])),
+            ],
+        )
+    )
+
+
+def plot(rows: list[dict], sweep: list[dict], config: Config, path: str) -> None:
     """Error against horizon, one panel per (typical tau, precision), one line per
-    solver; failures drawn as crosses at the top."""
+    solver and mode (backsolve solid, windowed dashed), failures as crosses at the
+    top; last panel: the windowed adjoint's error against its windows."""
     plt = _report.pyplot()
 
     taus, dtypes = list(config.typical_taus), list(config.dtypes)
     figure, axes = plt.subplots(
-        len(taus),
+        len(taus) + 1,
         len(dtypes),
-        figsize=(5.5 * len(dtypes), 3.6 * len(taus)),
+        figsize=(5.5 * len(dtypes), 3.6 * (len(taus) + 1)),
         squeeze=False,
-        sharey=True,
     )
     ceiling = 1e3
     for i, tau in enumerate(taus):
@@ -352,36 +483,57 @@ def plot(rows: list[dict], config: Config, path: str) -> None:
                 for r in rows
                 if r["typical_tau_seconds"] == tau and r["dtype"] == dtype
             ]
-            for solver in dict.fromkeys(r["solver"] for r in panel):
+            for n, solver in enumerate(dict.fromkeys(r["solver"] for r in panel)):
                 points = sorted(
                     (r["horizon_taus"], r) for r in panel if r["solver"] == solver
                 )
                 ks = [k for k, _ in points]
-                errors = [
-                    r["backsolve_relative_error"]
-                    if r["backsolve_relative_error"] is not None
-                    else math.nan
-                    for _, r in points
-                ]
-                (line,) = axis.loglog(
-                    ks, np.minimum(errors, ceiling), "o-", label=solver
-                )
-                failed = [
-                    k
-                    for k, r in points
-                    if r["backsolve_relative_error"] is None
-                    and r["status"] != "forward failed"
-                ]
-                axis.plot(
-                    failed, [ceiling] * len(failed), "x", ms=9, color=line.get_color()
-                )
+                for mode, style in (("backsolve", "o-"), ("windowed", "s--")):
+                    errors = [
+                        math.nan
+                        if r[f"{mode}_relative_error"] is None
+                        else r[f"{mode}_relative_error"]
+                        for _, r in points
+                    ]
+                    axis.loglog(
+                        ks,
+                        np.minimum(errors, ceiling),
+                        style,
+                        color=f"C{n}",
+                        label=f"{solver} {mode}",
+                    )
+                    failed = [
+                        k
+                        for k, r in points
+                        if r[f"{mode}_relative_error"] is None
+                        and r[f"{mode}_status"] != "forward failed"
+                    ]
+                    axis.plot(failed, [ceiling] * len(failed), "x", ms=9, color=f"C{n}")
             axis.axhline(config.failure_error, color="red", lw=0.8, ls=":")
             axis.set_title(f"typical tau {tau:g} s, {dtype}", fontsize=10)
             axis.set_xlabel("horizon (typical taus)")
             axis.set_ylabel("relative gradient error")
-            axis.legend(fontsize=7)
+            axis.legend(fontsize=6, ncol=2)
+    for j, dtype in enumerate(dtypes):
+        axis = axes[-1][j]
+        for n, solver in enumerate(dict.fromkeys(r["solver"] for r in sweep)):
+            points = [r for r in sweep if r["solver"] == solver and r["dtype"] == dtype]
+            axis.loglog(
+                [r["windows"] for r in points],
+                [
+                    math.nan if r["relative_error"] is None else r["relative_error"]
+                    for r in points
+                ],
+                "o-",
+                color=f"C{n}",
+                label=solver,
+            )
+        axis.set_title(f"windowed, longest horizon, {dtype}", fontsize=10)
+        axis.set_xlabel("windows")
+        axis.set_ylabel("relative gradient error")
+        axis.legend(fontsize=7)
     figure.suptitle(
-        "backsolve vs exact backpropagation on the ECG "
+        "continuous adjoint vs exact backpropagation on the ECG "
         f"(x at {ceiling:g}: non-finite; red: failure threshold)",
         fontsize=10,
     )

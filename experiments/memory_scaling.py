@@ -34,7 +34,7 @@ import ltc_jax
 from experiments import _problems, _report, _run
 
 
-Mode = Literal["full", "checkpoint", "backsolve", "direct"]
+Mode = Literal["full", "checkpoint", "backsolve", "windowed", "direct"]
 SAMPLE_RATE_HZ = _problems.SAMPLE_RATE_HZ
 GIB = _report.GIB
 # A window of n sample intervals takes ceil(duration / dt0) steps; a step a hair
@@ -64,8 +64,15 @@ class Config:
     """Measured sizes: solver steps per solve (a window of steps + 1 samples)."""
     checkpoints: tuple[int, ...] = (100, 1_000)
     """Checkpoint counts measured besides diffrax's default, for mode checkpoint."""
-    modes: tuple[Mode, ...] = ("full", "checkpoint", "backsolve", "direct")
+    windows: tuple[int, ...] = (16, 256)
+    """Window counts measured besides the derived default, for mode windowed."""
+    modes: tuple[Mode, ...] = ("full", "checkpoint", "backsolve", "windowed", "direct")
     """Gradient modes."""
+    window_memory_steps: int = 100_000
+    """Steps of the compile-only sweep of the windowed adjoint's memory over its
+    number of windows."""
+    window_memory_counts: tuple[int, ...] = (1, 4, 16, 64, 256, 1024, 4096)
+    """Window counts of that sweep."""
     timed_steps: int = 3
     """Timed training steps (and forward solves) per configuration, after warm-up."""
     count_evaluations_up_to: int = 10_000
@@ -101,7 +108,10 @@ QUICK = dict(
     batch_size=2,
     steps=(100,),
     checkpoints=(),
-    modes=("checkpoint", "backsolve"),
+    windows=(),
+    modes=("checkpoint", "backsolve", "windowed"),
+    window_memory_steps=1_000,
+    window_memory_counts=(1, 4, 16),
     timed_steps=3,
     estimate_steps=(21_600_000,),
     adaptive_max_steps=(),
@@ -143,8 +153,15 @@ def float32_model(hidden_size: int, seed: int) -> ltc_jax.LTC:
         return ltc_jax.LTC(1, hidden_size, 1, key=jr.PRNGKey(seed))
 
 
+def mode_options(mode: str, option: int | None) -> dict:
+    """The one option a mode's variants differ in: `checkpoints` of
+    `"checkpoint"`, `windows` of `"windowed"` (`None`: the default)."""
+    name = {"checkpoint": "checkpoints", "windowed": "windows"}.get(mode)
+    return {} if name is None else {name: option}
+
+
 def fixed_integrator(
-    solver: str, mode: str, steps: int, checkpoints: int | None, rate_hz: float
+    solver: str, mode: str, steps: int, option: int | None, rate_hz: float
 ) -> ltc_jax.Integrator:
     """Fixed steps of one sample (1 / rate_hz seconds); `max_steps` is exactly the
     steps taken."""
@@ -153,7 +170,7 @@ def fixed_integrator(
         mode,
         dt0=STEP_SLACK / rate_hz,
         max_steps=steps,
-        checkpoints=checkpoints if mode == "checkpoint" else None,
+        **mode_options(mode, option),
     )
 
 
@@ -198,7 +215,7 @@ def reference_gradient(
 
 def measure_configuration(
     mode: str,
-    checkpoints: int | None,
+    option: int | None,
     steps: int,
     solver: str,
     problem: dict,
@@ -220,7 +237,7 @@ def measure_configuration(
         steps, **problem, interpolation="linear" if rtol is None else "cubic"
     )
     if rtol is None:
-        integrator = fixed_integrator(solver, mode, steps, checkpoints, SAMPLE_RATE_HZ)
+        integrator = fixed_integrator(solver, mode, steps, option, SAMPLE_RATE_HZ)
     else:
         integrator = ltc_jax.make_integrator(
             solver,
@@ -228,7 +245,7 @@ def measure_configuration(
             rtol=rtol,
             atol=rtol / 100,
             max_steps=max_steps,
-            checkpoints=checkpoints if mode == "checkpoint" else None,
+            **mode_options(mode, option),
         )
     reference = None if reference_file is None else np.load(reference_file)
     # The first run (which gives the runtime peak) is the warm-up.
@@ -244,8 +261,10 @@ def measure_configuration(
     return dict(
         measurement.asdict(),
         kind="measured" if rtol is None else "adaptive",
-        label=mode_label(mode, checkpoints),
-        stored_checkpoints=stored_checkpoints(mode, checkpoints, integrator.max_steps),
+        label=mode_label(mode, option),
+        stored_checkpoints=stored_checkpoints(
+            mode, option, integrator.max_steps, measurement.windows
+        ),
         input_bytes=_input_bytes(batch),
         hidden_size=problem["hidden_size"],
     )
@@ -253,7 +272,7 @@ def measure_configuration(
 
 def estimate_configuration(
     mode: str,
-    checkpoints: int | None,
+    option: int | None,
     steps: int,
     solver: str,
     batch_size: int,
@@ -272,18 +291,26 @@ def estimate_configuration(
     if mode == "backsolve-naive":
         fn, args = _naive_backsolve_gradient(solver, steps, rate_hz), (model, batch)
     else:
-        integrator = fixed_integrator(solver, mode, steps, checkpoints, rate_hz)
+        integrator = fixed_integrator(solver, mode, steps, option, rate_hz)
+        # The windowed adjoint's default windows, as ltc_jax.fit would derive them.
+        integrator = ltc_jax.resolve_windows(
+            integrator, model.cell, steps / rate_hz, dtype=jnp.float32
+        )
         optimizer = ltc_jax.make_optimizer(1e-3, 1)
         opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
         fn = ltc_jax.make_train_step(optimizer, integrator)
         args = (model, opt_state, batch)
     memory = ltc_jax.compiled_memory(fn, *args)
+    windows = None
+    if mode == "windowed":
+        windows = integrator.adjoint.windows
     return dict(
         kind="estimated",
-        label=mode_label(mode, checkpoints),
+        label=mode_label(mode, option),
         gradient_mode=mode,
-        checkpoints=checkpoints,
-        stored_checkpoints=stored_checkpoints(mode, checkpoints, steps),
+        option=option,
+        windows=windows,
+        stored_checkpoints=stored_checkpoints(mode, option, steps, windows),
         num_steps=steps,
         max_steps=steps,
         num_observations=times,
@@ -322,27 +349,25 @@ def _input_bytes(batch: ltc_jax.Batch) -> int:
     return int(sum(math.prod(x.shape) * jnp.dtype(x.dtype).itemsize for x in leaves))
 
 
-def mode_label(mode: str, checkpoints: int | None) -> str:
-    if mode == "checkpoint":
-        return (
-            "checkpoint (default)"
-            if checkpoints is None
-            else f"checkpoint ({checkpoints})"
-        )
+def mode_label(mode: str, option: int | None) -> str:
+    if mode in ("checkpoint", "windowed"):
+        return f"{mode} ({'default' if option is None else option})"
     return mode
 
 
 def stored_checkpoints(
-    mode: str, checkpoints: int | None, max_steps: int
+    mode: str, option: int | None, max_steps: int, windows: int | None = None
 ) -> int | None:
-    """Checkpoints (copies of the solver state) that a mode stores for a solve."""
+    """Copies of the solver state that a mode stores for a solve: every step
+    (`full`), its checkpoints (`checkpoint`), or the state at each window's end
+    (`windowed`: `windows - 1`)."""
     if mode == "full":
         return max_steps
     if mode == "checkpoint":
-        requested = (
-            default_checkpoints(max_steps) if checkpoints is None else checkpoints
-        )
+        requested = default_checkpoints(max_steps) if option is None else option
         return min(requested, max_steps)
+    if mode == "windowed":
+        return windows - 1
     return None
 
 
@@ -436,12 +461,11 @@ def main(config: Config) -> dict:
     config, run_dir = _run.start_run(config, "memory_scaling", QUICK)
     os.makedirs(os.path.join(run_dir, "records"))
     started = time.perf_counter()
+    extra = {"checkpoint": config.checkpoints, "windowed": config.windows}
     variants = [
-        (mode, checkpoints)
+        (mode, option)
         for mode in config.modes
-        for checkpoints in (
-            (None, *config.checkpoints) if mode == "checkpoint" else (None,)
-        )
+        for option in (None, *extra.get(mode, ()))
     ]
 
     def measured_variants(steps):
@@ -460,14 +484,14 @@ def main(config: Config) -> dict:
         reference_file = os.path.join(run_dir, "records", f"reference-{steps}.npy")
         reference = _reference(config, problem, steps, reference_file)
         print(f"reference gradient, {steps} steps: {reference['seconds']:.1f} s")
-        for mode, checkpoints in measured_variants(steps):
+        for mode, option in measured_variants(steps):
             record = _call(
                 config,
                 "measure_configuration",
                 dict(
                     problem=problem,
                     mode=mode,
-                    checkpoints=checkpoints,
+                    option=option,
                     steps=steps,
                     solver="rk4",
                     timed_steps=config.timed_steps,
@@ -491,7 +515,7 @@ def main(config: Config) -> dict:
                 dict(
                     problem=problem,
                     mode=mode,
-                    checkpoints=None,
+                    option=None,
                     steps=steps,
                     solver=config.cost_solver,
                     timed_steps=config.timed_steps,
@@ -505,10 +529,10 @@ def main(config: Config) -> dict:
 
     estimates = []
     for steps in config.estimate_steps:
-        for mode, checkpoints in [*variants, ("backsolve-naive", None)]:
+        for mode, option in [*variants, ("backsolve-naive", None)]:
             record = estimate_configuration(
                 mode,
-                checkpoints,
+                option,
                 steps,
                 "rk4",
                 config.batch_size,
@@ -521,12 +545,29 @@ def main(config: Config) -> dict:
             _write_record(run_dir, record)
             print(_progress(record))
 
+    window_memory = []
+    if "windowed" in config.modes:
+        for count in config.window_memory_counts:
+            record = estimate_configuration(
+                "windowed",
+                count,
+                config.window_memory_steps,
+                "rk4",
+                config.batch_size,
+                config.hidden_size,
+                SAMPLE_RATE_HZ,
+            )
+            window_memory.append(record)
+            print(_progress(record))
+
     adaptive = adaptive_max_steps_demo(config) if config.adaptive_max_steps else []
     saves = saves_versus_steps(config) if config.saves else []
 
     metrics = dict(
         records=records,
         estimates=estimates,
+        window_memory=window_memory,
+        window_memory_law=window_memory_law(window_memory),
         adaptive_cost=adaptive_cost,
         adaptive_max_steps=adaptive,
         saves_versus_steps=saves,
@@ -585,6 +626,23 @@ def cost_ratios(records: list[dict]) -> list[dict]:
         )
         for r in records
     ]
+
+
+def window_memory_law(rows: list[dict]) -> dict | None:
+    """The windowed adjoint's compiled temp memory against its windows: the
+    least-squares line `temp = intercept + slope * windows`, and the largest
+    relative deviation of any row from it (a linear law has none)."""
+    if len(rows) < 2:
+        return None
+    windows = np.array([r["windows"] for r in rows], np.float64)
+    temp = np.array([r["temp_bytes"] for r in rows], np.float64)
+    slope, intercept = np.polyfit(windows, temp, 1)
+    fitted = intercept + slope * windows
+    return dict(
+        bytes_per_window=float(slope),
+        intercept_bytes=float(intercept),
+        largest_relative_deviation=float(np.max(np.abs(temp - fitted) / temp)),
+    )
 
 
 def reductions(estimates: list[dict]) -> list[dict]:
@@ -671,6 +729,24 @@ def format_report(metrics: dict, config: Config) -> str:
                 ("input MiB", lambda r: _mib(r["input_bytes"])),
                 ("peak MiB", lambda r: _mib(r["peak_bytes"])),
                 *budgets,
+            ],
+        ),
+        (
+            "Windowed adjoint, compile-only at "
+            f"{config.window_memory_steps:,} steps: temp memory against windows "
+            + (
+                "({bytes_per_window:,.0f} bytes per window, largest deviation from "
+                "a line {largest_relative_deviation:.1%}):".format(
+                    **metrics["window_memory_law"]
+                )
+                if metrics["window_memory_law"]
+                else ":"
+            ),
+            metrics["window_memory"],
+            [
+                ("windows", lambda r: r["windows"]),
+                temp,
+                ("stored states", lambda r: r["stored_checkpoints"]),
             ],
         ),
         (

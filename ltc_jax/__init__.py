@@ -8,6 +8,10 @@ readers in `ltc_jax.datasets`.
 import importlib.metadata
 
 from . import datasets as datasets
+from ._adjoint import (
+    WindowedBacksolveAdjoint as WindowedBacksolveAdjoint,
+    default_windows as default_windows,
+)
 from ._batch import (
     Batch as Batch,
     abstract_batch as abstract_batch,
@@ -36,6 +40,7 @@ from ._integrator import (
     Integrator as Integrator,
     ToleranceSchedule as ToleranceSchedule,
     make_integrator as make_integrator,
+    resolve_windows as resolve_windows,
     with_tolerances as with_tolerances,
 )
 from ._loss import (
@@ -135,6 +140,9 @@ __all__ = [
     "make_adjoint",
     "SOLVER_NAMES",
     "ADJOINT_NAMES",
+    "WindowedBacksolveAdjoint",
+    "default_windows",
+    "resolve_windows",
     "RK4",
     "FusedLTC",
     "LTCTerm",

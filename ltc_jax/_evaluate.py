@@ -3,9 +3,10 @@
 import math
 
 import equinox as eqx
+import numpy as np
 
-from ._batch import batches
-from ._integrator import Integrator
+from ._batch import batches, make_input_path
+from ._integrator import Integrator, resolve_windows
 from ._loss import jitted_loss_and_metrics
 from ._paths import InputPath
 from .datasets import SequenceDataset
@@ -25,7 +26,8 @@ def evaluate(
 
     - `model`: an [`ltc_jax.LTC`][] (anything with its `solve` and `outputs`).
     - `data`: a [`ltc_jax.datasets.SequenceDataset`][].
-    - `integrator`: an [`ltc_jax.Integrator`][].
+    - `integrator`: an [`ltc_jax.Integrator`][] (a windowed adjoint without its
+        number of windows gets it from the model and `data`).
     - `batch_size`: sequences per solve (default 64); the last batch is filled up
         with weight-0 copies, so it never changes the result.
     - `path`: `make_input_path(data, ...)` when the inputs need options
@@ -41,6 +43,13 @@ def evaluate(
     """
     totals = dict(weight=0.0, loss=0.0, correct=0.0, num_steps=0.0)
     solves = 0
+    path = make_input_path(data) if path is None else path
+    integrator = resolve_windows(
+        integrator,
+        getattr(model, "cell", None),
+        float(np.max(data.durations)),
+        dtype=path.ts.dtype,
+    )
     for batch in batches(data, batch_size, path=path):
         _, metrics = jitted_loss_and_metrics(model, batch, integrator)
         for name in totals:

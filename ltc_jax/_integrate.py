@@ -37,6 +37,7 @@ import jax.numpy as jnp
 import jax.tree_util as jtu
 from jaxtyping import Array, Float, PyTree
 
+from ._adjoint import WindowedBacksolveAdjoint
 from ._integrator import Integrator
 from ._paths import InputPath
 from ._solver.fused import AbstractLTCFormTerm, needs_ltc_form
@@ -196,7 +197,8 @@ class Trajectory(eqx.Module):
     - `t_reached`: `(batch,)`, the time each sequence was integrated for (time
         units since its first observation): its whole duration after a successful
         solve; after a failed one (with `throw=False`), how far the solve got
-        (`save="final"`), or NaN (`save="observations"`).
+        (`save="final"`), or NaN where the solve saved at several times
+        (`save="observations"`, or the windowed adjoint).
     """
 
     ys: PyTree[Array]
@@ -321,7 +323,7 @@ def _reverse_solve_stops_at_jumps(adjoint, controller):
         adjoint.kwargs,
         stepsize_controller=_ClipToJumps(backward, jump_ts=controller.jump_ts),
     )
-    return diffrax.BacksolveAdjoint(**kwargs)
+    return eqx.tree_at(lambda a: a.kwargs, adjoint, kwargs)  # keeps its class
 
 
 def _integrate_batch(vector_field, path, y0, integrator, save) -> Trajectory:
@@ -343,14 +345,27 @@ def _integrate_batch(vector_field, path, y0, integrator, save) -> Trajectory:
         controller = integrator.stepsize_controller
     adjoint = _reverse_solve_stops_at_jumps(integrator.adjoint, controller)
 
-    if save == "final":
+    # The windowed adjoint restarts its reverse solve from the states saved at
+    # its windows' ends (diffrax's BacksolveAdjoint restarts at every save).
+    restarts = None
+    if isinstance(integrator.adjoint, WindowedBacksolveAdjoint):
+        restarts = integrator.adjoint.restart_times(
+            s_end, integer_clock=not integrator.is_adaptive
+        )
+    if save == "final" and restarts is None:
         saveat = diffrax.SaveAt(t1=True)
+    elif save == "final":
+        save_ts = jnp.concatenate([restarts, s_end[None]])
+        saveat = diffrax.SaveAt(ts=_one_save_at_end(save_ts))
     else:
         save_s = _save_clock_times(path, clock)
-        if path.shared_times:
+        if path.shared_times and restarts is None:
             saveat = diffrax.SaveAt(ts=save_s[0])
         else:
-            saveat = diffrax.SaveAt(ts=_one_save_at_end(jnp.sort(save_s.ravel())))
+            save_ts = save_s[0] if path.shared_times else save_s.ravel()
+            if restarts is not None:
+                save_ts = jnp.concatenate([save_ts, restarts])
+            saveat = diffrax.SaveAt(ts=_one_save_at_end(jnp.sort(save_ts)))
 
     args = path
     if isinstance(integrator.adjoint, diffrax.BacksolveAdjoint):
@@ -386,14 +401,15 @@ def _integrate_batch(vector_field, path, y0, integrator, save) -> Trajectory:
     clock = _thaw(clock)
     if save == "final":
         ys = jtu.tree_map(lambda a: a[-1], sol.ys)
+    elif path.shared_times and restarts is None:
+        ys = jtu.tree_map(lambda a: jnp.swapaxes(a, 0, 1), sol.ys)
+    else:
+        position = jnp.searchsorted(saveat.subs.ts, save_s)  # (batch, times)
+        batch_index = jnp.arange(position.shape[0])[:, None]
+        ys = jtu.tree_map(lambda a: a[position, batch_index], sol.ys)
+    if saveat.subs.t1:
         t_reached = clock.time(sol.ts[-1]) - clock.t_start
     else:
-        if path.shared_times:
-            ys = jtu.tree_map(lambda a: jnp.swapaxes(a, 0, 1), sol.ys)
-        else:
-            position = jnp.searchsorted(saveat.subs.ts, save_s)  # (batch, times)
-            batch_index = jnp.arange(position.shape[0])[:, None]
-            ys = jtu.tree_map(lambda a: a[position, batch_index], sol.ys)
         ok = sol.result == diffrax.RESULTS.successful
         t_reached = jnp.where(ok, clock.step * clock.num_steps, jnp.nan)
     return Trajectory(ys=ys, stats=sol.stats, result=sol.result, t_reached=t_reached)

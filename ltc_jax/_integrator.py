@@ -1,12 +1,15 @@
 """How a model is integrated and differentiated: [`ltc_jax.Integrator`][], built
 by name with [`ltc_jax.make_integrator`][], and tolerance schedules."""
 
+import math
 from typing import Literal, get_args
 
 import diffrax
 import equinox as eqx
+import jax.numpy as jnp
 
-from ._names import adjoint_name, make_adjoint, make_solver
+from ._adjoint import WindowedBacksolveAdjoint, default_windows
+from ._names import adjoint_name, has_reverse_solve, make_adjoint, make_solver
 from ._solver import RK4
 from ._solver.fused import needs_ltc_form
 
@@ -90,7 +93,8 @@ class Integrator(eqx.Module):
 
     @property
     def adjoint_name(self) -> str:
-        """`"checkpoint"`, `"full"`, `"backsolve"` or `"direct"`."""
+        """The gradient mode's name: `"checkpoint"`, `"full"`, `"backsolve"`,
+        `"windowed"` or `"direct"` (a class name for other diffrax adjoints)."""
         return adjoint_name(self.adjoint, self.max_steps)
 
 
@@ -104,6 +108,7 @@ def make_integrator(
     dtmin: float | None = None,
     max_steps: int = 4096,
     checkpoints: int | None = None,
+    windows: int | None = None,
     backward_solver: str | None = None,
     seminorm: bool = False,
     ode_unfolds: int = 6,
@@ -120,7 +125,7 @@ def make_integrator(
 
     - `solver`: a name from [`ltc_jax.make_solver`][] or a diffrax solver.
     - `adjoint`: the gradient mode, see [`ltc_jax.make_adjoint`][]: `"checkpoint"`
-        (default), `"full"`, `"backsolve"` or `"direct"`.
+        (default), `"full"`, `"backsolve"`, `"windowed"` or `"direct"`.
     - `dt0`: step size in time units (fixed), or first step (adaptive).
     - `rtol`, `atol`: relative and absolute tolerances of the PID controller.
     - `dtmin`: smallest step (time units) the controller may take; reaching it is
@@ -128,9 +133,13 @@ def make_integrator(
     - `max_steps`: most steps per solve (default 4096, diffrax's). Memory under
         `"full"` and `"checkpoint"` is sized by it, not by the steps taken.
     - `checkpoints`: for `"checkpoint"`: number of checkpoints, default `None`.
-    - `backward_solver`: for `"backsolve"`: the reverse solve's solver (default: the
-        forward one; required with `"fused"`).
-    - `seminorm`: for `"backsolve"` with adaptive steps: the reverse solve's error
+    - `windows`: for `"windowed"`: number of windows, default `None` (derived from
+        the model and the data before compiling; see
+        [`ltc_jax.default_windows`][]).
+    - `backward_solver`: for `"backsolve"` and `"windowed"`: the reverse solve's
+        solver (default: the forward one; required with `"fused"`).
+    - `seminorm`: for `"backsolve"` and `"windowed"` with adaptive steps: the
+        reverse solve's error
         control ignores the parameter-cotangent channels, whose error does not
         feed back into the solve (`diffrax.adjoint_rms_seminorm`; Kidger, Chen and
         Lyons 2021, "Hey, that's not an ODE"), so it may take fewer steps. The
@@ -152,21 +161,18 @@ def make_integrator(
         `atol` (or the reverse), fixed steps without `dt0`, an adaptive controller
         with a solver that has no error estimate (`euler`, `rk4`), fixed steps
         with an implicit solver, or `seminorm` with fixed steps.
-    - `NotImplementedError` for `"fused"` with `"backsolve"` and no
-        `backward_solver`, or `seminorm` without `"backsolve"`: each message
+    - `NotImplementedError` for `"fused"` with `"backsolve"` or `"windowed"` and
+        no `backward_solver`, or `seminorm` without a reverse solve: each message
         names what works instead.
     """
     if isinstance(solver, str):
         solver_obj = make_solver(solver, ode_unfolds=ode_unfolds)
     else:
         solver_obj = solver
-    if (
-        needs_ltc_form(solver_obj)
-        and adjoint == "backsolve"
-        and backward_solver is None
-    ):
+    reverse_solve = has_reverse_solve(adjoint)
+    if needs_ltc_form(solver_obj) and reverse_solve and backward_solver is None:
         raise NotImplementedError(
-            f"adjoint='backsolve' with {type(solver_obj).__name__} needs a "
+            f"adjoint={adjoint!r} with {type(solver_obj).__name__} needs a "
             "backward_solver, e.g. backward_solver='heun': the adjoint system is not "
             "of LTC form, so the fused step cannot solve it. Or use "
             "adjoint='checkpoint', which differentiates the fused steps exactly."
@@ -189,10 +195,10 @@ def make_integrator(
         controller = diffrax.ConstantStepSize()
     backward_controller = None
     if seminorm:
-        if adjoint != "backsolve":
+        if not reverse_solve:
             raise NotImplementedError(
-                f"seminorm shapes the reverse solve of adjoint='backsolve'; "
-                f"adjoint={adjoint!r} has none. Use adjoint='backsolve' with "
+                "seminorm shapes the reverse solve of adjoint='backsolve' or "
+                f"'windowed'; adjoint={adjoint!r} has none. Use one of those with "
                 "seminorm=True, or drop seminorm."
             )
         if rtol is None:
@@ -222,6 +228,7 @@ def make_integrator(
         adjoint,
         max_steps=max_steps,
         checkpoints=checkpoints,
+        windows=windows,
         backward_solver=backward_obj,
         backward_stepsize_controller=backward_controller,
     )
@@ -318,3 +325,60 @@ class ToleranceSchedule(eqx.Module):
     def final(self) -> Integrator:
         """The last phase's integrator (for evaluation after training)."""
         return self(self.start_epochs[-1])
+
+
+def resolve_windows(
+    integrator: Integrator,
+    field: eqx.Module,
+    horizon: float,
+    *,
+    dtype,
+    at_least: int = 1,
+) -> Integrator:
+    """`integrator` with the number of windows of its windowed adjoint derived,
+    where it has `windows=None`; any other integrator unchanged.
+
+    The count is [`ltc_jax.default_windows`][] for `field` over `horizon`, at the
+    integrator's `rtol` (adaptive steps) or `max_steps` (fixed steps), rounded up
+    to a power of two and to `at_least`, so that a count that grows as training
+    shrinks the time constants recompiles the step rarely.
+    [`ltc_jax.fit`][] calls this before each epoch.
+
+    **Arguments:** `integrator`; `field`, the vector field solved (an LTC's
+    `cell`); `horizon`, the longest duration solved (time units); `dtype`, the
+    solve's floating dtype; `at_least`, a count not to go below (the last one
+    used).
+
+    **Returns:** an [`ltc_jax.Integrator`][]; its `adjoint.windows` is the count.
+
+    **Raises:** as `default_windows`.
+    """
+    adjoint = integrator.adjoint
+    if not isinstance(adjoint, WindowedBacksolveAdjoint) or adjoint.windows is not None:
+        return integrator
+    needed = default_windows(
+        field,
+        horizon,
+        dtype=dtype,
+        rtol=float(integrator.stepsize_controller.rtol)
+        if integrator.is_adaptive
+        else None,
+        max_steps=None if integrator.is_adaptive else integrator.max_steps,
+    )
+    windows = max(at_least, 2 ** math.ceil(math.log2(needed)))
+    if not integrator.is_adaptive:
+        windows = min(windows, max(at_least, integrator.max_steps))
+    resolved = WindowedBacksolveAdjoint(windows, **adjoint.kwargs)
+    return eqx.tree_at(lambda i: i.adjoint, integrator, resolved)
+
+
+def resolve_windows_for_path(
+    integrator: Integrator, model: eqx.Module, path
+) -> Integrator:
+    """[`ltc_jax.resolve_windows`][] for `model`'s `cell` over the longest
+    sequence of an [`ltc_jax.InputPath`][] with concrete times (not under `jit`)."""
+    if not isinstance(integrator.adjoint, WindowedBacksolveAdjoint):
+        return integrator
+    horizon = float(jnp.max(path.t_end - path.t_start))
+    field = getattr(model, "cell", None)
+    return resolve_windows(integrator, field, horizon, dtype=path.ts.dtype)

@@ -50,6 +50,12 @@ class _EncodedLTCField(_EncodedField, AbstractLTCField):
     def drive_and_decay(self, y, x):
         return self.cell.drive_and_decay(y, self.encoder(x))
 
+    def derivative_and_decay(self, t, y, args):
+        return self.cell.derivative_and_decay(t, y, _EncodedInput(args, self.encoder))
+
+    def decay_bound(self):
+        return self.cell.decay_bound()
+
 
 def _encoded(cell: eqx.Module, encoder: Callable | None) -> eqx.Module:
     if encoder is None:

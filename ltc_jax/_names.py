@@ -11,6 +11,7 @@ from typing import Literal, get_args
 
 import diffrax
 
+from ._adjoint import WindowedBacksolveAdjoint
 from ._solver import RK4, FusedLTC
 
 
@@ -26,7 +27,7 @@ SolverName = Literal[
     "kvaerno5",
     "fused",
 ]
-AdjointName = Literal["checkpoint", "full", "backsolve", "direct"]
+AdjointName = Literal["checkpoint", "full", "backsolve", "windowed", "direct"]
 
 SOLVER_NAMES: tuple[str, ...] = get_args(SolverName)
 """Every solver name [`ltc_jax.make_solver`][] knows."""
@@ -82,21 +83,26 @@ def make_solver(name: str, *, ode_unfolds: int = 6) -> diffrax.AbstractSolver:
 class _GradientMode:
     """How one gradient-mode name becomes a diffrax adjoint, and is recognised in
     one. `options` names the keyword arguments of [`ltc_jax.make_adjoint`][] the
-    mode takes; `build(max_steps, **options)` makes the adjoint."""
+    mode takes; `build(max_steps, **options)` makes the adjoint; `reverse_solve`
+    says whether the gradient integrates an adjoint system backwards in time
+    (which the fused step cannot solve, and the seminorm shapes)."""
 
     name: str
     build: Callable[..., diffrax.AbstractAdjoint]
     options: tuple[str, ...]
     is_mode: Callable[[diffrax.AbstractAdjoint, int], bool]
+    reverse_solve: bool = False
 
 
-def _backsolve(max_steps, backward_solver=None, backward_stepsize_controller=None):
+def _backward(backward_solver=None, backward_stepsize_controller=None) -> dict:
+    """The reverse solve's options, as `diffrax.BacksolveAdjoint` takes them."""
     backward = dict(
         solver=backward_solver, stepsize_controller=backward_stepsize_controller
     )
-    return diffrax.BacksolveAdjoint(
-        **{key: value for key, value in backward.items() if value is not None}
-    )
+    return {key: value for key, value in backward.items() if value is not None}
+
+
+_BACKWARD = ("backward_solver", "backward_stepsize_controller")
 
 
 def _is_checkpointed(adjoint, max_steps, *, full):
@@ -125,9 +131,21 @@ _GRADIENT_MODES = {
         ),
         _GradientMode(
             "backsolve",
-            _backsolve,
-            ("backward_solver", "backward_stepsize_controller"),
-            lambda adjoint, max_steps: isinstance(adjoint, diffrax.BacksolveAdjoint),
+            lambda max_steps, **backward: diffrax.BacksolveAdjoint(
+                **_backward(**backward)
+            ),
+            _BACKWARD,
+            lambda adjoint, max_steps: type(adjoint) is diffrax.BacksolveAdjoint,
+            reverse_solve=True,
+        ),
+        _GradientMode(
+            "windowed",
+            lambda max_steps, windows=None, **backward: WindowedBacksolveAdjoint(
+                windows, **_backward(**backward)
+            ),
+            ("windows", *_BACKWARD),
+            lambda adjoint, max_steps: isinstance(adjoint, WindowedBacksolveAdjoint),
+            reverse_solve=True,
         ),
         _GradientMode(
             "direct",
@@ -140,11 +158,17 @@ _GRADIENT_MODES = {
 assert tuple(_GRADIENT_MODES) == ADJOINT_NAMES
 
 
+def has_reverse_solve(name: str) -> bool:
+    """Whether the gradient mode `name` integrates an adjoint system backwards."""
+    return name in _GRADIENT_MODES and _GRADIENT_MODES[name].reverse_solve
+
+
 def make_adjoint(
     name: str,
     *,
     max_steps: int,
     checkpoints: int | None = None,
+    windows: int | None = None,
     backward_solver: diffrax.AbstractSolver | None = None,
     backward_stepsize_controller: diffrax.AbstractStepSizeController | None = None,
 ) -> diffrax.AbstractAdjoint:
@@ -174,6 +198,13 @@ def make_adjoint(
         $\exp(T/\tau_\text{min})$ over a horizon $T$: do not use it beyond a few
         time constants. `backward_solver` and `backward_stepsize_controller`
         choose the reverse solve's method.
+    - `"windowed"`: [`ltc_jax.WindowedBacksolveAdjoint`][]: the same continuous
+        adjoint, its reconstruction restarted from forward states stored at the
+        ends of `windows` equal windows, so its error grows only within one
+        window. Memory `windows` states, time about `"backsolve"`'s. `windows=None`
+        (default) derives the count from the model's time constants and the
+        horizon ([`ltc_jax.default_windows`][]) before compiling. The continuous
+        adjoint to use on long horizons; takes the reverse-solve options too.
     - `"direct"`: `diffrax.DirectAdjoint`: differentiates the solver's loop
         directly; the only mode that supports forward-mode and higher-order
         autodiff; needs the most memory.
@@ -184,7 +215,9 @@ def make_adjoint(
     - `max_steps`: the solve's `max_steps` (used by `"full"`).
     - `checkpoints`: for `"checkpoint"` only: `None` (diffrax's default) or a
         positive int.
-    - `backward_solver`, `backward_stepsize_controller`: for `"backsolve"` only.
+    - `windows`: for `"windowed"` only: `None` or a positive int.
+    - `backward_solver`, `backward_stepsize_controller`: for `"backsolve"` and
+        `"windowed"`.
 
     **Raises:** `ValueError` for an unknown name, a non-positive `checkpoints`,
     or an option given to a mode that does not take it.
@@ -194,6 +227,7 @@ def make_adjoint(
     mode = _GRADIENT_MODES[name]
     given = dict(
         checkpoints=checkpoints,
+        windows=windows,
         backward_solver=backward_solver,
         backward_stepsize_controller=backward_stepsize_controller,
     )

@@ -15,10 +15,11 @@ import numpy as np
 import optax
 from tqdm import tqdm
 
+from ._adjoint import WindowedBacksolveAdjoint
 from ._batch import batches, epoch_order, make_input_path
 from ._checkpoint import load_latest_checkpoint, save_checkpoint
 from ._errors import NonFiniteLossError, SolverFailureError, TrainingFailedError
-from ._integrator import Integrator, ToleranceSchedule
+from ._integrator import Integrator, ToleranceSchedule, resolve_windows
 from ._loss import jitted_train_step
 from ._paths import InputPath
 from .datasets import SequenceDataset
@@ -132,6 +133,11 @@ def fit(
     **Tolerance schedules.** `integrator` may be a [`ltc_jax.ToleranceSchedule`][]:
     each epoch then uses its phase's tolerances (recorded in the history).
 
+    **The windowed adjoint** with `windows=None` gets its number of windows from
+    the model's time constants and the longest sequence of `train`
+    ([`ltc_jax.resolve_windows`][]) before each epoch; it only grows, and is
+    recorded in the history.
+
     **Arguments:**
 
     - `model`: an [`ltc_jax.LTC`][] (anything [`ltc_jax.loss_and_metrics`][]
@@ -153,8 +159,9 @@ def fit(
     **Returns:** `(model, history)`, one dict per epoch: `epoch`, `loss`,
     `accuracy` (training; `nan` for regression), `num_steps` (mean solver steps
     per batch), `max_num_steps`, `max_steps_used` (fraction of `max_steps` of the
-    longest solve), `num_rejected_steps`, `failures`, `seconds` (wall clock), and
-    `rtol`, `atol` with adaptive steps.
+    longest solve), `num_rejected_steps`, `failures`, `seconds` (wall clock),
+    `rtol` and `atol` with adaptive steps, and `windows` with the windowed
+    adjoint.
 
     **Raises:** [`ltc_jax.NonFiniteLossError`][], [`ltc_jax.SolverFailureError`][]
     (with `on_failure="raise"`), [`ltc_jax.TrainingFailedError`][] (with
@@ -202,10 +209,19 @@ def fit(
     done = position["epoch"] * steps_per_epoch + position["batch"]
     state = progress.init(epochs * steps_per_epoch, done)
     history = position["history"]
+    horizon = float(np.max(train.durations))
+    windows = max([h.get("windows", 1) for h in history], default=1)
     try:
         while position["epoch"] < epochs:
             epoch, totals = position["epoch"], position["totals"]
             current = integrator if schedule is None else schedule(epoch)
+            current = resolve_windows(
+                current,
+                getattr(model, "cell", None),
+                horizon,
+                dtype=path.ts.dtype,
+                at_least=windows,
+            )
             start = time.perf_counter()
             order = epoch_order(seed, epoch, len(train))
             for batch in batches(
@@ -253,6 +269,8 @@ def fit(
                     save()
             record = _epoch_record(epoch, totals, train, current)
             record["seconds"] = time.perf_counter() - start
+            if isinstance(current.adjoint, WindowedBacksolveAdjoint):
+                windows = record["windows"] = current.adjoint.windows
             if current.is_adaptive:
                 record["rtol"] = float(current.stepsize_controller.rtol)
                 record["atol"] = float(current.stepsize_controller.atol)
@@ -348,13 +366,21 @@ def _solver_failure_message(epoch, index, model, batch, integrator, cause) -> st
 
 def _non_finite_message(epoch: int, index: int, integrator: Integrator) -> str:
     solver = type(integrator.solver).__name__
-    if isinstance(integrator.adjoint, diffrax.BacksolveAdjoint):
+    if isinstance(integrator.adjoint, WindowedBacksolveAdjoint):
+        cause = (
+            "With adjoint='windowed' a likely cause is the reverse solve within a "
+            f"window ({integrator.adjoint.windows} windows): it re-integrates the "
+            "state backwards, which expands like exp(window / tau). Use more "
+            "windows, float64, a larger tau_min, or adjoint='checkpoint'."
+        )
+    elif isinstance(integrator.adjoint, diffrax.BacksolveAdjoint):
         cause = (
             "With adjoint='backsolve' a likely cause is the reverse solve: it "
             "re-integrates the state backwards in time, and a dissipative system "
             "(an LTC, whose units decay at rate 1/tau + f) is expansive backwards, "
-            "so round-off grows like exp(duration / tau). Use adjoint='checkpoint', "
-            "float64, a larger tau_min, or shorter sequences."
+            "so round-off grows like exp(duration / tau). Use adjoint='windowed', "
+            "which restarts it from stored states, adjoint='checkpoint', float64, "
+            "a larger tau_min, or shorter sequences."
         )
     elif integrator.is_adaptive:
         cause = (

@@ -53,6 +53,19 @@ class AbstractLTCField(eqx.Module):
     ) -> tuple[Float[Array, " hidden_size"], Float[Array, " hidden_size"]]:
         """`(drive, decay)` of one sequence, each shaped like `y`."""
 
+    def decay_bound(self) -> Float[Array, ""]:
+        """An upper bound on `decay` over every state and input, in 1 / time
+        units: the fastest rate at which any unit can decay. It bounds how fast
+        errors grow in a reverse solve ([`ltc_jax.default_windows`][]) and how
+        large an explicit step may be. Subclasses override it.
+
+        **Raises:** `NotImplementedError` where a field does not provide one.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} does not bound its decay rate; implement "
+            "decay_bound(), or pass the windowed adjoint an explicit windows=K."
+        )
+
     def dynamics(
         self,
         y: Float[Array, "*batch hidden_size"],
@@ -219,6 +232,11 @@ class LTCVectorField(AbstractLTCField):
         units)."""
         return jax.nn.softplus(self.tau_raw) + self.tau_min
 
+    def decay_bound(self) -> Float[Array, ""]:
+        """`1 / min(tau) + 1`: the decay `1/tau + f` with the gate `f < 1`
+        (1 / time units)."""
+        return 1 / jnp.min(self.tau) + 1
+
     def gate(
         self,
         y: Float[Array, "*batch hidden_size"],
@@ -365,6 +383,15 @@ class BiophysicalLTCVectorField(AbstractLTCField):
     def sensory_w(self) -> Float[Array, "input_size hidden_size"]:
         """Maximum sensory conductances `sensory_w[channel, post]`, positive."""
         return jax.nn.softplus(self.sensory_w_raw)
+
+    def decay_bound(self) -> Float[Array, ""]:
+        """The largest `(gleak + sum w + sum sensory_w) / cm` over the units: the
+        decay with every synapse fully open (1 / time units)."""
+        recurrent = jnp.sum(self.w * self.mask.astype(self.w.dtype), axis=0)
+        sensory = jnp.sum(
+            self.sensory_w * self.sensory_mask.astype(self.w.dtype), axis=0
+        )
+        return jnp.max((self.gleak + recurrent + sensory) / self.cm)
 
     def drive_and_decay(
         self, y: Float[Array, " hidden_size"], x: Float[Array, " input_size"]

@@ -6,6 +6,12 @@ import jax.numpy as jnp
 import numpy as np
 
 
+def mode_options(mode):
+    """Options a gradient mode needs in a test that runs under `jit`: the windowed
+    adjoint's number of windows (the time constants are not known there)."""
+    return dict(windows=4) if mode == "windowed" else {}
+
+
 def max_relative_error(x, y):
     """max |x - y| / max |y| over the inexact array leaves of two pytrees."""
     xs = [np.ravel(a) for a in jax.tree.leaves(eqx.filter(x, eqx.is_inexact_array))]

@@ -9,6 +9,7 @@ import pytest
 from helpers import (
     biophysical_cell,
     max_relative_error,
+    mode_options,
     numpy_biophysical_derivative,
     numpy_biophysical_params,
     ragged_batch,
@@ -40,11 +41,13 @@ def test_gradient_modes_agree_on_the_biophysical_cell(getkey):
     ts, xs, lengths = ragged_batch(getkey(), 3, 5, 2)
     grads = {}
     for mode in ltc_jax.ADJOINT_NAMES:
-        integrator = ltc_jax.make_integrator("rk4", mode, dt0=0.01, max_steps=300)
+        integrator = ltc_jax.make_integrator(
+            "rk4", mode, dt0=0.01, max_steps=300, **mode_options(mode)
+        )
         grads[mode] = eqx.filter_jit(eqx.filter_grad(_loss))(
             model, integrator, ts, xs, lengths
         )
-    for mode in ("checkpoint", "direct", "backsolve"):
+    for mode in ("checkpoint", "direct", "backsolve", "windowed"):
         assert max_relative_error(grads[mode], grads["full"]) < 1e-6, mode
     # The wiring's masks are integers: never trained, no gradient.
     assert grads["full"].cell.mask is None and grads["full"].cell.sensory_mask is None

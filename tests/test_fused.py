@@ -10,6 +10,7 @@ import pytest
 from helpers import (
     biophysical_cell,
     max_relative_error,
+    mode_options,
     numpy_biophysical_params,
     numpy_original_fused_rnn_step,
     ragged_batch,
@@ -90,9 +91,14 @@ def test_fused_solver_under_every_gradient_mode(getkey):
     ts, xs, lengths = ragged_batch(getkey(), 6, 5, 2)  # batch == units
     grads = {}
     for mode in ltc_jax.ADJOINT_NAMES:
-        backward = "heun" if mode == "backsolve" else None
+        backward = "heun" if mode in ("backsolve", "windowed") else None
         integrator = ltc_jax.make_integrator(
-            "fused", mode, dt0=0.05, max_steps=64, backward_solver=backward
+            "fused",
+            mode,
+            dt0=0.05,
+            max_steps=64,
+            backward_solver=backward,
+            **mode_options(mode),
         )
         grads[mode] = eqx.filter_jit(eqx.filter_grad(_loss))(
             model, integrator, ts, xs, lengths
@@ -100,8 +106,10 @@ def test_fused_solver_under_every_gradient_mode(getkey):
     # full, checkpoint and direct differentiate the same discrete steps.
     assert max_relative_error(grads["checkpoint"], grads["full"]) < 1e-12
     assert max_relative_error(grads["direct"], grads["full"]) < 1e-12
-    # backsolve integrates the continuous adjoint with Heun: close, not equal.
-    assert max_relative_error(grads["backsolve"], grads["full"]) < 0.05
+    # backsolve integrates the continuous adjoint with Heun: close, not equal;
+    # windowed too, its reconstruction restarted from the fused forward states.
+    for mode in ("backsolve", "windowed"):
+        assert max_relative_error(grads[mode], grads["full"]) < 0.05, mode
     with pytest.raises(NotImplementedError, match="needs a backward_solver"):
         ltc_jax.make_integrator("fused", "backsolve", dt0=0.1)
 

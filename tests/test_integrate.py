@@ -7,7 +7,13 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 import pytest
-from helpers import field_params, max_relative_error, numpy_solve_fixed, ragged_batch
+from helpers import (
+    field_params,
+    max_relative_error,
+    mode_options,
+    numpy_solve_fixed,
+    ragged_batch,
+)
 
 import ltc_jax
 
@@ -323,11 +329,13 @@ def test_gradient_modes_agree_and_match_finite_differences(getkey):
     ts, xs, lengths = ragged_batch(getkey(), 3, 6, INPUT)
     grads = {}
     for mode in ltc_jax.ADJOINT_NAMES:
-        integrator = ltc_jax.make_integrator("rk4", mode, dt0=0.01, max_steps=400)
+        integrator = ltc_jax.make_integrator(
+            "rk4", mode, dt0=0.01, max_steps=400, **mode_options(mode)
+        )
         grads[mode] = eqx.filter_jit(
             eqx.filter_grad(_loss_fn(integrator, ts, xs, lengths))
         )(model)
-    for mode in ("checkpoint", "direct", "backsolve"):
+    for mode in ("checkpoint", "direct", "backsolve", "windowed"):
         assert max_relative_error(grads[mode], grads["full"]) < 1e-6, mode
     assert max_relative_error(grads["checkpoint"], grads["full"]) < 1e-12
 
@@ -363,7 +371,9 @@ def test_gradient_modes_agree_and_match_finite_differences(getkey):
 def test_exceeding_max_steps_is_an_error_not_a_wrong_gradient(getkey, mode):
     model = _model(getkey())
     ts, xs, lengths = ragged_batch(getkey(), 2, 6, INPUT)
-    integrator = ltc_jax.make_integrator("heun", mode, dt0=0.01, max_steps=20)
+    integrator = ltc_jax.make_integrator(
+        "heun", mode, dt0=0.01, max_steps=20, **mode_options(mode)
+    )
     with pytest.raises(eqx.EquinoxRuntimeError, match="maximum number of solver steps"):
         eqx.filter_value_and_grad(_loss_fn(integrator, ts, xs, lengths))(model)
 
@@ -371,7 +381,9 @@ def test_exceeding_max_steps_is_an_error_not_a_wrong_gradient(getkey, mode):
 def _temp_bytes(mode, times, key):
     model = ltc_jax.LTC(1, 8, 1, key=key)
     path = ltc_jax.InputPath(jnp.linspace(0.0, 1.0, times), jnp.zeros((4, times, 1)))
-    integrator = ltc_jax.make_integrator("heun", mode, dt0=1 / 200, max_steps=200)
+    integrator = ltc_jax.make_integrator(
+        "heun", mode, dt0=1 / 200, max_steps=200, **mode_options(mode)
+    )
 
     def loss(model, path):
         return jnp.sum(model(path, integrator=integrator))
@@ -380,7 +392,7 @@ def _temp_bytes(mode, times, key):
     return memory.temp_bytes, memory.argument_bytes
 
 
-@pytest.mark.parametrize("mode", ["backsolve", "checkpoint"])
+@pytest.mark.parametrize("mode", ["backsolve", "windowed", "checkpoint"])
 def test_memory_does_not_grow_with_input_length(getkey, mode):
     """O(1) memory in the input length: the compiled gradient's temp bytes are the
     same for 100 and 20,000 observations. The data is an argument of the step; a

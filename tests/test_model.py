@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 import pytest
-from helpers import max_relative_error, ragged_batch
+from helpers import max_relative_error, mode_options, ragged_batch
 
 import ltc_jax
 
@@ -25,9 +25,11 @@ def test_encoder_is_trained_by_every_gradient_mode(getkey):
     path = ltc_jax.InputPath(ts, xs, lengths)
     grads = {}
     for mode in ltc_jax.ADJOINT_NAMES:
-        integrator = ltc_jax.make_integrator("rk4", mode, dt0=0.01, max_steps=400)
+        integrator = ltc_jax.make_integrator(
+            "rk4", mode, dt0=0.01, max_steps=400, **mode_options(mode)
+        )
         grads[mode] = eqx.filter_jit(eqx.filter_grad(_loss))(model, integrator, path)
-    for mode in ("checkpoint", "backsolve", "direct"):
+    for mode in ("checkpoint", "backsolve", "windowed", "direct"):
         assert max_relative_error(grads[mode], grads["full"]) < 1e-6, mode
     assert float(jnp.max(jnp.abs(grads["backsolve"].encoder.weight))) > 1e-3
 

@@ -7,7 +7,7 @@ from jaxtyping import PyTree
 
 from .._batch import Batch
 from .._integrate import Trajectory
-from .._integrator import Integrator
+from .._integrator import Integrator, resolve_windows_for_path
 from .._loss import loss_and_metrics
 from .._paths import InputPath
 from .._vector_field import AbstractLTCField
@@ -52,6 +52,9 @@ class _CountingLTCField(_CountingField, AbstractLTCField):
         jax.debug.callback(self.counter.count, ordered=True)
         return self.field.derivative_and_decay(t, y, args)
 
+    def decay_bound(self):
+        return self.field.decay_bound()
+
 
 def _counted(model: eqx.Module, counter: _Counter) -> eqx.Module:
     if not hasattr(model, "cell"):
@@ -93,6 +96,7 @@ def counted_solve(
 
     **Raises:** `ValueError` if `model` has no `cell`; otherwise as `model.solve`.
     """
+    integrator = resolve_windows_for_path(integrator, model, path)
     counter = _Counter()
     counted = _counted(model, counter)
     trajectory = eqx.filter_jit(lambda m, p: m.solve(p, integrator=integrator))(
@@ -126,6 +130,7 @@ def count_evaluations(
 
     **Raises:** `ValueError` if `model` has no `cell`; otherwise as the solve.
     """
+    integrator = resolve_windows_for_path(integrator, model, batch.path)
     counter = _Counter()
     counted = _counted(model, counter)
 

@@ -13,7 +13,7 @@ import optax
 from jaxtyping import PyTree
 
 from .._batch import Batch
-from .._integrator import Integrator
+from .._integrator import Integrator, resolve_windows_for_path
 from .._loss import loss_and_metrics, make_train_step
 from .._optimizer import make_optimizer
 from . import counting
@@ -31,13 +31,16 @@ class Measurement:
 
     **Configuration:**
 
-    - `gradient_mode`: `"checkpoint"`, `"full"`, `"backsolve"` or `"direct"`.
+    - `gradient_mode`: `"checkpoint"`, `"full"`, `"backsolve"`, `"windowed"` or
+        `"direct"`.
     - `solver`: the diffrax solver's class name.
     - `adaptive`: whether steps were chosen by an error controller.
     - `max_steps`: the solve's step limit; `full` and `checkpoint` allocate for it.
     - `checkpoints`: the requested number of checkpoints of `"checkpoint"`
         (`None`: diffrax's default, about `sqrt(2 * max_steps)`); `None` for the
         other modes.
+    - `windows`: the number of windows of `"windowed"` (derived if the integrator
+        left it `None`); `None` for the other modes.
     - `batch_size`: sequences per batch.
     - `num_observations`: observation times per sequence (the input's length).
     - `dtype`: the floating dtype of the inputs, e.g. `"float32"`.
@@ -99,6 +102,7 @@ class Measurement:
     adaptive: bool
     max_steps: int
     checkpoints: int | None
+    windows: int | None
     batch_size: int
     num_observations: int
     dtype: str
@@ -155,6 +159,7 @@ class Measurement:
             "adaptive",
             "max_steps",
             "checkpoints",
+            "windows",
             "batch_size",
             "num_observations",
             "dtype",
@@ -245,6 +250,7 @@ def measure(
                 f"reference_gradient has {reference_size} entries but the model has "
                 f"{parameters} parameters; compute it for the same model."
             )
+    integrator = resolve_windows_for_path(integrator, model, batch.path)
     if optimizer is None:
         optimizer = make_optimizer(1e-3, 1)
     opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
@@ -295,6 +301,7 @@ def measure(
         adaptive=integrator.is_adaptive,
         max_steps=integrator.max_steps,
         checkpoints=checkpoints,
+        windows=getattr(integrator.adjoint, "windows", None),
         batch_size=int(batch.path.lengths.shape[0]),
         num_observations=int(batch.path.ts.shape[1]),
         dtype=str(batch.path.ts.dtype),
@@ -328,6 +335,7 @@ def loss_gradient(model: eqx.Module, batch: Batch, integrator: Integrator) -> Py
     `None` elsewhere. Same gradient as one training step uses (computed with
     `eqx.filter_value_and_grad`, so a solve past `max_steps` raises).
     """
+    integrator = resolve_windows_for_path(integrator, model, batch.path)
     return _gradient(integrator)(model, batch)[1]
 
 

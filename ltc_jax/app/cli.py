@@ -17,6 +17,11 @@ def print_report(metrics: dict) -> None:
     """Print the main job's summary: accuracy, time, steps and the memory table."""
     print(f"test accuracy      {metrics['test_accuracy']:.4f}")
     print(f"train wall time    {metrics['train_seconds']:.1f} s")
+    if metrics.get("windows"):
+        print(
+            f"windowed adjoint   {metrics['windows']} windows (derived from the "
+            "time constants and the longest sequence unless --windows was given)"
+        )
     steps = metrics["steps_per_sequence"]
     print(
         f"solver steps       {steps:.1f} per sequence ({metrics['solver']}, "

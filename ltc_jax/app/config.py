@@ -42,7 +42,7 @@ class TrainConfig:
     ode_unfolds: int = 6
     """Sub-steps per step of the fused solver."""
     adjoint: AdjointName = "checkpoint"
-    """Gradient mode: checkpoint, full, backsolve or direct."""
+    """Gradient mode: checkpoint, full, backsolve, windowed or direct."""
     dt0: float | None = None
     """Fixed step (time units) when no tolerances are given; else the first step."""
     rtol: float | None = None
@@ -59,15 +59,19 @@ class TrainConfig:
     tight_atol: float = 1e-7
     """Absolute tolerance after --tighten-at."""
     seminorm: bool = False
-    """With --adjoint backsolve and adaptive steps: the reverse solve's error control
-    ignores the parameter-cotangent channels (diffrax's adjoint_rms_seminorm)."""
+    """With --adjoint backsolve or windowed and adaptive steps: the reverse
+    solve's error control ignores the parameter-cotangent channels (diffrax's
+    adjoint_rms_seminorm)."""
     max_steps: int = 4096
     """Most adaptive steps per solve (fixed steps: set from the data)."""
     checkpoints: int | None = None
     """Checkpoints for --adjoint checkpoint (default: diffrax's choice)."""
+    windows: int | None = None
+    """Windows for --adjoint windowed (default: derived from the time constants
+    and the longest sequence)."""
     backward_solver: SolverName | None = None
-    """Reverse-solve solver for --adjoint backsolve (default: the forward one;
-    needed with --solver fused)."""
+    """Reverse-solve solver for --adjoint backsolve or windowed (default: the
+    forward one; needed with --solver fused)."""
     batching: Batching | None = None
     """Solve the batch as one state (batched) or per sequence (vmap). Default:
     vmap for the implicit kvaerno5, batched otherwise."""

@@ -23,6 +23,7 @@ from ltc_jax.datasets import (
     standardize,
 )
 
+from .._names import has_reverse_solve
 from .config import DEFAULT_ATOL, DEFAULT_RTOL, TrainConfig
 
 
@@ -118,10 +119,11 @@ def make_config_integrator(
         dtmin=config.dtmin,
         max_steps=max_steps,
         checkpoints=config.checkpoints if adjoint == "checkpoint" else None,
+        windows=config.windows if adjoint == "windowed" else None,
         backward_solver=(backward_solver or config.backward_solver)
-        if adjoint == "backsolve"
+        if has_reverse_solve(adjoint)
         else None,
-        seminorm=config.seminorm and adjoint == "backsolve",
+        seminorm=config.seminorm and has_reverse_solve(adjoint),
         ode_unfolds=config.ode_unfolds,
         batching=config.batching,
     )
@@ -155,7 +157,8 @@ def memory_by_mode(
 ) -> dict[str, dict[str, int] | None]:
     """Compiled memory of one training step under every gradient mode (same model,
     batch and solver), from XLA's memory analysis; nothing is run. With the fused
-    solver, backsolve's reverse solve uses `config.backward_solver` or Heun."""
+    solver, the reverse solves use `config.backward_solver` or Heun; the windowed
+    adjoint has the windows the run derives (or `config.windows`)."""
     opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
     backward = config.backward_solver
     if config.solver == "fused" and backward is None:
@@ -164,6 +167,12 @@ def memory_by_mode(
     for mode in ltc_jax.ADJOINT_NAMES:
         integrator = make_config_integrator(
             config, datasets, adjoint=mode, backward_solver=backward
+        )
+        integrator = ltc_jax.resolve_windows(
+            integrator,
+            model.cell,
+            max(float(np.max(data.durations)) for data in datasets),
+            dtype=batch.path.ts.dtype,
         )
         step = ltc_jax.make_train_step(optimizer, integrator)
         memory = ltc_jax.compiled_memory(step, model, opt_state, batch)
@@ -277,6 +286,7 @@ def train_and_evaluate(config: TrainConfig) -> dict[str, Any]:
         test_loss=result["loss"],
         train_seconds=train_seconds,
         gradient_mode=integrator.adjoint_name,
+        windows=history[-1].get("windows") if history else None,
         solver=config.solver,
         cell=config.cell,
         wiring=config.wiring if config.cell == "biophysical" else None,
