@@ -95,14 +95,20 @@ def test_default_checkpointing_grows_like_sqrt_of_max_steps_not_log():
 @pytest.mark.slow
 def test_logarithmic_checkpoints_give_logarithmic_memory():
     """Asking for ceil(log2(max_steps)) checkpoints gives memory logarithmic in
-    max_steps: each doubling adds one stored state."""
+    max_steps: each factor of 4 adds two stored states. A batch of 64 makes a state
+    (2 KiB) large against XLA's per-buffer bookkeeping, which moves by a few hundred
+    bytes between compilers."""
+    batch = 64
     sizes = (1_024, 4_096, 16_384)
     temps = [
-        _temp_bytes("checkpoint", n, checkpoints=math.ceil(math.log2(n))) for n in sizes
+        _temp_bytes("checkpoint", n, checkpoints=math.ceil(math.log2(n)), batch=batch)
+        for n in sizes
     ]
     increments = (temps[1] - temps[0], temps[2] - temps[1])
-    assert increments[0] == increments[1]  # 2 checkpoints each
-    assert _state_bytes() <= increments[0] / 2 <= 4 * _state_bytes()
+    state = _state_bytes(batch)
+    assert abs(increments[0] - increments[1]) <= state / 2  # 2 checkpoints each
+    for increment in increments:
+        assert state <= increment / 2 <= 4 * state
 
 
 @pytest.mark.slow
