@@ -127,7 +127,7 @@ def test_compiled_memory_is_linear_in_windows_and_flat_in_steps():
     short, long = (
         _temp_bytes("windowed", 1_000, windows=64, times=n) for n in (101, 20_001)
     )
-    assert long == short
+    assert abs(long - short) <= 0.01 * short  # the input is an argument, not temp
 
 
 def test_default_windows_from_the_time_constants_and_the_horizon(getkey):
