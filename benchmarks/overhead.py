@@ -21,7 +21,6 @@ the repeats, and writes `results/overhead/<run>/metrics.json`.
 
 import dataclasses
 import statistics
-import time
 from typing import Literal
 
 import diffrax
@@ -33,6 +32,7 @@ import optax
 import tyro
 
 import ltc_jax
+from benchmarks import _side_by_side
 from experiments import _report, _run
 
 
@@ -137,30 +137,17 @@ def measure_mode(config: Config, mode: Mode) -> dict:
             (model, opt_state, ts, xs, labels),
         ),
     }
-    compile_seconds, losses = {}, {}
-    for name, (step, args) in calls.items():
-        start = time.perf_counter()
-        out = jax.block_until_ready(step(*args))  # compiles, then runs once
-        compile_seconds[name] = time.perf_counter() - start
-        losses[name] = float(out[2])
+    compile_seconds, losses = _side_by_side.compile_and_run(calls)
     if abs(losses["ltc_jax"] - losses["hand-written"]) > 1e-5 * abs(losses["ltc_jax"]):
         raise RuntimeError(f"The two steps compute different losses: {losses}.")
-    seconds = {name: [] for name in calls}
-    for _ in range(config.repeats):
-        for name, (step, args) in calls.items():
-            seconds[name] += ltc_jax.time_calls(step, *args, warmup=0, repeats=1)
-    ratios = [
-        a / b for a, b in zip(seconds["ltc_jax"], seconds["hand-written"], strict=True)
-    ]
+    seconds = _side_by_side.time_alternately(calls, config.repeats)
     return dict(
         mode=mode,
         loss=losses,
         compile_and_first_step_seconds=compile_seconds,
         step_seconds=seconds,
         median_step_seconds={k: statistics.median(v) for k, v in seconds.items()},
-        ratio_median=statistics.median(ratios),
-        ratio_min=min(ratios),
-        ratio_max=max(ratios),
+        **_side_by_side.ratio_figures(seconds["ltc_jax"], seconds["hand-written"]),
     )
 
 
@@ -183,13 +170,7 @@ def main(config: Config) -> dict:
                         f"{r['median_step_seconds']['hand-written']:.4f}"
                     ),
                 ),
-                (
-                    "ratio (min-max)",
-                    lambda r: (
-                        f"{r['ratio_median']:.2f}x "
-                        f"({r['ratio_min']:.2f}-{r['ratio_max']:.2f})"
-                    ),
-                ),
+                _side_by_side.ratio_column("ratio (min-max)"),
                 (
                     "compile s: ltc_jax / hand-written",
                     lambda r: (

@@ -21,8 +21,6 @@ Run `python -m experiments.compare_pytorch` (default sizes, ~20 minutes on a
 `pip install -e ".[torch,experiments]"`.
 """
 
-import ctypes
-import ctypes.util
 import dataclasses
 import importlib.metadata
 import importlib.util
@@ -630,17 +628,6 @@ def _measure_ncps(m: Configuration, config: Config, arrays, data: Data) -> dict:
 # --- measuring, the same for both stacks -----------------------------------------
 
 
-def _release_free_memory() -> None:
-    """Return the C heap's free memory to the OS (glibc `malloc_trim`), so that the
-    resident size before a step holds no freed buffers a step could reuse
-    unseen."""
-    name = ctypes.util.find_library("c")
-    if name is not None:
-        libc = ctypes.CDLL(name)
-        if hasattr(libc, "malloc_trim"):
-            libc.malloc_trim(0)
-
-
 def _time_and_peak(step: Callable[[], None], config: Config) -> dict:
     """Warm up, measure one step's peak memory, then time steps: wall time, and the
     CPU time of the whole process (all its threads), which other programs on a
@@ -650,7 +637,7 @@ def _time_and_peak(step: Callable[[], None], config: Config) -> dict:
     first = time.perf_counter() - start
     for _ in range(config.warmup - 1):
         step()
-    _release_free_memory()
+    ltc_jax.release_free_memory()
     resident = ltc_jax.process_resident_bytes()
     reset = ltc_jax.reset_process_peak()
     step()

@@ -29,6 +29,7 @@ from ._checkpoint import (
 from ._defaults import fixed_max_steps as fixed_max_steps
 from ._errors import (
     CheckpointError as CheckpointError,
+    DivergenceError as DivergenceError,
     NonFiniteLossError as NonFiniteLossError,
     SolverFailureError as SolverFailureError,
     SubprocessError as SubprocessError,
@@ -38,7 +39,9 @@ from ._evaluate import evaluate as evaluate
 from ._integrate import Trajectory as Trajectory, integrate as integrate
 from ._integrator import (
     Integrator as Integrator,
+    StabilityWarning as StabilityWarning,
     ToleranceSchedule as ToleranceSchedule,
+    check_stability as check_stability,
     make_integrator as make_integrator,
     resolve_windows as resolve_windows,
     with_tolerances as with_tolerances,
@@ -62,6 +65,7 @@ from ._measure import (
     measure as measure,
     process_peak_bytes as process_peak_bytes,
     process_resident_bytes as process_resident_bytes,
+    release_free_memory as release_free_memory,
     reset_process_peak as reset_process_peak,
     runtime_peak_bytes as runtime_peak_bytes,
     time_calls as time_calls,
@@ -85,6 +89,7 @@ from ._solver import (
     FusedLTC as FusedLTC,
     LTCTerm as LTCTerm,
 )
+from ._solver.stability import real_stability_bound as real_stability_bound
 from ._train import (
     AbstractFitProgress as AbstractFitProgress,
     NoFitProgress as NoFitProgress,
@@ -134,6 +139,9 @@ __all__ = [
     "Integrator",
     "make_integrator",
     "fixed_max_steps",
+    "check_stability",
+    "StabilityWarning",
+    "real_stability_bound",
     "with_tolerances",
     "ToleranceSchedule",
     "make_solver",
@@ -167,6 +175,7 @@ __all__ = [
     # Errors
     "SolverFailureError",
     "NonFiniteLossError",
+    "DivergenceError",
     "TrainingFailedError",
     "CheckpointError",
     "SubprocessError",
@@ -180,6 +189,7 @@ __all__ = [
     "process_peak_bytes",
     "process_resident_bytes",
     "reset_process_peak",
+    "release_free_memory",
     "counted_solve",
     "count_evaluations",
     "time_calls",

@@ -12,6 +12,13 @@ class NonFiniteLossError(FloatingPointError):
     updated with it; the message names the likely cause."""
 
 
+class DivergenceError(FloatingPointError):
+    """A solve diverged during training: its state left the bound the exact
+    solution keeps (Hasani et al. 2021, Theorem 2), whether or not it stayed
+    finite. The parameters were not updated with it; the message names the
+    likely cause, usually a fixed explicit step outside its stability region."""
+
+
 class TrainingFailedError(RuntimeError):
     """Training stopped after too many failed steps in a row (`on_failure="skip"`)."""
 

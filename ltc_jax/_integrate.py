@@ -22,9 +22,10 @@ padding never enters the solve.
 The diffrax workarounds live here, each with its reason and the diffrax version it
 was written against (0.7.2): `_Frozen` (the continuous adjoint's cotangents of
 data), `_ClipToJumps` (jump times copied into every checkpoint),
-`_one_save_at_end` (NaN gradients from a save time repeated at `t1`) and
+`_one_save_at_end` (NaN gradients from a save time repeated at `t1`),
 `_reverse_solve_stops_at_jumps` (a reverse-solve controller that forgets the
-jumps).
+jumps), and, against JAX 0.10, `_derivatives_taken` (naming the derivatives only
+`DirectAdjoint` supports before diffrax's loop fails on them).
 """
 
 import dataclasses
@@ -118,16 +119,27 @@ class _ClockTerm(diffrax.AbstractTerm):
             time = time[0]
         return time, path
 
+    def _in_field_precision(self, y):
+        """`y` in the float type of the field's parameters. diffrax keeps the
+        state at least as wide as its time variable, the clock at least
+        float32 (`_clock_dtype`): a bfloat16 model is then evaluated in
+        bfloat16 on a float32 state."""
+        leaves = jax.tree.leaves(eqx.filter(self.vector_field, eqx.is_inexact_array))
+        return y if not leaves else jtu.tree_map(lambda a: a.astype(leaves[0].dtype), y)
+
     def vf(self, t, y, args):
         time, path = self._time_and_path(t, args)
-        return self.vector_field(time, y, path)
+        derivative = self.vector_field(time, self._in_field_precision(y), path)
+        return jtu.tree_map(lambda d, a: d.astype(a.dtype), derivative, y)
 
     def contr(self, t0, t1, **kwargs):
         return _thaw(self.clock).increment(t0, t1)
 
     def prod(self, vf, control):
         def scale(v):
-            return v * control.reshape(control.shape + (1,) * (v.ndim - 1))
+            # The clock may be kept in a wider float than the state.
+            step = control.astype(v.dtype)
+            return v * step.reshape(step.shape + (1,) * (v.ndim - 1))
 
         return jtu.tree_map(scale, vf)
 
@@ -138,7 +150,10 @@ class _LTCClockTerm(_ClockTerm, AbstractLTCFormTerm):
 
     def vf_and_decay(self, t, y, args):
         time, path = self._time_and_path(t, args)
-        return self.vector_field.derivative_and_decay(time, y, path)
+        pair = self.vector_field.derivative_and_decay(
+            time, self._in_field_precision(y), path
+        )
+        return tuple(part.astype(y.dtype) for part in pair)
 
 
 class _ClipToJumps(diffrax.ClipStepSizeController):
@@ -260,8 +275,16 @@ def integrate(
     return eqx.filter_vmap(one)(path, y0)
 
 
+def _clock_dtype(dtype) -> jnp.dtype:
+    """The dtype of the solver clock and its step bookkeeping: the times' dtype,
+    but at least float32. In bfloat16 (8 bits of mantissa) 64 machine epsilons
+    are half a step, and a step count would come out wrong."""
+    return jnp.dtype(dtype) if jnp.finfo(dtype).bits >= 32 else jnp.dtype(jnp.float32)
+
+
 def _make_clock(path: InputPath, integrator: Integrator) -> _Clock:
-    duration = path.t_end - path.t_start
+    dtype = _clock_dtype(path.ts.dtype)
+    duration = (path.t_end - path.t_start).astype(dtype)
     if integrator.is_adaptive:
         return _Clock(path.t_start, jnp.ones_like(duration), duration)
     dt0 = jnp.asarray(integrator.dt0, duration.dtype)
@@ -272,12 +295,12 @@ def _make_clock(path: InputPath, integrator: Integrator) -> _Clock:
     slack = 1 - 64 * jnp.finfo(duration.dtype).eps
     num_steps = jnp.ceil(duration / dt0 * slack)
     step = duration / jnp.maximum(num_steps, 1)
-    return _Clock(path.t_start, step, num_steps)
+    return _Clock(path.t_start.astype(dtype), step, num_steps)
 
 
 def _save_clock_times(path: InputPath, clock: _Clock) -> Float[Array, "batch times"]:
     """Clock time at which each observation is reached (padding: the end)."""
-    elapsed = path.ts - path.t_start[:, None]
+    elapsed = (path.ts - path.t_start[:, None]).astype(clock.step.dtype)
     step = clock.step[:, None]
     s = jnp.where(step > 0, elapsed / jnp.where(step > 0, step, 1), 0)
     positions = jnp.arange(path.ts.shape[1], dtype=jnp.int32)[None]
@@ -326,7 +349,117 @@ def _reverse_solve_stops_at_jumps(adjoint, controller):
     return eqx.tree_at(lambda a: a.kwargs, adjoint, kwargs)  # keeps its class
 
 
+NON_FINITE_INPUT = (
+    "The vector field's parameters or the initial state y0 hold NaN or infinity, "
+    "so no solve can succeed"
+)
+DIVERGED = "The solve diverged: its state left the bound the exact solution keeps"
+
+
+def _check_inputs(vector_field, y0, integrator):
+    """`y0`, failing the solve (under `throw`) if it or the field's parameters
+    are not finite: one reduction per solve, not per evaluation."""
+    if not (integrator.throw and integrator.check_state):
+        return y0
+    leaves = jax.tree.leaves(eqx.filter((vector_field, y0), eqx.is_inexact_array))
+    finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
+    return eqx.error_if(
+        y0,
+        ~finite,
+        f"{NON_FINITE_INPUT} (in training: a diverged update; lower the learning "
+        "rate, clip the gradients, or check the data).",
+    )
+
+
+def _check_bounds(vector_field, y0, ys, integrator):
+    """`ys`, failing the solve (under `throw`) if a saved state lies outside the
+    field's state bounds (widened to hold `y0`) by more than their width (and
+    at least 1% of their size): room for any solver's inaccuracy near the
+    bound, none for what a fixed explicit step outside its stability region
+    produces, a state that grows without end while staying finite."""
+    bounds = None
+    if isinstance(vector_field, AbstractLTCField):
+        bounds = vector_field.state_bounds()
+    if bounds is None or not (integrator.throw and integrator.check_state):
+        return ys
+    y0 = y0.astype(ys.dtype)
+    low, high = (jnp.broadcast_to(b.astype(ys.dtype), y0.shape) for b in bounds)
+    low, high = jnp.minimum(low, y0), jnp.maximum(high, y0)  # (batch, hidden)
+    low, high = low[None], high[None]  # against (saves, batch, hidden)
+    slack = (high - low) + 0.01 * (1 + jnp.maximum(jnp.abs(low), jnp.abs(high)))
+    outside = (ys < low - slack) | (ys > high + slack) | ~jnp.isfinite(ys)
+    return eqx.error_if(
+        ys,
+        jnp.any(outside),
+        f"{DIVERGED} (Hasani et al. 2021, Theorem 2: each unit between min(0, A) "
+        "and max(0, A); for the biophysical cell, between its reversal potentials). "
+        "With fixed explicit steps this is a step outside the solver's stability "
+        "region: lower dt0, raise tau_min, or take adaptive steps.",
+    )
+
+
+HIGHER_ORDER = (
+    "Forward-mode and higher-order derivatives (jax.jvp, jax.hessian, a gradient "
+    "of a gradient) go through the solver's loop only with adjoint='direct' "
+    "(diffrax.DirectAdjoint); adjoint={mode!r} computes first-order reverse-mode "
+    "gradients only. Use make_integrator(..., adjoint='direct')."
+)
+
+
+def _derivatives_taken(tree) -> tuple[int, bool]:
+    """How many derivatives are being taken of the arrays of `tree` (the nesting
+    depth of JAX's autodiff tracers over them), and whether any is forward mode.
+
+    Read off JAX 0.10's tracer classes by name (`LinearizeTracer` for reverse
+    mode, `JVPTracer` for forward mode, `BatchTracer` under vmap passed
+    through): the only way to name an unsupported derivative before diffrax's
+    loop fails with a message about `lax.while_loop`."""
+    deepest, forward = 0, False
+    for leaf in jax.tree.leaves(eqx.filter(tree, eqx.is_array)):
+        depth, tracer = 0, leaf
+        for _ in range(64):
+            kind = type(tracer).__name__
+            if kind in ("LinearizeTracer", "JVPTracer"):
+                depth += 1
+                forward = forward or kind == "JVPTracer"
+                tracer = tracer.primal
+            elif kind == "BatchTracer":
+                tracer = tracer.val
+            else:
+                break
+        deepest = max(deepest, depth)
+    return deepest, forward
+
+
+def _check_derivative_order(vector_field, y0, integrator):
+    """Refuse, by name, derivatives only DirectAdjoint supports."""
+    if isinstance(integrator.adjoint, diffrax.DirectAdjoint):
+        return
+    depth, forward = _derivatives_taken((vector_field, y0))
+    if depth > 1 or forward:
+        raise NotImplementedError(HIGHER_ORDER.format(mode=integrator.adjoint_name))
+
+
+def _check_precision(y0, integrator):
+    """Refuse tolerances the state's float type cannot resolve."""
+    if not integrator.is_adaptive:
+        return
+    eps = float(jnp.finfo(y0.dtype).eps)
+    rtol = float(integrator.stepsize_controller.rtol)
+    if rtol < eps:
+        raise ValueError(
+            f"rtol={rtol:g} is below the resolution of the state's {y0.dtype} "
+            f"(machine epsilon {eps:.1e}): the error control can never be met and "
+            "the solve would exhaust max_steps. Keep the state in float32 (mixed "
+            "precision runs the matrix products alone in bfloat16), or take fixed "
+            "steps."
+        )
+
+
 def _integrate_batch(vector_field, path, y0, integrator, save) -> Trajectory:
+    _check_precision(y0, integrator)
+    _check_derivative_order(vector_field, y0, integrator)
+    y0 = _check_inputs(vector_field, y0, integrator)
     clock = _make_clock(path, integrator)
     s_end = jnp.max(clock.num_steps)
     # A batch of single observations has nothing to integrate; keep t0 < t1.
@@ -399,14 +532,17 @@ def _integrate_batch(vector_field, path, y0, integrator, save) -> Trajectory:
         throw=integrator.throw,
     )
     clock = _thaw(clock)
+    sol_ys = _check_bounds(vector_field, y0, sol.ys, integrator)
     if save == "final":
-        ys = jtu.tree_map(lambda a: a[-1], sol.ys)
+        ys = jtu.tree_map(lambda a: a[-1], sol_ys)
     elif path.shared_times and restarts is None:
-        ys = jtu.tree_map(lambda a: jnp.swapaxes(a, 0, 1), sol.ys)
+        ys = jtu.tree_map(lambda a: jnp.swapaxes(a, 0, 1), sol_ys)
     else:
         position = jnp.searchsorted(saveat.subs.ts, save_s)  # (batch, times)
         batch_index = jnp.arange(position.shape[0])[:, None]
-        ys = jtu.tree_map(lambda a: a[position, batch_index], sol.ys)
+        ys = jtu.tree_map(lambda a: a[position, batch_index], sol_ys)
+    # diffrax widens a state narrower than its time variable: give it back as y0.
+    ys = jtu.tree_map(lambda a, a0: a.astype(a0.dtype), ys, y0)
     if saveat.subs.t1:
         t_reached = clock.time(sol.ts[-1]) - clock.t_start
     else:

@@ -2,6 +2,7 @@
 by name with [`ltc_jax.make_integrator`][], and tolerance schedules."""
 
 import math
+import warnings
 from typing import Literal, get_args
 
 import diffrax
@@ -12,6 +13,7 @@ from ._adjoint import WindowedBacksolveAdjoint, default_windows
 from ._names import adjoint_name, has_reverse_solve, make_adjoint, make_solver
 from ._solver import RK4
 from ._solver.fused import needs_ltc_form
+from ._solver.stability import real_stability_bound
 
 
 Batching = Literal["batched", "vmap"]
@@ -43,6 +45,11 @@ class Integrator(eqx.Module):
         `"vmap"` for implicit solvers unless told otherwise; this class does not.
     - `throw`: static bool; raise when a solve fails (default). With `False` the
         failure is reported in the solution's `result` instead.
+    - `check_state`: static bool; with `throw`, also fail a solve whose
+        parameters or `y0` are not finite (before it runs), or whose saved states
+        leave the field's state bounds (a divergence that stays finite; see
+        [`ltc_jax.AbstractLTCField.state_bounds`][]). Default True: a reduction
+        per solve, not per step.
     """
 
     solver: diffrax.AbstractSolver
@@ -52,6 +59,7 @@ class Integrator(eqx.Module):
     max_steps: int = eqx.field(static=True)
     batching: str = eqx.field(static=True, default="batched")
     throw: bool = eqx.field(static=True, default=True)
+    check_state: bool = eqx.field(static=True, default=True)
 
     def __check_init__(self):
         if self.max_steps < 1:
@@ -114,6 +122,7 @@ def make_integrator(
     ode_unfolds: int = 6,
     batching: str | None = None,
     throw: bool = True,
+    check_state: bool = True,
 ) -> Integrator:
     """Build an [`ltc_jax.Integrator`][] from names.
 
@@ -154,6 +163,8 @@ def make_integrator(
         a dense `(batch * hidden_size)^2` Jacobian (`hidden_size^2` per
         sequence under vmap); `"batched"` otherwise.
     - `throw`: raise on a failed solve (default True).
+    - `check_state`: with `throw`, fail a solve on non-finite parameters or `y0`
+        and on states that leave the field's bounds (default True).
 
     **Raises:**
 
@@ -243,6 +254,7 @@ def make_integrator(
         max_steps=max_steps,
         batching=batching,
         throw=throw,
+        check_state=check_state,
     )
 
 
@@ -382,3 +394,50 @@ def resolve_windows_for_path(
     horizon = float(jnp.max(path.t_end - path.t_start))
     field = getattr(model, "cell", None)
     return resolve_windows(integrator, field, horizon, dtype=path.ts.dtype)
+
+
+class StabilityWarning(UserWarning):
+    """A fixed explicit step larger than the solver's stability region allows on
+    the field's fastest decay (see [`ltc_jax.check_stability`][])."""
+
+
+def check_stability(
+    integrator: Integrator, field: eqx.Module, *, stacklevel: int = 2
+) -> float | None:
+    r"""Whether fixed explicit steps of `integrator` are stable on `field`, from
+    the field's fastest decay rate $\lambda$ (`field.decay_bound()`, $1 /
+    \tau_\text{min} + 1$ for the simplified LTC) and the solver's real-axis
+    stability bound $x$ ([`ltc_jax.real_stability_bound`][]: 2 for Euler and
+    Heun, 2.785 for RK4): a step $\Delta t$ is stable on the decay when
+    $\Delta t\,\lambda \le x$. Warns ([`ltc_jax.StabilityWarning`][]) with the
+    largest stable `dt0` when `dt0` exceeds it.
+
+    A check of the linear decay alone: the recurrent weights move the
+    eigenvalues too, so a step near the bound may still diverge, which the
+    solve's state-bound check then reports.
+
+    **Arguments:** `integrator`; `field`, the vector field (an LTC's `cell`);
+    `stacklevel` of the warning.
+
+    **Returns:** the largest stable `dt0` (time units), or `None` where there is
+    nothing to check: adaptive steps, implicit or fused solvers, or a field that
+    does not bound its decay.
+    """
+    bound = real_stability_bound(integrator.solver)
+    if integrator.is_adaptive or bound is None or not hasattr(field, "decay_bound"):
+        return None
+    try:
+        rate = float(field.decay_bound())
+    except NotImplementedError:
+        return None
+    largest = bound / rate
+    if integrator.dt0 > largest:
+        warnings.warn(
+            f"dt0={integrator.dt0:g} is outside {type(integrator.solver).__name__}'s "
+            f"stability region on this model's fastest decay (rate {rate:.3g} per "
+            f"time unit): the largest stable step is about {largest:.3g}. Lower dt0, "
+            "raise tau_min, or take adaptive steps.",
+            StabilityWarning,
+            stacklevel=stacklevel,
+        )
+    return largest

@@ -4,6 +4,7 @@ import math
 from collections.abc import Callable
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import jax.random as jr
 from jaxtyping import Array, Float, PRNGKeyArray
@@ -55,6 +56,9 @@ class _EncodedLTCField(_EncodedField, AbstractLTCField):
 
     def decay_bound(self):
         return self.cell.decay_bound()
+
+    def state_bounds(self):
+        return self.cell.state_bounds()
 
 
 def _encoded(cell: eqx.Module, encoder: Callable | None) -> eqx.Module:
@@ -233,8 +237,18 @@ class LTC(eqx.Module):
         **Returns:** a [`ltc_jax.Trajectory`][] with `ys` of shape
         `(batch, hidden_size)` or `(batch, times, hidden_size)`.
 
-        **Raises:** as [`ltc_jax.integrate`][].
+        **Raises:** `ValueError` if the model's parameters and the inputs have
+        different float types; otherwise as [`ltc_jax.integrate`][].
         """
+        parameters = jax.tree.leaves(eqx.filter(self, eqx.is_inexact_array))
+        if parameters and parameters[0].dtype != path.ts.dtype:
+            raise ValueError(
+                f"The model's parameters are {parameters[0].dtype} but the inputs "
+                f"are {path.ts.dtype}: cast one to the other, e.g. "
+                f"ltc_jax.make_input_path(data, dtype={parameters[0].dtype.name!r}), "
+                "or the model with jax.tree.map(lambda x: x.astype(dtype) if "
+                "eqx.is_inexact_array(x) else x, model)."
+            )
         batch = path.lengths.shape[0]
         y0 = jnp.zeros((batch, self.hidden_size), path.ts.dtype)
         field = _encoded(self.cell, self.encoder)

@@ -18,8 +18,19 @@ from tqdm import tqdm
 from ._adjoint import WindowedBacksolveAdjoint
 from ._batch import batches, epoch_order, make_input_path
 from ._checkpoint import load_latest_checkpoint, save_checkpoint
-from ._errors import NonFiniteLossError, SolverFailureError, TrainingFailedError
-from ._integrator import Integrator, ToleranceSchedule, resolve_windows
+from ._errors import (
+    DivergenceError,
+    NonFiniteLossError,
+    SolverFailureError,
+    TrainingFailedError,
+)
+from ._integrate import DIVERGED
+from ._integrator import (
+    Integrator,
+    ToleranceSchedule,
+    check_stability,
+    resolve_windows,
+)
 from ._loss import jitted_train_step
 from ._paths import InputPath
 from .datasets import SequenceDataset
@@ -121,14 +132,18 @@ def fit(
     newest usable checkpoint (falling back past damaged ones): the result is the
     same as an uninterrupted run's, bit for bit on CPU.
 
-    **Failures.** A failed solve (`max_steps` reached, a step below `dtmin`) or a
-    non-finite loss or gradient never updates the parameters, and no checkpoint
-    is written from it. With `on_failure="raise"` (default) training stops with an
-    error naming the epoch, the batch, how far the solve got and the steps it
-    took; with `"skip"` the update is dropped, counted and reported, and training
-    stops after `max_consecutive_failures` failures in a row. With adaptive
-    steps, a `UserWarning` is issued when a solve uses more than 90% of
-    `max_steps`.
+    **Failures.** A failed solve (`max_steps` reached, a step below `dtmin`, a
+    state outside the field's bounds), or a non-finite loss or gradient, never
+    updates the parameters, and no checkpoint is written from it. Fixed explicit
+    steps outside the solver's stability region on the model's fastest decay
+    are warned about before training ([`ltc_jax.check_stability`][]). With
+    `on_failure="raise"` (default) training stops with an error naming the
+    epoch, the batch, how far the solve got and the steps it took; with
+    `"skip"` the update is dropped, counted and reported, and training stops
+    after `max_consecutive_failures` failures in a row. With adaptive steps, a
+    `UserWarning` is issued when a solve uses more than 90% of `max_steps`, and
+    when `"full"` or `"checkpoint"` (whose memory and time `max_steps` sizes)
+    use under a tenth of it.
 
     **Tolerance schedules.** `integrator` may be a [`ltc_jax.ToleranceSchedule`][]:
     each epoch then uses its phase's tolerances (recorded in the history).
@@ -163,10 +178,11 @@ def fit(
     `rtol` and `atol` with adaptive steps, and `windows` with the windowed
     adjoint.
 
-    **Raises:** [`ltc_jax.NonFiniteLossError`][], [`ltc_jax.SolverFailureError`][]
-    (with `on_failure="raise"`), [`ltc_jax.TrainingFailedError`][] (with
-    `"skip"`), [`ltc_jax.CheckpointError`][] when resuming finds no usable
-    checkpoint, `ValueError` for bad options.
+    **Raises:** [`ltc_jax.NonFiniteLossError`][], [`ltc_jax.DivergenceError`][],
+    [`ltc_jax.SolverFailureError`][] (with `on_failure="raise"`),
+    [`ltc_jax.TrainingFailedError`][] (with `"skip"`),
+    [`ltc_jax.CheckpointError`][] when resuming finds no usable checkpoint,
+    `ValueError` for bad options or a model whose parameters are not finite.
     """
     for name, value in (("epochs", epochs), ("batch_size", batch_size)):
         if value < 1:
@@ -182,7 +198,18 @@ def fit(
             "max_consecutive_failures must be positive; got "
             f"{max_consecutive_failures}."
         )
+    bad = _non_finite_leaves(model)
+    if bad:
+        raise ValueError(
+            "The model's parameters hold NaN or infinity before training, at "
+            + ", ".join(bad)
+            + ": no solve can succeed. Rebuild or reload the model."
+        )
     schedule = integrator if isinstance(integrator, ToleranceSchedule) else None
+    if hasattr(model, "cell"):
+        check_stability(
+            integrator if schedule is None else schedule(0), model.cell, stacklevel=3
+        )
     path = make_input_path(train) if path is None else path
     opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
     steps_per_epoch = math.ceil(len(train) / batch_size)
@@ -237,10 +264,10 @@ def fit(
                         failure = _non_finite_message(epoch, index, current)
                         failure_type, cause = NonFiniteLossError, None
                 except eqx.EquinoxRuntimeError as error:
-                    failure = _solver_failure_message(
-                        epoch, index, model, batch, current, error
+                    failure_type, failure = _classify_failure(
+                        error, epoch, index, model, batch, current
                     )
-                    failure_type, cause = SolverFailureError, error
+                    cause = error
                 if failure is None:
                     model, opt_state = new_model, new_opt_state
                     position["consecutive"] = 0
@@ -274,11 +301,24 @@ def fit(
             if current.is_adaptive:
                 record["rtol"] = float(current.stepsize_controller.rtol)
                 record["atol"] = float(current.stepsize_controller.atol)
-                if record["max_steps_used"] > 0.9:
+                if record["max_steps_used"] > 0.9:  # False for NaN
                     text = (
                         f"Epoch {epoch}: a solve took {int(totals['max_num_steps'])} "
                         f"of max_steps={current.max_steps} steps; raise max_steps "
                         "before it becomes an error."
+                    )
+                    progress.message(state, text)
+                    warnings.warn(text, stacklevel=2)
+                sized_by_max_steps = isinstance(
+                    current.adjoint, diffrax.RecursiveCheckpointAdjoint
+                )
+                if epoch == 0 and sized_by_max_steps and record["max_steps_used"] < 0.1:
+                    text = (
+                        f"The solves took at most {int(totals['max_num_steps'])} of "
+                        f"max_steps={current.max_steps} steps; adjoint="
+                        f"{current.adjoint_name!r} allocates memory, and spends "
+                        "time, for max_steps: lower it to a small multiple of the "
+                        "steps taken."
                     )
                     progress.message(state, text)
                     warnings.warn(text, stacklevel=2)
@@ -303,13 +343,15 @@ def _accumulate(totals: dict[str, float], metrics: dict[str, jax.Array]) -> None
 def _epoch_record(epoch, totals, train, integrator) -> dict[str, int | float]:
     weight = totals["weight"] or math.nan
     batches_done = totals["batches"] or math.nan
+    # An epoch whose every solve failed took no steps worth reporting: NaN, not 0.
+    longest = totals["max_num_steps"] if totals["batches"] else math.nan
     return dict(
         epoch=epoch,
         loss=totals["loss"] / weight,
         accuracy=totals["correct"] / weight if train.is_classification else math.nan,
         num_steps=totals["num_steps"] / batches_done,
-        max_num_steps=totals["max_num_steps"],
-        max_steps_used=totals["max_num_steps"] / integrator.max_steps,
+        max_num_steps=longest,
+        max_steps_used=longest / integrator.max_steps,
         num_rejected_steps=totals["rejected"] / batches_done,
         failures=int(totals["failures"]),
     )
@@ -334,6 +376,47 @@ def failure_reason(error: BaseException) -> str:
     return lines[0] if lines else type(error).__name__
 
 
+def _non_finite_leaves(tree) -> list[str]:
+    """The key paths of the inexact arrays of `tree` that hold NaN or infinity."""
+    leaves = jax.tree_util.tree_flatten_with_path(
+        eqx.filter(tree, eqx.is_inexact_array)
+    )[0]
+    return [
+        jax.tree_util.keystr(key)
+        for key, leaf in leaves
+        if not np.all(np.isfinite(np.asarray(leaf)))
+    ]
+
+
+def _largest_parameter(model) -> tuple[str, float]:
+    """The key path and size of the model's largest parameter entry."""
+    leaves = jax.tree_util.tree_flatten_with_path(
+        eqx.filter(model, eqx.is_inexact_array)
+    )[0]
+    sizes = [
+        (jax.tree_util.keystr(key), float(np.max(np.abs(np.asarray(leaf)))))
+        for key, leaf in leaves
+        if np.size(leaf)
+    ]
+    return max(sizes, key=lambda item: item[1], default=("", 0.0))
+
+
+def _classify_failure(error, epoch, index, model, batch, integrator):
+    """The error class and message of a solve that failed inside a training
+    step: a divergence (the state left its bound), or a solver failure (with how
+    far it got)."""
+    reason = failure_reason(error)
+    where = f"at epoch {epoch}, batch {index}"
+    if DIVERGED in reason:
+        return DivergenceError, (
+            f"{where[0].upper()}{where[1:]} (solver {type(integrator.solver).__name__},"
+            f" dt0={integrator.dt0}): {reason} The parameters were not updated."
+        )
+    return SolverFailureError, _solver_failure_message(
+        epoch, index, model, batch, integrator, error
+    )
+
+
 def _solver_failure_message(epoch, index, model, batch, integrator, cause) -> str:
     """Re-run the batch's forward solve without raising, to say how far it got."""
     quiet = dataclasses.replace(integrator, throw=False)
@@ -356,11 +439,18 @@ def _solver_failure_message(epoch, index, model, batch, integrator, cause) -> st
     duration = np.asarray(batch.path.t_end - batch.path.t_start)
     reached = np.asarray(trajectory.t_reached)
     slowest = int(np.argmax(duration - reached))
+    name, largest = _largest_parameter(model)
+    hint = (
+        f" The parameters are finite but large (|{name}| reaches {largest:.3g}): "
+        "the model has diverged; lower the learning rate or clip the gradients."
+        if largest > 1e4
+        else " Raise max_steps, loosen rtol/atol, lower dtmin, or check the data."
+    )
     return (
         f"The solve failed {where}: {reason} After {steps} steps "
         f"(max_steps={integrator.max_steps}) sequence {slowest} of the batch was "
         f"integrated to {reached[slowest]:.6g} of its {duration[slowest]:.6g} time "
-        "units. Raise max_steps, loosen rtol/atol, lower dtmin, or check the data."
+        "units." + hint
     )
 
 

@@ -66,6 +66,17 @@ class AbstractLTCField(eqx.Module):
             "decay_bound(), or pass the windowed adjoint an explicit windows=K."
         )
 
+    def state_bounds(
+        self,
+    ) -> tuple[Float[Array, " hidden_size"], Float[Array, " hidden_size"]] | None:
+        """`(low, high)` per unit: a box the exact solution never leaves once its
+        state is inside (with the initial state widening it where that lies
+        outside). [`ltc_jax.integrate`][] checks the saved states against it
+        (with a margin of the box's width for the solver's own error), so that
+        a step that diverges to a finite value is an error, not a result.
+        `None` where a field does not provide one (nothing is checked)."""
+        return None
+
     def dynamics(
         self,
         y: Float[Array, "*batch hidden_size"],
@@ -237,6 +248,15 @@ class LTCVectorField(AbstractLTCField):
         (1 / time units)."""
         return 1 / jnp.min(self.tau) + 1
 
+    def state_bounds(
+        self,
+    ) -> tuple[Float[Array, " hidden_size"], Float[Array, " hidden_size"]]:
+        """`(min(0, A), max(0, A))`: Hasani et al. (2021), Theorem 2. Above
+        `max(0, A)` both `-h/tau` and `(A - h) f` are negative, below `min(0, A)`
+        both positive, so no solution crosses out of the box."""
+        zero = jnp.zeros_like(self.A)
+        return jnp.minimum(zero, self.A), jnp.maximum(zero, self.A)
+
     def gate(
         self,
         y: Float[Array, "*batch hidden_size"],
@@ -392,6 +412,23 @@ class BiophysicalLTCVectorField(AbstractLTCField):
             self.sensory_w * self.sensory_mask.astype(self.w.dtype), axis=0
         )
         return jnp.max((self.gleak + recurrent + sensory) / self.cm)
+
+    def state_bounds(
+        self,
+    ) -> tuple[Float[Array, " hidden_size"], Float[Array, " hidden_size"]]:
+        """The smallest and largest of `vleak` and the reversal potentials of the
+        synapses onto each unit: `cm dv/dt` is a sum of non-negative conductances
+        times `(E - v)` for those potentials `E`, which pulls `v` towards them."""
+        recurrent = self.mask != 0
+        sensory = self.sensory_mask != 0
+        inf = jnp.asarray(jnp.inf, self.vleak.dtype)
+
+        def extreme(reduce, fill):
+            pre = reduce(jnp.where(recurrent, self.erev, fill), axis=0)
+            channel = reduce(jnp.where(sensory, self.sensory_erev, fill), axis=0)
+            return reduce(jnp.stack([self.vleak, pre, channel]), axis=0)
+
+        return extreme(jnp.min, inf), extreme(jnp.max, -inf)
 
     def drive_and_decay(
         self, y: Float[Array, " hidden_size"], x: Float[Array, " input_size"]

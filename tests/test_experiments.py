@@ -235,3 +235,38 @@ def test_overhead_benchmark_quick(tmp_path):
         json.loads((out / "metrics.json").read_text())["rows"][0]["mode"]
         == "checkpoint"
     )
+
+
+def test_divergence_sweep_quick(tmp_path):
+    """A setting whose initial model leaves the state bound when solved without
+    the check (an independent solve) stops with the divergence error; a stable
+    one finishes."""
+    from experiments import divergence_sweep
+
+    config = divergence_sweep.Config(
+        out=str(tmp_path / "run"),
+        dt0s=(0.25, 2.0),
+        taus=(0.25,),
+        epochs=1,
+        train_size=32,
+    )
+    metrics = divergence_sweep.main(config)
+    rows = {row["dt0"]: row for row in metrics["rows"]}
+    assert rows[2.0]["initial_excursion"] > 1 and rows[2.0]["stability_warning"]
+    assert rows[2.0]["outcome"] == "divergence error"
+    assert rows[0.25]["initial_excursion"] == 0 and rows[0.25]["error"] is None
+
+
+def test_divergence_check_benchmark_quick(tmp_path):
+    """The check never changes the loss (the benchmark raises if it does), and each
+    case's row holds a timing of each variant per repeat."""
+    from benchmarks import divergence_check
+
+    metrics = divergence_check.main(
+        divergence_check.Config(quick=True, out=str(tmp_path / "run"))
+    )
+    assert [row["case"] for row in metrics["rows"]] == ["vowels", "ecg"]
+    for row in metrics["rows"]:
+        assert {len(v) for v in row["step_seconds"].values()} == {
+            divergence_check.QUICK["repeats"]
+        }

@@ -97,7 +97,7 @@ def test_warns_when_a_solve_nears_max_steps():
 
 def test_resume_is_bit_exact_and_falls_back_past_damaged_checkpoints(tmp_path):
     data = _dataset([5, 9, 7, 8, 6, 9, 4], seed=1)
-    integrator = ltc_jax.make_integrator("heun", dt0=0.5, max_steps=16)
+    integrator = ltc_jax.make_integrator("heun", dt0=0.125, max_steps=64)
     kwargs = dict(epochs=3, batch_size=2, seed=4)
     reference, reference_history = _fit(data, integrator, **kwargs)
     directory = tmp_path / "checkpoints"
@@ -133,7 +133,7 @@ def test_resume_is_bit_exact_and_falls_back_past_damaged_checkpoints(tmp_path):
 
 
 def test_resume_without_usable_checkpoint(tmp_path):
-    integrator = ltc_jax.make_integrator("heun", dt0=0.5, max_steps=16)
+    integrator = ltc_jax.make_integrator("heun", dt0=0.125, max_steps=64)
     (tmp_path / "step-00000001").mkdir()
     with pytest.raises(ltc_jax.CheckpointError, match="No usable checkpoint"):
         _fit(_dataset([3, 4]), integrator, checkpoint_dir=tmp_path, resume=True)

@@ -1,3 +1,4 @@
+import dataclasses
 import os
 
 import equinox as eqx
@@ -20,9 +21,11 @@ def small_vowels():
 def test_short_training_lowers_the_loss(small_vowels, getkey):
     train, _ = small_vowels
     model = ltc_jax.LTC(12, 8, 9, key=getkey())
-    integrator = ltc_jax.make_integrator("heun", dt0=1.0, max_steps=32)
+    # RK4 at a quarter frame keeps dt0 * decay_bound inside its stability region
+    # (Heun at one frame diverges on this model).
+    integrator = ltc_jax.make_integrator("rk4", dt0=0.25, max_steps=128)
     before = ltc_jax.evaluate(model, train, integrator=integrator)["loss"]
-    optimizer = ltc_jax.make_optimizer(2e-2, total_steps=40)
+    optimizer = ltc_jax.make_optimizer(5e-2, total_steps=40)
     model, history = ltc_jax.fit(
         model,
         train,
@@ -35,11 +38,11 @@ def test_short_training_lowers_the_loss(small_vowels, getkey):
     after = ltc_jax.evaluate(model, train, integrator=integrator)["loss"]
     assert after < 0.7 * before
     assert history[-1]["loss"] < history[0]["loss"]
-    # Fixed steps of at most dt0 = 1 frame: a batch takes as many steps as its
-    # longest sequence has frames minus one.
+    # Fixed steps of dt0 = 1/4 frame: a batch takes four steps per frame of its
+    # longest sequence, less its first.
     order = epoch_order(0, 9, len(train))
     longest = [train.lengths[order[i : i + 16]].max() - 1 for i in range(0, 64, 16)]
-    assert history[-1]["num_steps"] == np.mean(longest)
+    assert history[-1]["num_steps"] == 4 * np.mean(longest)
 
 
 def test_batches_fill_up_the_last_batch(small_vowels):
@@ -72,7 +75,13 @@ def _unstable(key):
 
 def test_unstable_fixed_step_is_detected_and_named(getkey, tmp_path):
     model, integrator, optimizer = _unstable(getkey())
-    with pytest.raises(ltc_jax.NonFiniteLossError, match="stability region"):
+    with (
+        pytest.warns(ltc_jax.StabilityWarning),
+        pytest.raises(
+            ltc_jax.DivergenceError,
+            match=r"solver Euler, dt0=1.0\): The solve diverged",
+        ),
+    ):
         ltc_jax.fit(
             model,
             _long_sequences(),
@@ -87,7 +96,10 @@ def test_unstable_fixed_step_is_detected_and_named(getkey, tmp_path):
 
 
 def test_non_finite_step_leaves_parameters_unchanged(getkey):
+    """Without the state check, the diverged solve overflows; the step sees the
+    non-finite loss and keeps the parameters."""
     model, integrator, optimizer = _unstable(getkey())
+    integrator = dataclasses.replace(integrator, check_state=False)
     opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
     step = eqx.filter_jit(ltc_jax.make_train_step(optimizer, integrator))
     batch = next(ltc_jax.batches(_long_sequences(), 8))

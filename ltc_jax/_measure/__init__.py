@@ -19,6 +19,7 @@ from .memory import (
     device_memory_stats as device_memory_stats,
     process_peak_bytes as process_peak_bytes,
     process_resident_bytes as process_resident_bytes,
+    release_free_memory as release_free_memory,
     reset_process_peak as reset_process_peak,
     runtime_peak_bytes as runtime_peak_bytes,
 )

@@ -55,6 +55,9 @@ class _CountingLTCField(_CountingField, AbstractLTCField):
     def decay_bound(self):
         return self.field.decay_bound()
 
+    def state_bounds(self):
+        return self.field.state_bounds()
+
 
 def _counted(model: eqx.Module, counter: _Counter) -> eqx.Module:
     if not hasattr(model, "cell"):

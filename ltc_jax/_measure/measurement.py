@@ -17,7 +17,7 @@ from .._integrator import Integrator, resolve_windows_for_path
 from .._loss import loss_and_metrics, make_train_step
 from .._optimizer import make_optimizer
 from . import counting
-from .memory import compile_ahead, device_memory_stats, memory_of, runtime_peak_bytes
+from .memory import compile_ahead, memory_of, runtime_peak
 from .timing import time_calls
 
 
@@ -56,11 +56,15 @@ class Measurement:
         allocator's `peak_bytes_in_use` after the run minus `bytes_in_use` before
         it (after compilation). CPU: the process's resident high-water mark,
         reset after compilation, minus its resident memory before the run.
-        `None` where the backend reports neither, or where an earlier, larger
-        peak of this process hides the step's (measure in a fresh process: see
+        `None` where the backend reports neither, or where the figure cannot be
+        isolated to the step: an earlier, larger device peak of this process,
+        or (CPU) a rise below the step's own compiled temp bytes, memory the
+        process held already having served it (measure in a fresh process: see
         [`ltc_jax.call_in_subprocess`][]).
-    - `runtime_peak_source`: `"device allocator"`, `"process high-water mark"`,
-        or `None`.
+    - `runtime_peak_source`: `"device allocator (gpu)"` (the allocator's figure
+        for the device, not comparable with a CPU process's), `"process
+        high-water mark"`, or `None`.
+    - `runtime_peak_note`: why `runtime_peak_bytes` is `None`, else `None`.
 
     **Time** (wall clock, after compilation and warm-up):
 
@@ -112,6 +116,7 @@ class Measurement:
     output_bytes: int | None
     runtime_peak_bytes: int | None
     runtime_peak_source: str | None
+    runtime_peak_note: str | None
     compile_seconds: float
     step_seconds: float
     step_seconds_all: tuple[float, ...]
@@ -261,10 +266,9 @@ def measure(
     )
     compile_seconds = time.perf_counter() - start
     memory = memory_of(step)
-    peak_source = _runtime_peak_source()
-    peak = runtime_peak_bytes(step, step_args)
-    if peak is None:
-        peak_source = None
+    peak, peak_source, peak_note = runtime_peak(
+        step, step_args, expected_bytes=None if memory is None else memory.temp_bytes
+    )
     step_seconds_all = time_calls(
         step, step_args, warmup=warmup_steps, repeats=timed_steps
     )
@@ -311,6 +315,7 @@ def measure(
         output_bytes=None if memory is None else memory.output_bytes,
         runtime_peak_bytes=peak,
         runtime_peak_source=peak_source,
+        runtime_peak_note=peak_note,
         compile_seconds=compile_seconds,
         step_seconds=step_seconds,
         step_seconds_all=tuple(step_seconds_all),
@@ -380,13 +385,6 @@ def gradient_relative_error(
 
 
 # --- internals ---------------------------------------------------------------------
-
-
-def _runtime_peak_source() -> str | None:
-    stats = device_memory_stats()
-    if stats is not None and "peak_bytes_in_use" in stats:
-        return "device allocator"
-    return "process high-water mark"
 
 
 def _forward_loss(integrator: Integrator) -> Callable:

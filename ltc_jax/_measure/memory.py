@@ -1,5 +1,7 @@
 """Memory: XLA's compiled memory analysis, and runtime peak memory."""
 
+import ctypes
+import ctypes.util
 import dataclasses
 from collections.abc import Callable
 from typing import Any
@@ -143,35 +145,92 @@ def device_memory_stats(device: jax.Device | None = None) -> dict[str, int] | No
     return dict(stats) if stats else None
 
 
-def runtime_peak_bytes(compiled: Callable[..., Any], *args: Any) -> int | None:
-    """Peak memory of one call of an already compiled function, in bytes.
+def release_free_memory() -> None:
+    """Return the C heap's free memory to the operating system (glibc's
+    `malloc_trim`; nothing elsewhere), so that memory a process freed is not
+    reused unseen by the next allocations a high-water mark should see."""
+    name = ctypes.util.find_library("c")
+    if name is not None:
+        libc = ctypes.CDLL(name)
+        if hasattr(libc, "malloc_trim"):
+            libc.malloc_trim(0)
 
-    - GPU (and any backend with allocator statistics): `peak_bytes_in_use` after
-        the call minus `bytes_in_use` before it. The device's peak counter cannot
-        be reset, so call this once per process, on a function compiled ahead of
-        time and not yet run, with its arguments placed on the device without
-        large temporaries (build them on the host, then `jax.device_put`): if the
-        call does not raise the device's peak, an earlier, larger peak hides this
-        one, and the result is `None`.
-    - CPU: the process's resident high-water mark during the call (reset just
-        before it) minus its resident memory just before it.
 
-    **Returns:** bytes, or `None` where neither source is available (never a
-    guess).
-    """
+def runtime_peak(
+    compiled: Callable[..., Any], *args: Any, expected_bytes: int | None = None
+) -> tuple[int | None, str | None, str | None]:
+    """Peak memory of one call of an already compiled function: `(bytes, source,
+    note)`, where `bytes` is `None` whenever the figure could not be isolated to
+    this call and `note` says why. See [`ltc_jax.runtime_peak_bytes`][]."""
     device = jax.devices()[0]
     before = device_memory_stats(device)
     if before is not None and "peak_bytes_in_use" in before:
+        source = f"device allocator ({device.platform})"
         jax.block_until_ready(compiled(*args))
         after = device_memory_stats(device)
         if int(after["peak_bytes_in_use"]) <= int(before["peak_bytes_in_use"]):
-            return None  # an earlier, larger peak hides this call's
-        return int(after["peak_bytes_in_use"]) - int(before["bytes_in_use"])
+            return (
+                None,
+                source,
+                (
+                    "the call did not raise the device's peak: an earlier, larger "
+                    "peak of this process (another configuration, compilation or "
+                    "autotuning) hides it; measure in a fresh process"
+                ),
+            )
+        return (
+            int(after["peak_bytes_in_use"]) - int(before["bytes_in_use"]),
+            source,
+            None,
+        )
+    source = "process high-water mark"
+    release_free_memory()
     if not reset_process_peak():
-        return None
+        return None, None, "the operating system reports no resettable high-water mark"
     resident = process_resident_bytes()
     jax.block_until_ready(compiled(*args))
     peak = process_peak_bytes()
     if resident is None or peak is None:
-        return None
-    return max(peak - resident, 0)
+        return None, None, "the operating system reports no resident memory"
+    rise = max(peak - resident, 0)
+    if expected_bytes is not None and rise < expected_bytes:
+        return (
+            None,
+            source,
+            (
+                f"the high-water mark rose by {rise} bytes, less than the "
+                f"{expected_bytes} bytes the compiled program allocates: memory this "
+                "process held already served the call; measure in a fresh process"
+            ),
+        )
+    return rise, source, None
+
+
+def runtime_peak_bytes(
+    compiled: Callable[..., Any], *args: Any, expected_bytes: int | None = None
+) -> int | None:
+    """Peak memory of one call of an already compiled function, in bytes.
+
+    - GPU (and any backend with allocator statistics): `peak_bytes_in_use` after
+        the call minus `bytes_in_use` before it. The device's peak counter cannot
+        be reset, so measure once per process, on a function compiled ahead of
+        time and not yet run, with its arguments placed on the device without
+        large temporaries (build them on the host, then `jax.device_put`): if the
+        call does not raise the device's peak, an earlier, larger peak
+        (compilation's autotuning included) hides this one, and the result is
+        `None`. This is the device allocator's figure, not a process's.
+    - CPU: the process's resident high-water mark during the call (reset just
+        before it, with the heap's free memory returned first) minus its resident
+        memory just before it. Memory the process had already touched can serve
+        the call unseen: where that shows (the rise is below `expected_bytes`,
+        say the compiled temp bytes of [`ltc_jax.compiled_memory`][]), the result
+        is `None`.
+
+    **Arguments:** `compiled`, called as `compiled(*args)`; `expected_bytes`,
+    the least the call must allocate (optional).
+
+    **Returns:** bytes, or `None` where the figure cannot be isolated to this call
+    or neither source is available (never a guess);
+    [`ltc_jax.measure`][] records why in `runtime_peak_note`.
+    """
+    return runtime_peak(compiled, *args, expected_bytes=expected_bytes)[0]

@@ -1,0 +1,57 @@
+"""Timing two (or more) compiled steps side by side in one process, call by call
+alternated, so that a shared machine's load falls on each alike."""
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+
+import ltc_jax
+
+
+Calls = dict[Any, tuple[Callable[..., Any], tuple]]
+
+
+def compile_and_run(calls: Calls) -> tuple[dict, dict]:
+    """Call each step once (compiling it). **Returns:** per name, the seconds of
+    that first call and the loss it returned (its output's third entry)."""
+    seconds, losses = {}, {}
+    for name, (step, args) in calls.items():
+        start = time.perf_counter()
+        out = jax.block_until_ready(step(*args))
+        seconds[name] = time.perf_counter() - start
+        losses[name] = float(out[2])
+    return seconds, losses
+
+
+def time_alternately(calls: Calls, repeats: int) -> dict[Any, list[float]]:
+    """Seconds of `repeats` calls of each step, one call of each in turn."""
+    seconds = {name: [] for name in calls}
+    for _ in range(repeats):
+        for name, (step, args) in calls.items():
+            seconds[name] += ltc_jax.time_calls(step, *args, warmup=0, repeats=1)
+    return seconds
+
+
+def ratio_figures(numerator: list[float], denominator: list[float]) -> dict:
+    """The median, least and largest of the call-by-call ratios."""
+    ratios = [a / b for a, b in zip(numerator, denominator, strict=True)]
+    return dict(
+        ratio_median=statistics.median(ratios),
+        ratio_min=min(ratios),
+        ratio_max=max(ratios),
+    )
+
+
+def ratio_column(title: str, digits: int = 2) -> tuple[str, Callable[[dict], str]]:
+    """A report column `median (min-max)` of a row holding `ratio_figures`."""
+
+    def cell(row):
+        return (
+            f"{row['ratio_median']:.{digits}f}x "
+            f"({row['ratio_min']:.{digits}f}-{row['ratio_max']:.{digits}f})"
+        )
+
+    return title, cell

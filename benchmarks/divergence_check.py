@@ -1,0 +1,158 @@
+"""What the state-bound divergence check costs a training step, measured side by
+side in one process: the same step compiled with `check_state=True` (the default)
+and `check_state=False`, alternated call by call so that a shared machine's load
+falls on both.
+
+Two sizes:
+
+- `vowels`: the main job's default on JapaneseVowels (64-unit LTC, batch 16,
+  Tsit5 at rtol 1e-3 / atol 1e-4, `checkpoint`);
+- `ecg`: 1e5 fixed RK4 steps over ECG windows of 1e5 samples at 250 Hz
+  (`checkpoint`), where the check reads one saved state per sequence.
+
+    python -m benchmarks.divergence_check           # the sizes above
+    python -m benchmarks.divergence_check --quick   # seconds
+
+Prints the median step seconds with and without the check, the ratio and its
+spread over the repeats, and writes `results/divergence_check/<run>/metrics.json`.
+"""
+
+import dataclasses
+import statistics
+from typing import Literal
+
+import equinox as eqx
+import jax
+import tyro
+
+import ltc_jax
+from benchmarks import _side_by_side
+from experiments import _problems, _report, _run
+
+
+Case = Literal["vowels", "ecg"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """The divergence check's share of a training step."""
+
+    out: str | None = None
+    """Run folder. Default: results/divergence_check/<date>-<time>. Never
+    overwritten."""
+    quick: bool = False
+    """Tiny sizes (seconds): 8 units, batch 4, ECG windows of 1,000 samples."""
+    cases: tuple[Case, ...] = ("vowels", "ecg")
+    hidden_size: int = 64
+    batch_size: int = 16
+    ecg_window: int = 100_000
+    """ECG samples per window: as many RK4 steps of 1/250 s."""
+    ecg_batch_size: int = 4
+    ecg_hidden_size: int = 32
+    repeats: int = 10
+    """Timed steps of each variant (alternated), after one warm-up."""
+    seed: int = 0
+
+
+QUICK = dict(
+    hidden_size=8,
+    batch_size=4,
+    ecg_window=1_000,
+    ecg_batch_size=2,
+    ecg_hidden_size=8,
+    repeats=3,
+)
+
+
+def vowels_problem(config: Config):
+    """The main job's default model and integrator, and the first training batch."""
+    train, _ = _problems.japanese_vowels()
+    model = _problems.vowels_model(config.hidden_size, config.seed)
+    batch = next(ltc_jax.batches(train, config.batch_size))
+    integrator = ltc_jax.make_integrator("tsit5", rtol=1e-3, atol=1e-4)
+    return model, batch, integrator, "JapaneseVowels, Tsit5 rtol 1e-3"
+
+
+def ecg_problem(config: Config):
+    """An LTC on ECG windows, RK4 with one step per sample."""
+    steps = config.ecg_window - 1  # one per sample interval
+    model, batch = _problems.ecg_problem(
+        config.ecg_window,
+        batch_size=config.ecg_batch_size,
+        hidden_size=config.ecg_hidden_size,
+        horizon=1,
+        seed=config.seed,
+    )
+    integrator = ltc_jax.make_integrator("rk4", dt0=1 / 250, max_steps=steps)
+    return model, batch, integrator, f"ECG, RK4 x {steps}"
+
+
+def measure_case(config: Config, case: Case) -> dict:
+    model, batch, integrator, label = {"vowels": vowels_problem, "ecg": ecg_problem}[
+        case
+    ](config)
+    optimizer = ltc_jax.make_optimizer(1e-3, total_steps=100)
+    opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
+    steps = {
+        checked: eqx.filter_jit(
+            ltc_jax.make_train_step(
+                optimizer, dataclasses.replace(integrator, check_state=checked)
+            )
+        )
+        for checked in (True, False)
+    }
+    calls = {
+        checked: (step, (model, opt_state, batch)) for checked, step in steps.items()
+    }
+    compile_seconds, losses = _side_by_side.compile_and_run(calls)
+    if losses[True] != losses[False]:
+        raise RuntimeError(f"The check changed the loss: {losses}.")
+    seconds = _side_by_side.time_alternately(calls, config.repeats)
+    return dict(
+        case=case,
+        label=label,
+        loss=losses[True],
+        compile_and_first_step_seconds=dict(
+            checked=compile_seconds[True], unchecked=compile_seconds[False]
+        ),
+        step_seconds=dict(checked=seconds[True], unchecked=seconds[False]),
+        median_step_seconds=dict(
+            checked=statistics.median(seconds[True]),
+            unchecked=statistics.median(seconds[False]),
+        ),
+        **_side_by_side.ratio_figures(seconds[True], seconds[False]),
+    )
+
+
+def main(config: Config) -> dict:
+    """Measure every case; return (and write) the rows."""
+    config, run_dir = _run.start_run(config, "divergence_check", QUICK)
+    with jax.enable_x64(False), jax.numpy_dtype_promotion("standard"):
+        rows = [measure_case(config, case) for case in config.cases]
+
+    def report(metrics):
+        env = metrics["environment"]
+        table = _report.format_table(
+            metrics["rows"],
+            [
+                ("case", lambda r: r["label"]),
+                (
+                    "step s: checked / unchecked",
+                    lambda r: (
+                        f"{r['median_step_seconds']['checked']:.4f} / "
+                        f"{r['median_step_seconds']['unchecked']:.4f}"
+                    ),
+                ),
+                _side_by_side.ratio_column("ratio (min-max)", digits=3),
+            ],
+        )
+        return (
+            f"Training step with and without the state-bound check (float32, "
+            f"{env['backend']}, {env['cpu_count']} CPUs, {_run.cpu_name()}):\n{table}"
+        )
+
+    return _run.finish(run_dir, dict(rows=rows), report)
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Config))
