@@ -1,6 +1,11 @@
 """Every notebook runs top to bottom at a tiny size, so none rots."""
 
 import pathlib
+import re
+import shlex
+import subprocess
+import sys
+import tomllib
 
 import nbclient
 import nbformat
@@ -79,3 +84,57 @@ def test_notebook_runs(name, tmp_path):
         if "image/png" in output.get("data", {})
     ]
     assert images, f"{name} drew no figure"
+
+
+ROOT = NOTEBOOKS.parent
+SOURCE = re.compile(r'^LTC_JAX_SOURCE = "([^"]+)"$', re.MULTILINE)
+
+
+def _install_cell(name: str) -> str:
+    """The source of a notebook's install cell: its first code cell."""
+    notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
+    return next(c.source for c in notebook.cells if c.cell_type == "code")
+
+
+def test_install_cells_take_their_source_from_one_variable():
+    """Every notebook's install cell is the same, sets LTC_JAX_SOURCE once, to the
+    repository pyproject.toml names, and installs from it."""
+    cells = {name: _install_cell(name) for name in TINY}
+    first = cells[sorted(TINY)[0]]
+    assert all(cell == first for cell in cells.values())
+    (source,) = SOURCE.findall(first)
+    with open(ROOT / "pyproject.toml", "rb") as file:
+        urls = tomllib.load(file)["project"]["urls"]
+    assert source == f"git+{urls['Repository']}"
+    assert "@ {LTC_JAX_SOURCE}" in first
+
+
+@pytest.mark.slow
+def test_colab_install_cell_installs_a_checkout_into_a_fresh_environment(tmp_path):
+    """Run the install cell's `%pip` line as Colab would (no GPU, so without the
+    cuda12 extra), with LTC_JAX_SOURCE set to this checkout, in a fresh virtual
+    environment; then import the package and load its bundled data there."""
+    cell = _install_cell(sorted(TINY)[0])
+    (line,) = [row.strip() for row in cell.splitlines() if "%pip install" in row]
+    arguments = line.split("%pip install", 1)[1].format(
+        extras="experiments", LTC_JAX_SOURCE=ROOT.resolve().as_uri()
+    )
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    install = [python, "-m", "pip", "install", *shlex.split(arguments)]
+    subprocess.run(install, check=True, cwd=tmp_path, timeout=1200)
+    check = (
+        "import ltc_jax, matplotlib; "
+        "train, test = ltc_jax.datasets.load_japanese_vowels(); "
+        "print(ltc_jax.__version__, len(train), len(test))"
+    )
+    out = subprocess.run(
+        [python, "-c", check], check=True, capture_output=True, text=True, cwd=tmp_path
+    )
+    assert out.stdout.split() == [ltc_jax_version(), "270", "370"]
+
+
+def ltc_jax_version() -> str:
+    with open(ROOT / "pyproject.toml", "rb") as file:
+        return tomllib.load(file)["project"]["version"]
