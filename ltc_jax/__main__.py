@@ -1,6 +1,6 @@
 """`python -m ltc_jax`: the `ltc-jax` command line."""
 
-from ltc_jax.app.cli import main
+from ltc_jax.app.cli import run
 
 
-main()
+run()

@@ -179,3 +179,30 @@ def abstract_batch(
     else:
         labels = jax.ShapeDtypeStruct((batch_size, output_size), dtype)
     return Batch(path, labels, jax.ShapeDtypeStruct((batch_size,), dtype))
+
+
+def check_labels(model, data: SequenceDataset) -> None:
+    """Check `data`'s labels against the model's `output_size` (where it has one),
+    at the API boundary of training and evaluation.
+
+    **Raises:** `ValueError` for a class index outside `[0, output_size)` (with a
+    hint for 1-based labels), or regression targets of another width.
+    """
+    size = getattr(model, "output_size", None)
+    if size is None or len(data) == 0:
+        return
+    labels = np.asarray(data.labels)
+    if data.is_classification:
+        low, high = int(labels.min()), int(labels.max())
+        if low < 0 or high >= size:
+            hint = " (1-based labels? subtract 1)" if low >= 1 and high == size else ""
+            raise ValueError(
+                f"Class labels must be indices in [0, {size}) for a model with "
+                f"output_size={size}; {data.name or 'the data'} has labels from "
+                f"{low} to {high}{hint}."
+            )
+    elif labels.ndim != 2 or labels.shape[1] != size:
+        raise ValueError(
+            f"Regression targets must be (n, {size}) for a model with "
+            f"output_size={size}; got {labels.shape}."
+        )

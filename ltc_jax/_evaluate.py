@@ -5,7 +5,7 @@ import math
 import equinox as eqx
 import numpy as np
 
-from ._batch import batches, make_input_path
+from ._batch import batches, check_labels, make_input_path
 from ._integrator import Integrator, resolve_windows
 from ._loss import jitted_loss_and_metrics
 from ._paths import InputPath
@@ -39,8 +39,10 @@ def evaluate(
     of solver steps per batch solve (under `"batched"` batching every sequence of
     a batch shares those steps).
 
-    **Raises:** as the solve; `ValueError` if `batch_size < 1`.
+    **Raises:** as the solve; `ValueError` if `batch_size < 1`, or labels that do
+    not fit the model's `output_size`.
     """
+    check_labels(model, data)
     totals = dict(weight=0.0, loss=0.0, correct=0.0, num_steps=0.0)
     solves = 0
     path = make_input_path(data) if path is None else path

@@ -146,6 +146,8 @@ class LTC(eqx.Module):
     encoder: Callable | None
     readout: eqx.Module
     hidden_size: int = eqx.field(static=True)
+    input_size: int = eqx.field(static=True)
+    output_size: int = eqx.field(static=True)
 
     def __init__(
         self,
@@ -186,6 +188,7 @@ class LTC(eqx.Module):
         """
         cell_key, readout_key, wiring_key = jr.split(key, 3)
         cell_input = input_size if encoded_size is None else encoded_size
+        self.input_size, self.output_size = input_size, output_size
         if cell == "ltc":
             cell = LTCVectorField(
                 cell_input,
@@ -237,9 +240,15 @@ class LTC(eqx.Module):
         **Returns:** a [`ltc_jax.Trajectory`][] with `ys` of shape
         `(batch, hidden_size)` or `(batch, times, hidden_size)`.
 
-        **Raises:** `ValueError` if the model's parameters and the inputs have
+        **Raises:** `ValueError` if the inputs do not have the model's
+        `input_size` channels, or the model's parameters and the inputs have
         different float types; otherwise as [`ltc_jax.integrate`][].
         """
+        if path.input_size != self.input_size:
+            raise ValueError(
+                f"The model takes {self.input_size} input channels; the input path "
+                f"has {path.input_size}."
+            )
         parameters = jax.tree.leaves(eqx.filter(self, eqx.is_inexact_array))
         if parameters and parameters[0].dtype != path.ts.dtype:
             raise ValueError(

@@ -1,5 +1,7 @@
 """Observations `(ts, xs)` of a batch of sequences -> a continuous input path x(t)."""
 
+from collections.abc import Sequence
+
 import diffrax
 import equinox as eqx
 import jax
@@ -64,9 +66,9 @@ class InputPath(eqx.Module):
 
     def __init__(
         self,
-        ts: ArrayLike,
-        xs: ArrayLike,
-        lengths: ArrayLike | None = None,
+        ts: ArrayLike | Sequence,
+        xs: ArrayLike | Sequence,
+        lengths: ArrayLike | Sequence | None = None,
         *,
         interpolation: str = "linear",
         observation_mask: bool = False,

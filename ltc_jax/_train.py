@@ -16,7 +16,7 @@ import optax
 from tqdm import tqdm
 
 from ._adjoint import WindowedBacksolveAdjoint
-from ._batch import batches, epoch_order, make_input_path
+from ._batch import batches, check_labels, epoch_order, make_input_path
 from ._checkpoint import load_latest_checkpoint, save_checkpoint
 from ._errors import (
     DivergenceError,
@@ -182,7 +182,8 @@ def fit(
     [`ltc_jax.SolverFailureError`][] (with `on_failure="raise"`),
     [`ltc_jax.TrainingFailedError`][] (with `"skip"`),
     [`ltc_jax.CheckpointError`][] when resuming finds no usable checkpoint,
-    `ValueError` for bad options or a model whose parameters are not finite.
+    `ValueError` for bad options, a model whose parameters are not finite, or
+    labels that do not fit the model's `output_size`.
     """
     for name, value in (("epochs", epochs), ("batch_size", batch_size)):
         if value < 1:
@@ -205,6 +206,7 @@ def fit(
             + ", ".join(bad)
             + ": no solve can succeed. Rebuild or reload the model."
         )
+    check_labels(model, train)
     schedule = integrator if isinstance(integrator, ToleranceSchedule) else None
     if hasattr(model, "cell"):
         check_stability(

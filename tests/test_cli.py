@@ -1,8 +1,12 @@
 """The `ltc-jax` command line and the main job."""
 
+import csv
 import json
+import subprocess
+import sys
 
 import jax
+import numpy as np
 import pytest
 from helpers import toy_ts_file
 
@@ -50,25 +54,92 @@ def test_cli_on_any_ts_pair(tmp_path, capsys):
     assert full > metrics["memory_bytes_by_mode"]["backsolve"]["temp_bytes"]
     assert metrics["environment"]["backend"] == jax.default_backend()
     assert json.loads((out / "config.json").read_text())["hidden_size"] == 4
-    with pytest.raises(FileExistsError, match="never overwritten"):
-        cli.main(["train", "--data", train, "--test-data", test, "--out", str(out)])
+    assert metrics["rtol"] == 1e-3 and metrics["atol"] == 1e-4
+    with open(out / "history.csv") as file:
+        rows = list(csv.DictReader(file))
+    assert [float(r["loss"]) for r in rows] == [h["loss"] for h in metrics["history"]]
+    assert (out / "history.png").stat().st_size > 0
+    # evaluate re-reads the test file, standardised with the saved training
+    # statistics, and reloads the saved model: the same accuracy as the run's.
+    capsys.readouterr()
+    assert cli.main(["evaluate", str(out), "--data", test]) == 0
+    printed = capsys.readouterr().out
+    assert f"accuracy   {metrics['test_accuracy']:.4f}" in printed
+    # predict writes one row per series; their accuracy against the file's labels
+    # is the run's test accuracy.
+    assert cli.main(["predict", str(out), "--data", test]) == 0
+    with open(out / "predictions-test.csv") as file:
+        predictions = list(csv.DictReader(file))
+    names = ltc_jax.datasets.read_ts(train).class_names
+    labels = ltc_jax.datasets.read_ts(test, class_names=names).labels
+    correct = [
+        names[label] == row["prediction"]
+        for label, row in zip(labels, predictions, strict=True)
+    ]
+    assert np.mean(correct) == pytest.approx(metrics["test_accuracy"])
+    for row in predictions:
+        assert sum(float(row[name]) for name in names) == pytest.approx(1, abs=1e-5)
 
 
-def test_cli_rejects_bad_arguments(tmp_path):
-    train = toy_ts_file(tmp_path / "train.ts", 8, 0)
-    with pytest.raises(ValueError, match="go together"):
-        cli.main(["train", "--data", train, "--out", str(tmp_path / "a")])
-    with pytest.raises(ValueError, match="dt0 must be positive"):
-        cli.main(["train", "--dt0", "-1", "--out", str(tmp_path / "b")])
-    with pytest.raises(SystemExit):
-        cli.main(["train", "--solver", "rk45"])
-    # A bad option found before training leaves no run folder behind.
-    with pytest.raises(ValueError, match="tighten-at must lie in"):
-        cli.main(["train", "--tighten-at", "1.5", "--out", str(tmp_path / "c")])
-    assert not (tmp_path / "c").exists()
-    with pytest.raises(ValueError, match="checkpoint-every must be positive"):
-        cli.main(["train", "--checkpoint-every", "0", "--out", str(tmp_path / "d")])
-    assert not (tmp_path / "d").exists()
+def _bad(tmp_path, capsys, *args):
+    """Run the CLI on bad input: exit status 2, one line on stderr naming the
+    problem, no traceback, no run folder."""
+    before = set(tmp_path.iterdir())
+    status = cli.main(list(args))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2
+    assert len(err) == 1 and err[0].startswith("ltc-jax: error: ")
+    assert set(tmp_path.iterdir()) == before
+    return err[0]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ("--data", "missing.ts", "--test-data", "missing.ts"),
+            "--data missing.ts: no such file",
+        ),
+        (("--dt0", "-1"), "--dt0 must be positive; got -1.0"),
+        (("--tau-min", "-0.5"), "--tau-min must be zero or positive"),
+        (("--epochs", "0"), "--epochs must be at least 1; got 0"),
+        (("--epochs", "-3"), "--epochs must be at least 1; got -3"),
+        (("--batch-size", "0"), "--batch-size must be at least 1"),
+        (("--tighten-at", "1.5"), "--tighten-at must lie in (0, 1)"),
+        (("--checkpoint-every", "0"), "--checkpoint-every must be at least 1"),
+        (("--drop-rate", "1"), "--drop-rate must lie in [0, 1)"),
+        (("--data", "x.ts"), "--data and --test-data go together"),
+        (("--resume", "no-such-run"), "--resume no-such-run: no such folder"),
+    ],
+)
+def test_cli_user_errors_are_one_line_with_status_2(
+    tmp_path, capsys, monkeypatch, args, message
+):
+    monkeypatch.chdir(tmp_path)
+    assert message in _bad(tmp_path, capsys, "train", *args)
+
+
+def test_cli_out_that_is_a_file_and_debug(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "taken").write_text("")
+    assert "--out taken is a file" in _bad(tmp_path, capsys, "train", "--out", "taken")
+    with pytest.raises(FileExistsError, match="is a file"):
+        cli.main(["train", "--out", "taken", "--debug"])
+    assert "not a finished run" in _bad(
+        tmp_path, capsys, "evaluate", str(tmp_path), "--data", "taken"
+    )
+
+
+def test_cli_version(capsys):
+    assert cli.main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"ltc-jax {ltc_jax.__version__}"
+    out = subprocess.run(
+        [sys.executable, "-m", "ltc_jax", "--version"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == f"ltc-jax {ltc_jax.__version__}"
 
 
 def test_cli_biophysical_cell_with_fused_solver(tmp_path):

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+import jax
 import numpy as np
 import pytest
 from helpers import max_relative_error, toy_ts_file
@@ -242,3 +243,41 @@ def test_x64_switch(tmp_path):
         )
         results.append(json.loads(out))
     assert results == [[False, "float32"], [True, "float64"]]
+
+
+@pytest.mark.slow
+def test_ctrl_c_keeps_the_run_and_names_the_resume_command(tmp_path):
+    """SIGINT mid-run: exit status 130, every checkpoint intact, the resume
+    command printed; resuming with a changed option is refused (status 2), and
+    the resumed run's training time counts both parts."""
+    train = toy_ts_file(tmp_path / "train.ts", 32, 0)
+    test = toy_ts_file(tmp_path / "test.ts", 8, 1)
+    run = tmp_path / "run"
+    common = ["--data", train, "--test-data", test, "--hidden-size", "4"]
+    victim = subprocess.Popen(
+        _train_command(
+            *common, "--epochs", "200", "--batch-size", "8", "--out", str(run)
+        ),
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.time() + 300
+    while time.time() < deadline and not ltc_jax.list_checkpoints(run / "checkpoints"):
+        time.sleep(0.2)
+    victim.send_signal(signal.SIGINT)
+    _, err = victim.communicate(timeout=120)
+    assert victim.returncode == 130
+    assert err.strip().splitlines()[-1].endswith(f"ltc-jax train --resume {run}")
+    with jax.enable_x64(False):  # the run was float32
+        like = ltc_jax.LTC(2, 4, 2, key=jr_key(0))
+    _, meta, skipped = ltc_jax.load_latest_checkpoint(run / "checkpoints", like)
+    assert skipped == [] and meta["epoch"] < 200
+    refused = subprocess.run(
+        _train_command("--resume", str(run), "--epochs", "3"),
+        capture_output=True,
+        text=True,
+    )
+    assert refused.returncode == 2
+    assert "--epochs 3 (saved: 200)" in refused.stderr

@@ -1,12 +1,17 @@
 """The `ltc-jax` command line: the only place in the package that parses arguments
 and prints."""
 
+import dataclasses
+import os
 import sys
+from typing import Annotated
 
 import tyro
 
+import ltc_jax
+
 from .config import TrainConfig
-from .job import train_and_evaluate
+from .job import RunInterrupted, evaluate_run, predict_run, train_and_evaluate
 
 
 def _mib(value: int | None) -> str:
@@ -46,16 +51,123 @@ def print_report(metrics: dict) -> None:
     print(f"\nrun folder         {metrics['run_dir']}")
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Entry point of `ltc-jax`. Subcommand: `train`."""
-    config = tyro.extras.subcommand_cli_from_dict(
-        {"train": TrainConfig},
-        args=sys.argv[1:] if argv is None else argv,
-        prog="ltc-jax",
-        description="Liquid Time-Constant networks in JAX.",
+@dataclasses.dataclass(frozen=True)
+class EvaluateConfig:
+    """Evaluate a finished run's model on a labelled .ts file, read and
+    standardised as its training data was."""
+
+    run_dir: tyro.conf.Positional[str]
+    """The run folder of ltc-jax train."""
+    data: Annotated[str, tyro.conf.arg(metavar="FILE")]
+    """The labelled .ts file (its labels among the run's classes)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PredictConfig:
+    """Write a finished run's predictions for the series of a .ts file as CSV."""
+
+    run_dir: tyro.conf.Positional[str]
+    """The run folder of ltc-jax train."""
+    data: Annotated[str, tyro.conf.arg(metavar="FILE")]
+    """The .ts file (labels, if any, are not used)."""
+    out: Annotated[str | None, tyro.conf.arg(metavar="FILE")] = None
+    """The CSV file to write. Default: RUN_DIR/predictions-<data file name>.csv.
+    An existing file is never overwritten."""
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _run(config) -> int:
+    """Run one parsed subcommand; return the exit status."""
+    if isinstance(config, TrainConfig):
+        print_report(train_and_evaluate(config, say=_say))
+    elif isinstance(config, EvaluateConfig):
+        result = evaluate_run(config.run_dir, config.data)
+        print(f"accuracy   {result['accuracy']:.4f}")
+        print(f"loss       {result['loss']:.4f}")
+        print(f"steps      {result['num_steps']:.1f} per sequence")
+    else:
+        name = os.path.splitext(os.path.basename(config.data))[0]
+        out = config.out or os.path.join(config.run_dir, f"predictions-{name}.csv")
+        count = predict_run(config.run_dir, config.data, out)
+        print(f"{count} predictions written to {out}")
+    return 0
+
+
+# What a user can get wrong, reported in one line with exit status 2.
+_USER_ERRORS = (ValueError, OSError, ltc_jax.CheckpointError)
+# A run that failed (a diverged or failed solve): one line, exit status 1.
+_RUN_FAILURES = (
+    ltc_jax.SolverFailureError,
+    ltc_jax.NonFiniteLossError,
+    ltc_jax.DivergenceError,
+    ltc_jax.TrainingFailedError,
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of `ltc-jax` (and `python -m ltc_jax`): subcommands `train`,
+    `evaluate` and `predict`; `--version`; `--debug` (anywhere) shows the
+    traceback of an error instead of its one-line message.
+
+    **Returns:** the exit status: 0 on success, 1 when training fails (a diverged
+    or failed solve), 2 for a user error (a bad option or file), 130 on Ctrl-C.
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args
+    args = [arg for arg in args if arg != "--debug"]
+    if args == ["--version"]:
+        print(f"ltc-jax {ltc_jax.__version__}")
+        return 0
+    try:
+        # Building a TrainConfig validates its options, so parsing can fail too.
+        config = tyro.extras.subcommand_cli_from_dict(
+            {
+                "train": TrainConfig,
+                "evaluate": EvaluateConfig,
+                "predict": PredictConfig,
+            },
+            args=args,
+            prog="ltc-jax",
+            description=(
+                "Liquid Time-Constant networks in JAX. --version prints the "
+                "version; --debug shows tracebacks."
+            ),
+        )
+        return _run(config)
+    except RunInterrupted as interrupted:
+        _say(
+            f"ltc-jax: interrupted; the run's newest checkpoint is intact. Continue "
+            f"with: ltc-jax train --resume {interrupted.run_dir}"
+        )
+        return 130
+    except _RUN_FAILURES as error:
+        if debug:
+            raise
+        _say(f"ltc-jax: training failed: {_one_line(error)}")
+        return 1
+    except _USER_ERRORS as error:
+        if debug:
+            raise
+        _say(f"ltc-jax: error: {_one_line(error)} (--debug shows the traceback)")
+        return 2
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split())
+    return (
+        text
+        if isinstance(error, ValueError | ltc_jax.CheckpointError)
+        else (text or type(error).__name__)
     )
-    print_report(train_and_evaluate(config))
+
+
+def run() -> None:
+    """The console script: `main()`'s status as the process's exit status."""
+    sys.exit(main())
 
 
 if __name__ == "__main__":
-    main()
+    run()

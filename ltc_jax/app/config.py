@@ -2,7 +2,9 @@
 tyro and the tests and notebooks build directly."""
 
 import dataclasses
-from typing import Literal
+from typing import Annotated, Literal
+
+import tyro
 
 from .._custom_types import Interpolation
 from .._integrator import Batching
@@ -11,6 +13,12 @@ from .._names import AdjointName, SolverName
 
 DEFAULT_RTOL = 1e-3
 DEFAULT_ATOL = 1e-4
+
+# Metavars for optional options, instead of tyro's `{None}|STR`.
+File = Annotated[str | None, tyro.conf.arg(metavar="FILE")]
+Folder = Annotated[str | None, tyro.conf.arg(metavar="FOLDER")]
+OptionalFloat = Annotated[float | None, tyro.conf.arg(metavar="FLOAT")]
+OptionalInt = Annotated[int | None, tyro.conf.arg(metavar="INT")]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,11 +29,11 @@ class TrainConfig:
     adaptive steps (rtol 1e-3, atol 1e-4), checkpointed gradients.
     """
 
-    data: str | None = None
+    data: File = None
     """Training set (.ts). Default: the bundled JapaneseVowels."""
-    test_data: str | None = None
+    test_data: File = None
     """Test set (.ts); required with --data."""
-    out: str | None = None
+    out: Folder = None
     """Run folder. Default: runs/train/<date>-<time>. An existing non-empty folder is
     never overwritten."""
     seed: int = 0
@@ -43,15 +51,15 @@ class TrainConfig:
     """Sub-steps per step of the fused solver."""
     adjoint: AdjointName = "checkpoint"
     """Gradient mode: checkpoint, full, backsolve, windowed or direct."""
-    dt0: float | None = None
+    dt0: OptionalFloat = None
     """Fixed step (time units) when no tolerances are given; else the first step."""
-    rtol: float | None = None
+    rtol: OptionalFloat = None
     """Relative tolerance (adaptive steps). Default 1e-3 when dt0 is not given."""
-    atol: float | None = None
+    atol: OptionalFloat = None
     """Absolute tolerance (adaptive steps). Default 1e-4 when dt0 is not given."""
-    dtmin: float | None = None
+    dtmin: OptionalFloat = None
     """Smallest adaptive step (time units); reaching it is an error."""
-    tighten_at: float | None = None
+    tighten_at: OptionalFloat = None
     """Tolerance schedule: after this fraction of the epochs, switch to
     --tight-rtol/--tight-atol (adaptive steps only)."""
     tight_rtol: float = 1e-6
@@ -64,9 +72,9 @@ class TrainConfig:
     adjoint_rms_seminorm)."""
     max_steps: int = 4096
     """Most adaptive steps per solve (fixed steps: set from the data)."""
-    checkpoints: int | None = None
+    checkpoints: OptionalInt = None
     """Checkpoints for --adjoint checkpoint (default: diffrax's choice)."""
-    windows: int | None = None
+    windows: OptionalInt = None
     """Windows for --adjoint windowed (default: derived from the time constants
     and the longest sequence)."""
     backward_solver: SolverName | None = None
@@ -87,16 +95,22 @@ class TrainConfig:
     tau_min: float = 0.0
     """Floor on every time constant tau (time units)."""
     epochs: int = 100
+    """Passes over the training set."""
     batch_size: int = 16
+    """Sequences per optimiser step (the last batch is filled with weight-0
+    copies)."""
     learning_rate: float = 1e-2
     """Peak learning rate of Adam (cosine decay to 1% of it)."""
     weight_decay: float = 0.0
+    """Decoupled weight decay of AdamW (0: Adam)."""
     clip_norm: float = 1.0
     """Global gradient-norm clip."""
     warmup_steps: int = 0
+    """Optimiser steps of linear learning-rate warm-up."""
     memory_table: bool = True
-    """Measure the compiled training step's memory under every gradient mode."""
-    checkpoint_every: int | None = None
+    """Measure the compiled training step's memory under every gradient mode
+    (compiles one step per mode after training)."""
+    checkpoint_every: OptionalInt = None
     """Also checkpoint every N optimiser steps (always after each epoch)."""
     on_failure: Literal["raise", "skip"] = "raise"
     """On a failed solve or non-finite loss: stop (raise) or drop the update (skip)."""
@@ -104,8 +118,64 @@ class TrainConfig:
     """With --on-failure skip: stop after this many failed steps in a row."""
     x64: bool = False
     """Run everything in float64."""
-    resume: str | None = None
+    resume: Folder = None
     """Continue the run in this folder from its newest good checkpoint, with its
     saved configuration (other options are ignored, except --progress)."""
     progress: bool = True
     """Show a progress bar."""
+
+    def check(self) -> None:
+        """Check every option's value (the main job does, before anything is
+        loaded, compiled or written).
+
+        **Raises:** `ValueError` naming the option (as on the command line)."""
+        at_least_one = (
+            "seed",
+            "hidden_size",
+            "ode_unfolds",
+            "max_steps",
+            "checkpoints",
+            "windows",
+            "epochs",
+            "batch_size",
+            "checkpoint_every",
+            "max_consecutive_failures",
+        )
+        for name in at_least_one:
+            value = getattr(self, name)
+            least = 0 if name == "seed" else 1
+            if value is not None and value < least:
+                raise ValueError(
+                    f"{_flag(name)} must be at least {least}; got {value}."
+                )
+        positive = (
+            "dt0",
+            "rtol",
+            "atol",
+            "dtmin",
+            "tight_rtol",
+            "tight_atol",
+            "learning_rate",
+            "clip_norm",
+        )
+        for name in positive:
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"{_flag(name)} must be positive; got {value}.")
+        for name in ("tau_min", "weight_decay", "warmup_steps"):
+            value = getattr(self, name)
+            if not value >= 0:
+                raise ValueError(
+                    f"{_flag(name)} must be zero or positive; got {value}."
+                )
+        if not 0.0 <= self.drop_rate < 1.0:
+            raise ValueError(f"--drop-rate must lie in [0, 1); got {self.drop_rate}.")
+        if self.tighten_at is not None and not 0.0 < self.tighten_at < 1.0:
+            raise ValueError(f"--tighten-at must lie in (0, 1); got {self.tighten_at}.")
+        if (self.data is None) != (self.test_data is None):
+            raise ValueError("--data and --test-data go together: give both .ts files.")
+
+
+def _flag(name: str) -> str:
+    """A field's name as the command line spells it."""
+    return "--" + name.replace("_", "-")

@@ -1,11 +1,13 @@
 """The main job: train an LTC on a labelled `.ts` dataset and write a run folder."""
 
+import csv
 import dataclasses
 import datetime
 import json
 import math
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 import equinox as eqx
@@ -17,14 +19,47 @@ import numpy as np
 import ltc_jax
 from ltc_jax.datasets import (
     SequenceDataset,
+    channel_statistics,
     drop_observations,
     load_japanese_vowels,
     read_ts,
-    standardize,
+    standardize_with,
 )
 
 from .._names import has_reverse_solve
-from .config import DEFAULT_ATOL, DEFAULT_RTOL, TrainConfig
+from .config import DEFAULT_ATOL, DEFAULT_RTOL, TrainConfig, _flag
+
+
+class RunInterrupted(Exception):
+    """Training was interrupted (Ctrl-C); `run_dir` holds the run, whose newest
+    checkpoint (written atomically) `--resume` continues from."""
+
+    def __init__(self, run_dir: str):
+        super().__init__(run_dir)
+        self.run_dir = run_dir
+
+
+def check_paths(config: TrainConfig) -> None:
+    """Check the files and folders a config names, before anything is loaded,
+    compiled or written.
+
+    **Raises:** `FileNotFoundError` for a missing `.ts` file or `resume` folder;
+    `FileExistsError` for an `out` that is a file or a non-empty folder.
+    """
+    for name in ("data", "test_data"):
+        path = getattr(config, name)
+        if path is not None and not os.path.isfile(path):
+            raise FileNotFoundError(f"{_flag(name)} {path}: no such file.")
+    if config.resume is not None and not os.path.isdir(config.resume):
+        raise FileNotFoundError(f"--resume {config.resume}: no such folder.")
+    if config.out is not None and os.path.exists(config.out):
+        if not os.path.isdir(config.out):
+            raise FileExistsError(f"--out {config.out} is a file; give a folder.")
+        if os.listdir(config.out):
+            raise FileExistsError(
+                f"--out {config.out} already holds files; choose a new folder "
+                "(runs are never overwritten)."
+            )
 
 
 def make_run_dir(out: str | None, parent: str) -> str:
@@ -50,17 +85,18 @@ def make_run_dir(out: str | None, parent: str) -> str:
     return out
 
 
-def load_data(config: TrainConfig) -> tuple[SequenceDataset, SequenceDataset]:
-    """The `(train, test)` pair named by `config`: observations dropped if
-    `drop_rate > 0`, then standardised with the training statistics.
+def load_data(
+    config: TrainConfig,
+) -> tuple[SequenceDataset, SequenceDataset, tuple[np.ndarray, np.ndarray]]:
+    """The `(train, test)` pair named by `config` (observations dropped if
+    `drop_rate > 0`) standardised with the training statistics, and those
+    statistics `(mean, std)`, one entry per channel.
 
-    **Raises:** `ValueError` if only one of `data` and `test_data` is given, or the
-    two have different channels.
+    **Raises:** `ValueError` if the two have different channels; the errors of
+    [`ltc_jax.datasets.read_ts`][].
     """
-    if config.data is None and config.test_data is None:
+    if config.data is None:
         train, test = load_japanese_vowels()
-    elif config.data is None or config.test_data is None:
-        raise ValueError("--data and --test-data go together: give both .ts files.")
     else:
         train = read_ts(config.data)
         test = read_ts(
@@ -75,7 +111,9 @@ def load_data(config: TrainConfig) -> tuple[SequenceDataset, SequenceDataset]:
     if config.drop_rate > 0:
         train = drop_observations(train, config.drop_rate, seed=config.seed)
         test = drop_observations(test, config.drop_rate, seed=config.seed + 1)
-    return standardize(train, test)
+    statistics = channel_statistics(train)
+    train, test = (standardize_with(data, *statistics) for data in (train, test))
+    return train, test, statistics
 
 
 def path_options(config: TrainConfig) -> dict[str, Any]:
@@ -180,49 +218,38 @@ def memory_by_mode(
     return table
 
 
-def train_and_evaluate(config: TrainConfig) -> dict[str, Any]:
-    """Run the main job: load data, train, evaluate, and write the run folder.
+def _resumed_config(config: TrainConfig) -> TrainConfig:
+    """The saved configuration of the run `config.resume` continues.
 
-    The folder (`config.out`, or a new `runs/train/<date>-<time>`) receives
-    `config.json`, `metrics.json` and `checkpoints/` (the newest two, written
-    atomically: model, optimiser state and position in the data). With
-    `config.resume`, the run in that folder continues from its newest good
-    checkpoint, with its saved configuration, and ends as an uninterrupted run
-    would have (bit for bit on CPU).
-
-    **Returns:** the metrics dict, also written to `metrics.json`, with at least
-    `test_accuracy`, `train_seconds`, `gradient_mode`, `solver`,
-    `steps_per_sequence` and `memory_bytes_by_mode`, plus `history`,
-    `parameters_sha256` (a digest of the final parameters) and `environment`.
-
-    **Raises:** `ValueError` for inconsistent options; `FileExistsError` for a
-    non-empty `out`; `FileNotFoundError` for a `resume` folder without
-    `config.json`; the errors of [`ltc_jax.fit`][]; a
-    [`ltc_jax.datasets.TSFormatError`][] for a malformed `.ts` file.
+    **Raises:** `FileNotFoundError` without a `config.json`; `ValueError` if
+    `config` sets an option (other than `--progress`) to a value the saved run
+    does not have: a resumed run keeps its options.
     """
-    resume = config.resume is not None
-    if resume:
-        run_dir = config.resume
-        saved_path = os.path.join(run_dir, "config.json")
-        if not os.path.isfile(saved_path):
-            raise FileNotFoundError(f"--resume {run_dir}: no config.json in it.")
-        with open(saved_path) as file:
-            saved = json.load(file)
-        config = dataclasses.replace(
-            TrainConfig(**saved), resume=None, progress=config.progress
+    saved_path = os.path.join(config.resume, "config.json")
+    if not os.path.isfile(saved_path):
+        raise FileNotFoundError(f"--resume {config.resume}: no config.json in it.")
+    with open(saved_path) as file:
+        saved = TrainConfig(**json.load(file))
+    conflicts = [
+        f"{_flag(field.name)} {getattr(config, field.name)!r} (saved: "
+        f"{getattr(saved, field.name)!r})"
+        for field in dataclasses.fields(TrainConfig)
+        if field.name not in ("resume", "progress")
+        and getattr(config, field.name) != field.default
+        and getattr(config, field.name) != getattr(saved, field.name)
+    ]
+    if conflicts:
+        raise ValueError(
+            f"--resume {config.resume} continues that run with its saved options; "
+            f"these differ: {'; '.join(conflicts)}. Start a new run to change them."
         )
-    if config.x64:
-        jax.config.update("jax_enable_x64", True)
-    train, test = load_data(config)
-    integrator = make_config_integrator(config, (train, test))
-    schedule = training_schedule(config, integrator)
-    options = path_options(config)
-    train_path = ltc_jax.make_input_path(train, **options)
-    output_size = (
-        train.num_classes if train.is_classification else train.labels.shape[1]
-    )
-    model = ltc_jax.LTC(
-        train_path.input_size,
+    return dataclasses.replace(saved, resume=None, progress=config.progress)
+
+
+def make_model(config: TrainConfig, input_size: int, output_size: int) -> ltc_jax.LTC:
+    """The freshly initialised LTC a config describes."""
+    return ltc_jax.LTC(
+        input_size,
         config.hidden_size,
         output_size,
         cell=config.cell,
@@ -230,6 +257,52 @@ def train_and_evaluate(config: TrainConfig) -> dict[str, Any]:
         tau_min=config.tau_min,
         key=jr.PRNGKey(config.seed),
     )
+
+
+def train_and_evaluate(
+    config: TrainConfig, say: Callable[[str], None] | None = None
+) -> dict[str, Any]:
+    """Run the main job: load data, train, evaluate, and write the run folder.
+
+    The folder (`config.out`, or a new `runs/train/<date>-<time>`) receives
+    `config.json`, `checkpoints/` (the newest two, written atomically: model,
+    optimiser state and position in the data), and at the end `model.eqx` (the
+    trained parameters), `data.json` (the standardisation statistics and class
+    names, for `ltc-jax evaluate` and `predict`), `history.csv`, `history.png`
+    (where matplotlib is installed) and `metrics.json`. With `config.resume`, the
+    run in that folder continues from its newest good checkpoint, with its saved
+    configuration, and ends as an uninterrupted run would have (bit for bit on
+    CPU); `train_seconds` then counts every part of the run.
+
+    **Arguments:** `config`; `say`: called with one-line status messages (what is
+    resumed, what is being compiled); default: silent.
+
+    **Returns:** the metrics dict, also written to `metrics.json`, with at least
+    `test_accuracy`, `train_seconds`, `gradient_mode`, `solver`,
+    `steps_per_sequence` and `memory_bytes_by_mode`, plus `history`,
+    `parameters_sha256` (a digest of the final parameters) and `environment`.
+
+    **Raises:** `ValueError` for a bad or inconsistent option
+    ([`ltc_jax.app.TrainConfig.check`][]); `FileNotFoundError` and
+    `FileExistsError` from [`ltc_jax.app.job.check_paths`][]; the errors of
+    [`ltc_jax.fit`][]; a [`ltc_jax.datasets.TSFormatError`][] for a malformed
+    `.ts` file; `RunInterrupted` on Ctrl-C during training.
+    """
+    say = say or (lambda message: None)
+    config.check()
+    check_paths(config)
+    resume = config.resume is not None
+    if resume:
+        run_dir = config.resume
+        config = _resumed_config(config)
+    if config.x64:
+        jax.config.update("jax_enable_x64", True)
+    train, test, statistics = load_data(config)
+    integrator = make_config_integrator(config, (train, test))
+    schedule = training_schedule(config, integrator)
+    options = path_options(config)
+    train_path = ltc_jax.make_input_path(train, **options)
+    model = make_model(config, train_path.input_size, _output_size(train))
     steps_per_epoch = math.ceil(len(train) / config.batch_size)
     optimizer = ltc_jax.make_optimizer(
         config.learning_rate,
@@ -239,35 +312,39 @@ def train_and_evaluate(config: TrainConfig) -> dict[str, Any]:
         weight_decay=config.weight_decay,
     )
     # The options are checked above; only now is the run folder made.
-    if config.checkpoint_every is not None and config.checkpoint_every < 1:
-        raise ValueError(
-            f"--checkpoint-every must be positive; got {config.checkpoint_every}."
-        )
     if not resume:
         run_dir = make_run_dir(config.out, os.path.join("runs", "train"))
         with open(os.path.join(run_dir, "config.json"), "w") as file:
             json.dump(dataclasses.asdict(config), file, indent=2)
     checkpoint_dir = os.path.join(run_dir, "checkpoints")
+    found = ltc_jax.list_checkpoints(checkpoint_dir) if resume else []
+    if resume:
+        where = os.path.basename(found[-1]) if found else "its start (no checkpoint)"
+        say(f"resuming {run_dir} from {where}, with its saved options")
+    say(f"compiling the training step ({config.solver}, {config.adjoint}) ...")
     start = time.perf_counter()
-    model, history = ltc_jax.fit(
-        model,
-        train,
-        integrator=integrator if schedule is None else schedule,
-        optimizer=optimizer,
-        epochs=config.epochs,
-        batch_size=config.batch_size,
-        seed=config.seed,
-        path=train_path,
-        checkpoint_dir=checkpoint_dir,
-        checkpoint_every=config.checkpoint_every,
-        resume=resume and bool(ltc_jax.list_checkpoints(checkpoint_dir)),
-        on_failure=config.on_failure,
-        max_consecutive_failures=config.max_consecutive_failures,
-        progress=ltc_jax.TqdmFitProgress()
-        if config.progress
-        else ltc_jax.NoFitProgress(),
-    )
-    train_seconds = time.perf_counter() - start
+    try:
+        model, history = ltc_jax.fit(
+            model,
+            train,
+            integrator=integrator if schedule is None else schedule,
+            optimizer=optimizer,
+            epochs=config.epochs,
+            batch_size=config.batch_size,
+            seed=config.seed,
+            path=train_path,
+            checkpoint_dir=checkpoint_dir,
+            checkpoint_every=config.checkpoint_every,
+            resume=bool(found),
+            on_failure=config.on_failure,
+            max_consecutive_failures=config.max_consecutive_failures,
+            progress=ltc_jax.TqdmFitProgress()
+            if config.progress
+            else ltc_jax.NoFitProgress(),
+        )
+    except KeyboardInterrupt:
+        raise RunInterrupted(run_dir) from None
+    part_seconds = time.perf_counter() - start
     if schedule is not None:
         integrator = schedule.final
     result = ltc_jax.evaluate(
@@ -279,15 +356,24 @@ def train_and_evaluate(config: TrainConfig) -> dict[str, Any]:
     )
     memory = None
     if config.memory_table:
+        say(
+            f"measuring the compiled memory of a training step under each of the "
+            f"{len(ltc_jax.ADJOINT_NAMES)} gradient modes (one compilation each) ..."
+        )
         batch = next(ltc_jax.batches(train, config.batch_size, path=train_path))
         memory = memory_by_mode(model, optimizer, batch, config, (train, test))
     metrics = dict(
         test_accuracy=result["accuracy"],
         test_loss=result["loss"],
-        train_seconds=train_seconds,
+        train_seconds=sum(record["seconds"] for record in history)
+        if resume
+        else part_seconds,
+        train_seconds_this_part=part_seconds,
         gradient_mode=integrator.adjoint_name,
         windows=history[-1].get("windows") if history else None,
         solver=config.solver,
+        rtol=_tolerance(integrator, "rtol"),
+        atol=_tolerance(integrator, "atol"),
         cell=config.cell,
         wiring=config.wiring if config.cell == "biophysical" else None,
         adaptive=integrator.is_adaptive,
@@ -303,9 +389,174 @@ def train_and_evaluate(config: TrainConfig) -> dict[str, Any]:
         environment=ltc_jax.environment(),
         run_dir=run_dir,
     )
+    save_model(run_dir, model, train, statistics)
+    write_history(run_dir, history)
     with open(os.path.join(run_dir, "metrics.json"), "w") as file:
         json.dump(metrics, file, indent=2, default=_json_default)
     return metrics
+
+
+def _output_size(train: SequenceDataset) -> int:
+    return train.num_classes if train.is_classification else train.labels.shape[1]
+
+
+def _tolerance(integrator: ltc_jax.Integrator, name: str) -> float | None:
+    """The rtol or atol adaptive steps used (`None` for fixed steps)."""
+    value = getattr(integrator.stepsize_controller, name, None)
+    return None if value is None else float(value)
+
+
+def save_model(
+    run_dir: str,
+    model: ltc_jax.LTC,
+    train: SequenceDataset,
+    statistics: tuple[np.ndarray, np.ndarray],
+) -> None:
+    """Write `model.eqx` (the parameters, `eqx.tree_serialise_leaves`) and
+    `data.json` (what reading new data needs: the training set's per-channel mean
+    and standard deviation, class names, and output size)."""
+    eqx.tree_serialise_leaves(os.path.join(run_dir, "model.eqx"), model)
+    mean, std = statistics
+    data = dict(
+        mean=mean.tolist(),
+        std=std.tolist(),
+        class_names=list(train.class_names) if train.is_classification else None,
+        output_size=_output_size(train),
+        input_channels=train.num_channels,
+        input_size=model.cell.input_size,
+    )
+    with open(os.path.join(run_dir, "data.json"), "w") as file:
+        json.dump(data, file, indent=2)
+
+
+def write_history(run_dir: str, history: list[dict]) -> None:
+    """Write the per-epoch history as `history.csv`, and its loss and training
+    accuracy curves as `history.png` where matplotlib is installed."""
+    if not history:
+        return
+    columns = [k for k, v in history[0].items() if np.isscalar(v) or v is None]
+    with open(os.path.join(run_dir, "history.csv"), "w", newline="") as file:
+        writer = csv.DictWriter(file, columns, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(history)
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:  # the plot needs the experiments extra
+        return
+    epochs = [record["epoch"] + 1 for record in history]
+    figure, (loss_axis, accuracy_axis) = plt.subplots(1, 2, figsize=(9, 3.2))
+    loss_axis.plot(epochs, [record["loss"] for record in history], marker=".")
+    loss_axis.set(xlabel="epoch", ylabel="training loss", yscale="log")
+    accuracy_axis.plot(epochs, [record["accuracy"] for record in history], marker=".")
+    accuracy_axis.set(xlabel="epoch", ylabel="training accuracy")
+    figure.tight_layout()
+    figure.savefig(os.path.join(run_dir, "history.png"), dpi=120)
+    plt.close(figure)
+
+
+def load_run(run_dir: str) -> tuple[TrainConfig, ltc_jax.LTC, dict]:
+    """The configuration, trained model and data statistics of a finished run.
+
+    **Raises:** `FileNotFoundError` if `run_dir` lacks `config.json`, `model.eqx`
+    or `data.json` (an unfinished run: resume it first).
+    """
+    files = {
+        name: os.path.join(run_dir, name)
+        for name in ("config.json", "model.eqx", "data.json")
+    }
+    missing = [name for name, path in files.items() if not os.path.isfile(path)]
+    if missing:
+        raise FileNotFoundError(
+            f"{run_dir} has no {', '.join(missing)}: not a finished run of ltc-jax "
+            "train (resume it with ltc-jax train --resume first)."
+        )
+    with open(files["config.json"]) as file:
+        config = TrainConfig(**json.load(file))
+    with open(files["data.json"]) as file:
+        data = json.load(file)
+    if config.x64:
+        jax.config.update("jax_enable_x64", True)
+    like = make_model(config, data["input_size"], data["output_size"])
+    model = eqx.tree_deserialise_leaves(files["model.eqx"], like)
+    return config, model, data
+
+
+def read_for_run(
+    run_dir: str, path: str
+) -> tuple[TrainConfig, ltc_jax.LTC, SequenceDataset]:
+    """A finished run and the `.ts` file `path` read and standardised as its
+    training data was.
+
+    **Raises:** `FileNotFoundError` for a missing file; `ValueError` if the file's
+    channels or labels do not match the run's.
+    """
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"--data {path}: no such file.")
+    config, model, stats = load_run(run_dir)
+    class_names = stats["class_names"]
+    data = read_ts(path, class_names=tuple(class_names) if class_names else None)
+    if data.num_channels != stats["input_channels"]:
+        raise ValueError(
+            f"{path} has {data.num_channels} channels; the run was trained on "
+            f"{stats['input_channels']}."
+        )
+    return config, model, standardize_with(data, stats["mean"], stats["std"])
+
+
+def evaluate_run(run_dir: str, path: str) -> dict[str, Any]:
+    """Evaluate a finished run's model on a labelled `.ts` file, read and
+    standardised as its training data was. **Returns:** the dict of
+    [`ltc_jax.evaluate`][]. **Raises:** as `read_for_run`."""
+    config, model, data = read_for_run(run_dir, path)
+    integrator = make_config_integrator(config, (data,))
+    return ltc_jax.evaluate(
+        model,
+        data,
+        integrator=integrator,
+        batch_size=config.batch_size,
+        path=ltc_jax.make_input_path(data, **path_options(config)),
+    )
+
+
+def predict_run(run_dir: str, path: str, out: str) -> int:
+    """Write a finished run's predictions for the series of a `.ts` file to the
+    CSV file `out`: one row per series, its index, the predicted class and each
+    class's probability (for regression, the predicted targets). Labels in the
+    file are read but not used. **Returns:** the number of series. **Raises:** as
+    `read_for_run`; `FileExistsError` if `out` exists."""
+    if os.path.exists(out):
+        raise FileExistsError(f"--out {out} exists; choose a new file.")
+    config, model, data = read_for_run(run_dir, path)
+    integrator = make_config_integrator(config, (data,))
+    options = path_options(config)
+    forward = eqx.filter_jit(lambda m, p: m(p, integrator=integrator))
+    outputs = np.concatenate(
+        [
+            np.asarray(forward(model, ltc_jax.make_input_path(chunk, **options)))
+            for chunk in (
+                data.take(np.arange(i, min(i + config.batch_size, len(data))))
+                for i in range(0, len(data), config.batch_size)
+            )
+        ]
+    )
+    with open(out, "w", newline="") as file:
+        writer = csv.writer(file)
+        if data.is_classification:
+            probabilities = np.asarray(jax.nn.softmax(outputs, axis=-1))
+            writer.writerow(["index", "prediction", *data.class_names])
+            for i, row in enumerate(probabilities):
+                prediction = data.class_names[int(np.argmax(row))]
+                writer.writerow([i, prediction, *(f"{p:.6g}" for p in row)])
+        else:
+            writer.writerow(
+                ["index", *(f"target_{j}" for j in range(outputs.shape[1]))]
+            )
+            for i, row in enumerate(outputs):
+                writer.writerow([i, *(f"{v:.6g}" for v in row)])
+    return len(outputs)
 
 
 def _json_default(value):

@@ -3,8 +3,10 @@
 from ._bundled import load_japanese_vowels as load_japanese_vowels
 from ._dataset import (
     SequenceDataset as SequenceDataset,
+    channel_statistics as channel_statistics,
     drop_observations as drop_observations,
     standardize as standardize,
+    standardize_with as standardize_with,
 )
 from ._ecg import (
     MITBIH_208_SAMPLE_RATE_HZ as MITBIH_208_SAMPLE_RATE_HZ,
@@ -13,3 +15,19 @@ from ._ecg import (
     mitbih_208_windows as mitbih_208_windows,
 )
 from ._ts_format import TSFormatError as TSFormatError, read_ts as read_ts
+
+
+__all__ = [
+    "SequenceDataset",
+    "load_japanese_vowels",
+    "load_mitbih_208",
+    "mitbih_208_windows",
+    "forecast_windows",
+    "MITBIH_208_SAMPLE_RATE_HZ",
+    "read_ts",
+    "TSFormatError",
+    "standardize",
+    "standardize_with",
+    "channel_statistics",
+    "drop_observations",
+]

@@ -3,6 +3,7 @@
 import dataclasses
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,14 +23,18 @@ class SequenceDataset:
     - `name`: a short description, e.g. the file it came from.
     """
 
-    ts: np.ndarray
-    xs: np.ndarray
-    lengths: np.ndarray
-    labels: np.ndarray
-    class_names: tuple[str, ...] = ()
+    # Any array-like (lists too) on construction; stored as NumPy arrays.
+    ts: np.ndarray | ArrayLike
+    xs: np.ndarray | ArrayLike
+    lengths: np.ndarray | ArrayLike
+    labels: np.ndarray | ArrayLike
+    class_names: tuple[str, ...] | list[str] = ()
     name: str = ""
 
     def __post_init__(self):
+        for name in ("ts", "xs", "lengths", "labels"):  # lists and tuples too
+            object.__setattr__(self, name, np.asarray(getattr(self, name)))
+        object.__setattr__(self, "class_names", tuple(self.class_names))
         n = self.xs.shape[0]
         if self.xs.ndim != 3:
             raise ValueError(f"xs must be (n, times, channels); got {self.xs.shape}.")
@@ -82,14 +87,14 @@ class SequenceDataset:
         return np.arange(self.ts.shape[1]) < self.lengths[:, None]
 
 
-def standardize(
-    train: SequenceDataset, *others: SequenceDataset
-) -> tuple[SequenceDataset, ...]:
-    """Scale every channel to zero mean and unit variance, using statistics of the
-    observed (non-padding, non-NaN) values of `train` only.
+def channel_statistics(
+    train: SequenceDataset,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each channel's mean and standard deviation over the observed (non-padding,
+    non-NaN) values of `train`; a constant channel gets a standard deviation of 1.
 
-    **Returns:** `(train, *others)` standardised with the same mean and standard
-    deviation.
+    **Returns:** `(mean, std)`, float64 arrays of shape `(channels,)`, in the
+    unit of the values.
 
     **Raises:** `ValueError` if a channel of `train` has no observed value.
     """
@@ -100,16 +105,46 @@ def standardize(
             f"Channel(s) {np.flatnonzero(counts == 0).tolist()} of {train.name!r} have "
             "no observed value; cannot standardise."
         )
-    mean = np.nanmean(observed, axis=0)
     std = np.nanstd(observed, axis=0)
-    std = np.where(std > 0, std, 1.0)
-    return tuple(
-        dataclasses.replace(
-            data,
-            xs=np.where(data.valid_mask()[..., None], (data.xs - mean) / std, 0.0),
+    return np.nanmean(observed, axis=0), np.where(std > 0, std, 1.0)
+
+
+def standardize_with(
+    data: SequenceDataset, mean: ArrayLike, std: ArrayLike
+) -> SequenceDataset:
+    """`data` with every channel shifted by `mean` and divided by `std` (both
+    `(channels,)`, arrays or sequences of floats); padding becomes 0, missing
+    values stay NaN.
+
+    **Raises:** `ValueError` if `mean` or `std` does not have one entry per
+    channel, or `std` is not positive.
+    """
+    mean, std = np.asarray(mean, dtype=np.float64), np.asarray(std, dtype=np.float64)
+    if mean.shape != (data.num_channels,) or std.shape != (data.num_channels,):
+        raise ValueError(
+            f"{data.name!r} has {data.num_channels} channels; got statistics of "
+            f"shapes {mean.shape} and {std.shape}."
         )
-        for data in (train, *others)
-    )
+    if not np.all(std > 0):
+        raise ValueError("Every standard deviation must be positive.")
+    xs = np.where(data.valid_mask()[..., None], (data.xs - mean) / std, 0.0)
+    return dataclasses.replace(data, xs=xs)
+
+
+def standardize(
+    train: SequenceDataset, *others: SequenceDataset
+) -> tuple[SequenceDataset, ...]:
+    """Scale every channel to zero mean and unit variance, using statistics of the
+    observed (non-padding, non-NaN) values of `train` only
+    ([`ltc_jax.datasets.channel_statistics`][]).
+
+    **Returns:** `(train, *others)` standardised with the same mean and standard
+    deviation.
+
+    **Raises:** `ValueError` if a channel of `train` has no observed value.
+    """
+    mean, std = channel_statistics(train)
+    return tuple(standardize_with(data, mean, std) for data in (train, *others))
 
 
 def drop_observations(

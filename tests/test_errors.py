@@ -1,0 +1,69 @@
+"""Input checks at the library's API boundary: each names the problem."""
+
+import numpy as np
+import pytest
+
+import ltc_jax
+from ltc_jax.datasets import SequenceDataset
+
+
+def _data(labels, channels=3, times=5):
+    n = len(labels)
+    return SequenceDataset(
+        ts=np.broadcast_to(np.arange(times, dtype=float), (n, times)).copy(),
+        xs=np.random.default_rng(0).normal(size=(n, times, channels)),
+        lengths=np.full(n, times, dtype=np.int32),
+        labels=np.asarray(labels, dtype=np.int32),
+        class_names=("a", "b"),
+        name="toy",
+    )
+
+
+INTEGRATOR = dict(rtol=1e-3, atol=1e-4, max_steps=64)
+
+
+def test_one_based_labels_are_named_before_training(getkey):
+    model = ltc_jax.LTC(3, 4, 2, key=getkey())
+    with pytest.raises(ValueError, match=r"labels from 1 to 2 \(1-based labels"):
+        ltc_jax.fit(
+            model,
+            _data([1, 2]),
+            integrator=ltc_jax.make_integrator(**INTEGRATOR),
+            optimizer=ltc_jax.make_optimizer(1e-2, 1),
+            epochs=1,
+            batch_size=2,
+            progress=ltc_jax.NoFitProgress(),
+        )
+    with pytest.raises(ValueError, match=r"indices in \[0, 2\)"):
+        ltc_jax.evaluate(
+            model, _data([0, 5]), integrator=ltc_jax.make_integrator(**INTEGRATOR)
+        )
+
+
+def test_wrong_input_size_is_a_value_error(getkey):
+    model = ltc_jax.LTC(3, 4, 2, key=getkey())
+    path = ltc_jax.InputPath(np.arange(5.0), np.ones((2, 5, 4)))
+    with pytest.raises(
+        ValueError, match="takes 3 input channels; the input path has 4"
+    ):
+        model(path, integrator=ltc_jax.make_integrator(**INTEGRATOR))
+
+
+def test_datasets_and_paths_accept_lists(getkey):
+    """Lists become arrays: the same logits as from NumPy arrays."""
+    arrays = _data([0, 1])
+    lists = SequenceDataset(
+        ts=arrays.ts.tolist(),
+        xs=arrays.xs.tolist(),
+        lengths=arrays.lengths.tolist(),
+        labels=arrays.labels.tolist(),
+        class_names=["a", "b"],
+    )
+    assert lists.xs.shape == (2, 5, 3) and lists.class_names == ("a", "b")
+    model = ltc_jax.LTC(3, 4, 2, key=getkey())
+    integrator = ltc_jax.make_integrator(**INTEGRATOR)
+    from_lists = model(ltc_jax.make_input_path(lists), integrator=integrator)
+    from_arrays = model(ltc_jax.make_input_path(arrays), integrator=integrator)
+    np.testing.assert_array_equal(from_lists, from_arrays)
+    path = ltc_jax.InputPath(arrays.ts[0].tolist(), arrays.xs.tolist())
+    np.testing.assert_array_equal(model(path, integrator=integrator), from_arrays)
