@@ -26,7 +26,12 @@ from ._checkpoint import (
     parameter_digest as parameter_digest,
     save_checkpoint as save_checkpoint,
 )
-from ._defaults import fixed_max_steps as fixed_max_steps
+from ._defaults import (
+    DataDefaults as DataDefaults,
+    derive_defaults as derive_defaults,
+    fixed_max_steps as fixed_max_steps,
+    observation_spacing as observation_spacing,
+)
 from ._errors import (
     CheckpointError as CheckpointError,
     DivergenceError as DivergenceError,
@@ -139,6 +144,9 @@ __all__ = [
     "Integrator",
     "make_integrator",
     "fixed_max_steps",
+    "derive_defaults",
+    "DataDefaults",
+    "observation_spacing",
     "check_stability",
     "StabilityWarning",
     "real_stability_bound",

@@ -24,6 +24,7 @@ from ._errors import (
     SolverFailureError,
     TrainingFailedError,
 )
+from ._evaluate import evaluate
 from ._integrate import DIVERGED
 from ._integrator import (
     Integrator,
@@ -116,6 +117,9 @@ def fit(
     resume: bool = False,
     on_failure: str = "raise",
     max_consecutive_failures: int = 10,
+    validation: SequenceDataset | None = None,
+    validation_path: InputPath | None = None,
+    patience: int | None = None,
     progress: AbstractFitProgress = _DEFAULT_PROGRESS,
 ) -> tuple[eqx.Module, list[dict[str, int | float]]]:
     """Train `model` on `train` for `epochs` epochs.
@@ -145,6 +149,20 @@ def fit(
     when `"full"` or `"checkpoint"` (whose memory and time `max_steps` sizes)
     use under a tenth of it.
 
+    **Validation and early stopping.** With `validation` (a held-out part of the
+    training data, e.g. from [`ltc_jax.datasets.stratified_split`][]; never the
+    test set), each epoch ends with its loss and accuracy there
+    (`validation_loss`, `validation_accuracy` in the history); training stops
+    after `patience` epochs without a lower validation loss (`None`: never
+    early), and the model returned is the one of the best epoch (`best` marks
+    it in the history). Checkpoints hold the best model too, so resuming
+    restores the same choice.
+
+    **Non-learning.** If the last epoch's training loss is not at least 5% below
+    the loss of the first step, a `UserWarning` says so (and the last record's
+    `learned` is `False`): a model whose final state barely depends on its input
+    trains at chance without any other sign.
+
     **Tolerance schedules.** `integrator` may be a [`ltc_jax.ToleranceSchedule`][]:
     each epoch then uses its phase's tolerances (recorded in the history).
 
@@ -168,6 +186,8 @@ def fit(
         (default: linear interpolation, JAX's default float).
     - `checkpoint_dir`, `checkpoint_every`, `resume`: see above.
     - `on_failure`: `"raise"` or `"skip"`; `max_consecutive_failures`: see above.
+    - `validation`, `validation_path` (as `path`, for `validation`), `patience`:
+        see above.
     - `progress`: where progress goes (default a tqdm bar; `NoFitProgress()`
         for none).
 
@@ -194,6 +214,10 @@ def fit(
         raise ValueError("resume=True needs the checkpoint_dir to resume from.")
     if checkpoint_every is not None and checkpoint_every < 1:
         raise ValueError(f"checkpoint_every must be positive; got {checkpoint_every}.")
+    if patience is not None and patience < 1:
+        raise ValueError(f"patience must be at least 1; got {patience}.")
+    if patience is not None and validation is None:
+        raise ValueError("patience needs validation data to stop on.")
     if max_consecutive_failures < 1:
         raise ValueError(
             "max_consecutive_failures must be positive; got "
@@ -215,10 +239,25 @@ def fit(
     path = make_input_path(train) if path is None else path
     opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
     steps_per_epoch = math.ceil(len(train) / batch_size)
-    position = dict(epoch=0, batch=0, history=[], totals=_new_totals(), consecutive=0)
+    if validation is not None:
+        check_labels(model, validation)
+        validation_path = (
+            make_input_path(validation) if validation_path is None else validation_path
+        )
+    position = dict(
+        epoch=0,
+        batch=0,
+        history=[],
+        totals=_new_totals(),
+        consecutive=0,
+        best_epoch=None,
+        best_loss=None,
+        initial_loss=None,
+    )
+    best_model = model
     if resume:
-        (model, opt_state), meta, skipped = load_latest_checkpoint(
-            checkpoint_dir, (model, opt_state)
+        (model, opt_state, best_model), meta, skipped = load_latest_checkpoint(
+            checkpoint_dir, (model, opt_state, model)
         )
         for text in skipped:
             warnings.warn(f"Skipped a damaged checkpoint: {text}", stacklevel=2)
@@ -232,7 +271,10 @@ def fit(
         if checkpoint_dir is not None:
             step = position["epoch"] * steps_per_epoch + position["batch"]
             save_checkpoint(
-                checkpoint_dir, step, (model, opt_state), dict(position, seed=seed)
+                checkpoint_dir,
+                step,
+                (model, opt_state, best_model),
+                dict(position, seed=seed),
             )
 
     done = position["epoch"] * steps_per_epoch + position["batch"]
@@ -241,7 +283,7 @@ def fit(
     horizon = float(np.max(train.durations))
     windows = max([h.get("windows", 1) for h in history], default=1)
     try:
-        while position["epoch"] < epochs:
+        while position["epoch"] < epochs and not _stopped(position, patience):
             epoch, totals = position["epoch"], position["totals"]
             current = integrator if schedule is None else schedule(epoch)
             current = resolve_windows(
@@ -271,6 +313,10 @@ def fit(
                     )
                     cause = error
                 if failure is None:
+                    if position["initial_loss"] is None:
+                        position["initial_loss"] = float(metrics["loss"]) / float(
+                            metrics["weight"]
+                        )
                     model, opt_state = new_model, new_opt_state
                     position["consecutive"] = 0
                     _accumulate(totals, metrics)
@@ -324,12 +370,51 @@ def fit(
                     )
                     progress.message(state, text)
                     warnings.warn(text, stacklevel=2)
+            if validation is not None:
+                result = evaluate(
+                    model,
+                    validation,
+                    integrator=current,
+                    batch_size=batch_size,
+                    path=validation_path,
+                )
+                record["validation_loss"] = result["loss"]
+                record["validation_accuracy"] = result["accuracy"]
+                if (
+                    position["best_loss"] is None
+                    or result["loss"] < position["best_loss"]
+                ):
+                    position.update(best_epoch=epoch, best_loss=result["loss"])
+                    best_model = model
             history.append(record)
             position.update(epoch=epoch + 1, batch=0, totals=_new_totals())
             save()
     finally:
         progress.close(state)
+    if validation is not None and history:
+        for record in history:
+            record["best"] = record["epoch"] == position["best_epoch"]
+        model = best_model
+    if history and position["initial_loss"] is not None:
+        learned = history[-1]["loss"] < 0.95 * position["initial_loss"]
+        history[-1]["learned"] = bool(learned)
+        if not learned:
+            warnings.warn(
+                f"Training did not lower the loss: {position['initial_loss']:.4g} at "
+                f"the first step, {history[-1]['loss']:.4g} in the last epoch. The "
+                "model may not see its input (check the time scale: tau against the "
+                "sequences' durations) or the learning rate may be too low.",
+                stacklevel=2,
+            )
     return model, history
+
+
+def _stopped(position: dict, patience: int | None) -> bool:
+    """Whether early stopping has ended training: `patience` epochs have passed
+    since the best validation loss."""
+    if patience is None or position["best_epoch"] is None:
+        return False
+    return position["epoch"] - 1 - position["best_epoch"] >= patience
 
 
 def _accumulate(totals: dict[str, float], metrics: dict[str, jax.Array]) -> None:

@@ -55,6 +55,15 @@ def test_cli_on_any_ts_pair(tmp_path, capsys):
     assert metrics["environment"]["backend"] == jax.default_backend()
     assert json.loads((out / "config.json").read_text())["hidden_size"] == 4
     assert metrics["rtol"] == 1e-3 and metrics["atol"] == 1e-4
+    # The validation share comes out of the training file only (stratified 10%
+    # of 24 toy series: 1 of each of the two classes, rounded up from 1.2).
+    sizes = metrics["dataset"]
+    assert sizes["train_size"] + sizes["validation_size"] == 24
+    assert sizes["validation_size"] == 2 and sizes["test_size"] == 10
+    derived = json.loads((out / "config.json").read_text())["derived"]
+    assert set(derived) == {"tau_init", "max_steps"}  # batch size and dt0 given
+    assert all(choice["reason"] for choice in derived.values())
+    assert metrics["best_epoch"] in (0, 1)
     with open(out / "history.csv") as file:
         rows = list(csv.DictReader(file))
     assert [float(r["loss"]) for r in rows] == [h["loss"] for h in metrics["history"]]

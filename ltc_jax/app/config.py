@@ -52,7 +52,10 @@ class TrainConfig:
     adjoint: AdjointName = "checkpoint"
     """Gradient mode: checkpoint, full, backsolve, windowed or direct."""
     dt0: OptionalFloat = None
-    """Fixed step (time units) when no tolerances are given; else the first step."""
+    """Fixed step (time units) when no tolerances are given; else the first step.
+    Default for the fixed-step solvers (euler, rk4, fused): derived from the
+    data (one step per median observation interval, within the solver's
+    stability bound)."""
     rtol: OptionalFloat = None
     """Relative tolerance (adaptive steps). Default 1e-3 when dt0 is not given."""
     atol: OptionalFloat = None
@@ -70,8 +73,10 @@ class TrainConfig:
     """With --adjoint backsolve or windowed and adaptive steps: the reverse
     solve's error control ignores the parameter-cotangent channels (diffrax's
     adjoint_rms_seminorm)."""
-    max_steps: int = 4096
-    """Most adaptive steps per solve (fixed steps: set from the data)."""
+    max_steps: OptionalInt = None
+    """Most adaptive steps per solve. Default: derived from the data (16 per
+    observation of the longest sequence, at least 256); fixed steps: exactly the
+    steps the longest sequence needs."""
     checkpoints: OptionalInt = None
     """Checkpoints for --adjoint checkpoint (default: diffrax's choice)."""
     windows: OptionalInt = None
@@ -94,11 +99,24 @@ class TrainConfig:
     test, seeded by --seed): the irregular-sampling protocol of Kidger et al. 2020."""
     tau_min: float = 0.0
     """Floor on every time constant tau (time units)."""
+    tau_init: Annotated[
+        tuple[float, float] | None, tyro.conf.arg(metavar="LOW HIGH")
+    ] = None
+    """Range the time constants are drawn from, log-uniformly (time units).
+    Default: derived from the data, from a tenth of the median observation
+    interval to the longest sequence's duration."""
     epochs: int = 100
     """Passes over the training set."""
-    batch_size: int = 16
+    batch_size: OptionalInt = None
     """Sequences per optimiser step (the last batch is filled with weight-0
-    copies)."""
+    copies). Default: derived from the training set's size (about 16 steps per
+    epoch, a power of two in [8, 64])."""
+    validation_fraction: float = 0.1
+    """Share of each class of the training set held out to choose the epoch
+    (stratified, seeded by --seed); 0: none. The test set is never used."""
+    patience: OptionalInt = 20
+    """Stop after this many epochs without a lower validation loss, and keep the
+    best epoch's model (needs --validation-fraction above 0)."""
     learning_rate: float = 1e-2
     """Peak learning rate of Adam (cosine decay to 1% of it)."""
     weight_decay: float = 0.0
@@ -168,10 +186,22 @@ class TrainConfig:
                 raise ValueError(
                     f"{_flag(name)} must be zero or positive; got {value}."
                 )
+        if not 0.0 <= self.validation_fraction < 1.0:
+            raise ValueError(
+                "--validation-fraction must lie in [0, 1); got "
+                f"{self.validation_fraction}."
+            )
+        if self.tau_init is not None and not 0 < self.tau_init[0] <= self.tau_init[1]:
+            raise ValueError(
+                "--tau-init must be LOW HIGH with 0 < LOW <= HIGH; got "
+                f"{self.tau_init}."
+            )
         if not 0.0 <= self.drop_rate < 1.0:
             raise ValueError(f"--drop-rate must lie in [0, 1); got {self.drop_rate}.")
         if self.tighten_at is not None and not 0.0 < self.tighten_at < 1.0:
             raise ValueError(f"--tighten-at must lie in (0, 1); got {self.tighten_at}.")
+        if self.patience is not None and self.validation_fraction == 0:
+            raise ValueError("--patience needs --validation-fraction above 0.")
         if (self.data is None) != (self.test_data is None):
             raise ValueError("--data and --test-data go together: give both .ts files.")
 

@@ -7,7 +7,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import equinox as eqx
@@ -24,6 +24,7 @@ from ltc_jax.datasets import (
     load_japanese_vowels,
     read_ts,
     standardize_with,
+    stratified_split,
 )
 
 from .._names import has_reverse_solve
@@ -85,14 +86,13 @@ def make_run_dir(out: str | None, parent: str) -> str:
     return out
 
 
-def load_data(
-    config: TrainConfig,
-) -> tuple[SequenceDataset, SequenceDataset, tuple[np.ndarray, np.ndarray]]:
-    """The `(train, test)` pair named by `config` (observations dropped if
-    `drop_rate > 0`) standardised with the training statistics, and those
-    statistics `(mean, std)`, one entry per channel.
+def load_data(config: TrainConfig) -> dict[str, Any]:
+    """The data a config names: `train`, `validation` (a stratified share of
+    the training file, `None` with `validation_fraction=0`) and `test`, with
+    observations dropped if `drop_rate > 0`, standardised with the statistics of
+    the training part only, which are returned as `statistics` `(mean, std)`.
 
-    **Raises:** `ValueError` if the two have different channels; the errors of
+    **Raises:** `ValueError` if the files have different channels; the errors of
     [`ltc_jax.datasets.read_ts`][].
     """
     if config.data is None:
@@ -111,9 +111,64 @@ def load_data(
     if config.drop_rate > 0:
         train = drop_observations(train, config.drop_rate, seed=config.seed)
         test = drop_observations(test, config.drop_rate, seed=config.seed + 1)
+    validation = None
+    if config.validation_fraction > 0:
+        train, validation = stratified_split(
+            train, config.validation_fraction, seed=config.seed
+        )
     statistics = channel_statistics(train)
-    train, test = (standardize_with(data, *statistics) for data in (train, test))
-    return train, test, statistics
+    scale = lambda data: None if data is None else standardize_with(data, *statistics)  # noqa: E731
+    return dict(
+        train=scale(train),
+        validation=scale(validation),
+        test=scale(test),
+        statistics=statistics,
+    )
+
+
+FIXED_ONLY = ("euler", "rk4", "fused")
+"""Solvers without an error estimate: fixed steps only."""
+
+
+def resolve_settings(
+    config: TrainConfig,
+    train: SequenceDataset,
+    others: tuple[SequenceDataset, ...] = (),
+) -> dict[str, Any]:
+    """The settings a config leaves to the data ([`ltc_jax.derive_defaults`][] on
+    the training data; `others`, such as the test set, only widen `max_steps`
+    so that every solve fits), each given option kept: `dt0` (for fixed steps),
+    `adaptive`, `max_steps`, `batch_size`, `tau_init`, and `derived`, naming
+    each setting the data chose and why."""
+    adaptive = (
+        config.rtol is not None
+        or config.atol is not None
+        or (config.dt0 is None and config.solver not in FIXED_ONLY)
+    )
+    solver = ltc_jax.make_solver(config.solver, ode_unfolds=config.ode_unfolds)
+    bound = None if adaptive else ltc_jax.real_stability_bound(solver)
+    defaults = ltc_jax.derive_defaults([train], stability_bound=bound)
+    every = (train, *others)
+    chosen = dict(
+        dt0=config.dt0 if config.dt0 is not None or adaptive else defaults.dt0,
+        batch_size=config.batch_size or defaults.batch_size,
+        tau_init=tuple(config.tau_init or defaults.tau_init),
+    )
+    if adaptive:
+        widest = ltc_jax.derive_defaults(every).max_steps
+        if config.tighten_at is not None:  # the tight phase takes more steps
+            widest *= 4
+        chosen["max_steps"] = config.max_steps or widest
+    else:
+        chosen["max_steps"] = ltc_jax.fixed_max_steps(every, chosen["dt0"])
+    derived = {
+        name: dict(value=chosen[name], reason=defaults.reasons[name])
+        for name in ("dt0", "batch_size", "tau_init", "max_steps")
+        if getattr(config, name) is None and (name != "dt0" or not adaptive)
+    }
+    if not adaptive and config.max_steps is None:
+        derived["max_steps"]["reason"] = "the steps of dt0 the longest sequence needs"
+    return dict(chosen, adaptive=adaptive, derived=derived)
 
 
 def path_options(config: TrainConfig) -> dict[str, Any]:
@@ -127,35 +182,27 @@ def path_options(config: TrainConfig) -> dict[str, Any]:
 
 def make_config_integrator(
     config: TrainConfig,
-    datasets: tuple[SequenceDataset, ...],
+    settings: dict[str, Any],
     adjoint: str | None = None,
     backward_solver: str | None = None,
 ) -> ltc_jax.Integrator:
-    """The [`ltc_jax.Integrator`][] a config asks for.
-
-    Fixed steps when `dt0` is given without tolerances; then `max_steps` is the
-    number of steps the longest sequence of `datasets` needs, so `"full"` stores
-    exactly the steps taken. Adaptive otherwise (default tolerances 1e-3/1e-4).
-    """
-    adaptive = config.rtol is not None or config.atol is not None or config.dt0 is None
+    """The [`ltc_jax.Integrator`][] a config asks for, with the `settings` of
+    `resolve_settings` (`dt0`, `max_steps`, `adaptive`): fixed steps when
+    `dt0` is given (or derived) without tolerances, adaptive otherwise (default
+    tolerances 1e-3/1e-4)."""
     rtol = atol = None
-    max_steps = config.max_steps
-    if adaptive:
+    if settings["adaptive"]:
         rtol = DEFAULT_RTOL if config.rtol is None else config.rtol
         atol = DEFAULT_ATOL if config.atol is None else config.atol
-    else:
-        if not config.dt0 > 0:
-            raise ValueError(f"--dt0 must be positive; got {config.dt0}.")
-        max_steps = ltc_jax.fixed_max_steps(datasets, config.dt0)
     adjoint = config.adjoint if adjoint is None else adjoint
     return ltc_jax.make_integrator(
         config.solver,
         adjoint,
-        dt0=config.dt0,
+        dt0=settings["dt0"],
         rtol=rtol,
         atol=atol,
         dtmin=config.dtmin,
-        max_steps=max_steps,
+        max_steps=settings["max_steps"],
         checkpoints=config.checkpoints if adjoint == "checkpoint" else None,
         windows=config.windows if adjoint == "windowed" else None,
         backward_solver=(backward_solver or config.backward_solver)
@@ -191,7 +238,12 @@ def training_schedule(
 
 
 def memory_by_mode(
-    model, optimizer, batch, config: TrainConfig, datasets: tuple[SequenceDataset, ...]
+    model,
+    optimizer,
+    batch,
+    config: TrainConfig,
+    settings: dict[str, Any],
+    datasets: tuple[SequenceDataset, ...],
 ) -> dict[str, dict[str, int] | None]:
     """Compiled memory of one training step under every gradient mode (same model,
     batch and solver), from XLA's memory analysis; nothing is run. With the fused
@@ -204,7 +256,7 @@ def memory_by_mode(
     table = {}
     for mode in ltc_jax.ADJOINT_NAMES:
         integrator = make_config_integrator(
-            config, datasets, adjoint=mode, backward_solver=backward
+            config, settings, adjoint=mode, backward_solver=backward
         )
         integrator = ltc_jax.resolve_windows(
             integrator,
@@ -229,7 +281,7 @@ def _resumed_config(config: TrainConfig) -> TrainConfig:
     if not os.path.isfile(saved_path):
         raise FileNotFoundError(f"--resume {config.resume}: no config.json in it.")
     with open(saved_path) as file:
-        saved = TrainConfig(**json.load(file))
+        saved = _config_from_json(json.load(file))
     conflicts = [
         f"{_flag(field.name)} {getattr(config, field.name)!r} (saved: "
         f"{getattr(saved, field.name)!r})"
@@ -246,7 +298,9 @@ def _resumed_config(config: TrainConfig) -> TrainConfig:
     return dataclasses.replace(saved, resume=None, progress=config.progress)
 
 
-def make_model(config: TrainConfig, input_size: int, output_size: int) -> ltc_jax.LTC:
+def make_model(
+    config: TrainConfig, input_size: int, output_size: int, tau_init: Sequence[float]
+) -> ltc_jax.LTC:
     """The freshly initialised LTC a config describes."""
     return ltc_jax.LTC(
         input_size,
@@ -254,6 +308,7 @@ def make_model(config: TrainConfig, input_size: int, output_size: int) -> ltc_ja
         output_size,
         cell=config.cell,
         wiring=config.wiring,
+        tau_init=tuple(tau_init),
         tau_min=config.tau_min,
         key=jr.PRNGKey(config.seed),
     )
@@ -297,13 +352,21 @@ def train_and_evaluate(
         config = _resumed_config(config)
     if config.x64:
         jax.config.update("jax_enable_x64", True)
-    train, test, statistics = load_data(config)
-    integrator = make_config_integrator(config, (train, test))
+    data = load_data(config)
+    train, validation, test = data["train"], data["validation"], data["test"]
+    held = () if validation is None else (validation,)
+    settings = resolve_settings(config, train, (*held, test))
+    for name, choice in settings["derived"].items():
+        say(f"{name} = {choice['value']} ({choice['reason']})")
+    batch_size = settings["batch_size"]
+    integrator = make_config_integrator(config, settings)
     schedule = training_schedule(config, integrator)
     options = path_options(config)
     train_path = ltc_jax.make_input_path(train, **options)
-    model = make_model(config, train_path.input_size, _output_size(train))
-    steps_per_epoch = math.ceil(len(train) / config.batch_size)
+    model = make_model(
+        config, train_path.input_size, _output_size(train), settings["tau_init"]
+    )
+    steps_per_epoch = math.ceil(len(train) / batch_size)
     optimizer = ltc_jax.make_optimizer(
         config.learning_rate,
         config.epochs * steps_per_epoch,
@@ -315,7 +378,8 @@ def train_and_evaluate(
     if not resume:
         run_dir = make_run_dir(config.out, os.path.join("runs", "train"))
         with open(os.path.join(run_dir, "config.json"), "w") as file:
-            json.dump(dataclasses.asdict(config), file, indent=2)
+            saved = dict(dataclasses.asdict(config), derived=settings["derived"])
+            json.dump(saved, file, indent=2)
     checkpoint_dir = os.path.join(run_dir, "checkpoints")
     found = ltc_jax.list_checkpoints(checkpoint_dir) if resume else []
     if resume:
@@ -330,9 +394,14 @@ def train_and_evaluate(
             integrator=integrator if schedule is None else schedule,
             optimizer=optimizer,
             epochs=config.epochs,
-            batch_size=config.batch_size,
+            batch_size=batch_size,
             seed=config.seed,
             path=train_path,
+            validation=validation,
+            validation_path=None
+            if validation is None
+            else ltc_jax.make_input_path(validation, **options),
+            patience=config.patience if validation is not None else None,
             checkpoint_dir=checkpoint_dir,
             checkpoint_every=config.checkpoint_every,
             resume=bool(found),
@@ -351,7 +420,7 @@ def train_and_evaluate(
         model,
         test,
         integrator=integrator,
-        batch_size=config.batch_size,
+        batch_size=batch_size,
         path=ltc_jax.make_input_path(test, **options),
     )
     memory = None
@@ -360,8 +429,10 @@ def train_and_evaluate(
             f"measuring the compiled memory of a training step under each of the "
             f"{len(ltc_jax.ADJOINT_NAMES)} gradient modes (one compilation each) ..."
         )
-        batch = next(ltc_jax.batches(train, config.batch_size, path=train_path))
-        memory = memory_by_mode(model, optimizer, batch, config, (train, test))
+        batch = next(ltc_jax.batches(train, batch_size, path=train_path))
+        memory = memory_by_mode(
+            model, optimizer, batch, config, settings, (train, *held, test)
+        )
     metrics = dict(
         test_accuracy=result["accuracy"],
         test_loss=result["loss"],
@@ -379,9 +450,16 @@ def train_and_evaluate(
         adaptive=integrator.is_adaptive,
         max_steps=integrator.max_steps,
         steps_per_sequence=result["num_steps"],
+        derived=settings["derived"],
+        best_epoch=next((h["epoch"] for h in history if h.get("best")), None),
+        learned=history[-1].get("learned") if history else None,
         memory_bytes_by_mode=memory,
         dataset=dict(
-            train=train.name, test=test.name, train_size=len(train), test_size=len(test)
+            train=train.name,
+            test=test.name,
+            train_size=len(train),
+            validation_size=0 if validation is None else len(validation),
+            test_size=len(test),
         ),
         history=history,
         parameters_sha256=ltc_jax.parameter_digest(model),
@@ -389,7 +467,7 @@ def train_and_evaluate(
         environment=ltc_jax.environment(),
         run_dir=run_dir,
     )
-    save_model(run_dir, model, train, statistics)
+    save_model(run_dir, model, train, data["statistics"], settings)
     write_history(run_dir, history)
     with open(os.path.join(run_dir, "metrics.json"), "w") as file:
         json.dump(metrics, file, indent=2, default=_json_default)
@@ -411,6 +489,7 @@ def save_model(
     model: ltc_jax.LTC,
     train: SequenceDataset,
     statistics: tuple[np.ndarray, np.ndarray],
+    settings: dict[str, Any],
 ) -> None:
     """Write `model.eqx` (the parameters, `eqx.tree_serialise_leaves`) and
     `data.json` (what reading new data needs: the training set's per-channel mean
@@ -423,7 +502,8 @@ def save_model(
         class_names=list(train.class_names) if train.is_classification else None,
         output_size=_output_size(train),
         input_channels=train.num_channels,
-        input_size=model.cell.input_size,
+        input_size=model.input_size,
+        settings={k: v for k, v in settings.items() if k != "derived"},
     )
     with open(os.path.join(run_dir, "data.json"), "w") as file:
         json.dump(data, file, indent=2)
@@ -474,19 +554,21 @@ def load_run(run_dir: str) -> tuple[TrainConfig, ltc_jax.LTC, dict]:
             "train (resume it with ltc-jax train --resume first)."
         )
     with open(files["config.json"]) as file:
-        config = TrainConfig(**json.load(file))
+        config = _config_from_json(json.load(file))
     with open(files["data.json"]) as file:
         data = json.load(file)
     if config.x64:
         jax.config.update("jax_enable_x64", True)
-    like = make_model(config, data["input_size"], data["output_size"])
+    like = make_model(
+        config, data["input_size"], data["output_size"], data["settings"]["tau_init"]
+    )
     model = eqx.tree_deserialise_leaves(files["model.eqx"], like)
     return config, model, data
 
 
 def read_for_run(
     run_dir: str, path: str
-) -> tuple[TrainConfig, ltc_jax.LTC, SequenceDataset]:
+) -> tuple[TrainConfig, ltc_jax.LTC, SequenceDataset, dict[str, Any]]:
     """A finished run and the `.ts` file `path` read and standardised as its
     training data was.
 
@@ -503,20 +585,28 @@ def read_for_run(
             f"{path} has {data.num_channels} channels; the run was trained on "
             f"{stats['input_channels']}."
         )
-    return config, model, standardize_with(data, stats["mean"], stats["std"])
+    settings = dict(stats["settings"])
+    if settings["adaptive"]:  # room for the new data's longest solve too
+        widest = ltc_jax.derive_defaults([data]).max_steps
+        settings["max_steps"] = max(settings["max_steps"], widest)
+    else:
+        steps = ltc_jax.fixed_max_steps([data], settings["dt0"])
+        settings["max_steps"] = max(settings["max_steps"], steps)
+    data = standardize_with(data, stats["mean"], stats["std"])
+    return config, model, data, settings
 
 
 def evaluate_run(run_dir: str, path: str) -> dict[str, Any]:
     """Evaluate a finished run's model on a labelled `.ts` file, read and
     standardised as its training data was. **Returns:** the dict of
     [`ltc_jax.evaluate`][]. **Raises:** as `read_for_run`."""
-    config, model, data = read_for_run(run_dir, path)
-    integrator = make_config_integrator(config, (data,))
+    config, model, data, settings = read_for_run(run_dir, path)
+    integrator = make_config_integrator(config, settings)
     return ltc_jax.evaluate(
         model,
         data,
         integrator=integrator,
-        batch_size=config.batch_size,
+        batch_size=settings["batch_size"],
         path=ltc_jax.make_input_path(data, **path_options(config)),
     )
 
@@ -529,16 +619,16 @@ def predict_run(run_dir: str, path: str, out: str) -> int:
     `read_for_run`; `FileExistsError` if `out` exists."""
     if os.path.exists(out):
         raise FileExistsError(f"--out {out} exists; choose a new file.")
-    config, model, data = read_for_run(run_dir, path)
-    integrator = make_config_integrator(config, (data,))
+    config, model, data, settings = read_for_run(run_dir, path)
+    integrator = make_config_integrator(config, settings)
     options = path_options(config)
     forward = eqx.filter_jit(lambda m, p: m(p, integrator=integrator))
     outputs = np.concatenate(
         [
             np.asarray(forward(model, ltc_jax.make_input_path(chunk, **options)))
             for chunk in (
-                data.take(np.arange(i, min(i + config.batch_size, len(data))))
-                for i in range(0, len(data), config.batch_size)
+                data.take(np.arange(i, min(i + settings["batch_size"], len(data))))
+                for i in range(0, len(data), settings["batch_size"])
             )
         ]
     )
@@ -563,3 +653,12 @@ def _json_default(value):
     if isinstance(value, np.generic | jnp.ndarray):
         return value.item()
     raise TypeError(f"Cannot serialise {type(value).__name__} to JSON.")
+
+
+def _config_from_json(saved: dict) -> TrainConfig:
+    """A run's `config.json` as a `TrainConfig` (without the `derived` record;
+    lists back to tuples)."""
+    saved = {k: v for k, v in saved.items() if k != "derived"}
+    if saved.get("tau_init") is not None:
+        saved["tau_init"] = tuple(saved["tau_init"])
+    return TrainConfig(**saved)

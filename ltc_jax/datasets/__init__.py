@@ -7,6 +7,7 @@ from ._dataset import (
     drop_observations as drop_observations,
     standardize as standardize,
     standardize_with as standardize_with,
+    stratified_split as stratified_split,
 )
 from ._ecg import (
     MITBIH_208_SAMPLE_RATE_HZ as MITBIH_208_SAMPLE_RATE_HZ,
@@ -29,5 +30,6 @@ __all__ = [
     "standardize",
     "standardize_with",
     "channel_statistics",
+    "stratified_split",
     "drop_observations",
 ]

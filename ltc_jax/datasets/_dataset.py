@@ -185,3 +185,37 @@ def drop_observations(
         lengths=np.array([len(k) for k in kept], dtype=np.int32),
         name=f"{data.name} ({rate:.0%} of observations dropped)",
     )
+
+
+def stratified_split(
+    data: SequenceDataset, fraction: float, *, seed: int = 0
+) -> tuple[SequenceDataset, SequenceDataset]:
+    """Split `data` into `(rest, held_out)`, `held_out` holding `fraction` of the
+    sequences of each class (rounded, at least one of every class with two or
+    more sequences, never a class's last), drawn at random by `seed`. For
+    regression the split is a plain random one.
+
+    **Returns:** two datasets, disjoint, together `data` (order within each kept).
+
+    **Raises:** `ValueError` unless `0 < fraction < 1`, or if no sequence can be
+    held out.
+    """
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"fraction must lie in (0, 1); got {fraction}.")
+    rng = np.random.default_rng(seed)
+    groups = (
+        [np.flatnonzero(data.labels == c) for c in range(data.num_classes)]
+        if data.is_classification
+        else [np.arange(len(data))]
+    )
+    held = []
+    for members in groups:
+        if len(members) < 2:
+            continue
+        count = min(len(members) - 1, max(1, round(fraction * len(members))))
+        held.extend(rng.choice(members, size=count, replace=False).tolist())
+    if not held:
+        raise ValueError(f"{data.name or 'The data'} is too small to hold any out.")
+    mask = np.zeros(len(data), dtype=bool)
+    mask[held] = True
+    return data.take(np.flatnonzero(~mask)), data.take(np.flatnonzero(mask))

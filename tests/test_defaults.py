@@ -1,0 +1,136 @@
+"""Defaults derived from the data, the stratified validation split, early
+stopping and the non-learning warning."""
+
+import numpy as np
+import optax
+import pytest
+from helpers import max_relative_error
+
+import ltc_jax
+from ltc_jax.datasets import SequenceDataset, stratified_split
+
+
+def _grid(n, times, spacing, labels=None, lengths=None):
+    """`n` sequences on a regular grid of `spacing` time units."""
+    rng = np.random.default_rng(0)
+    ts = np.broadcast_to(np.arange(times) * spacing, (n, times)).copy()
+    return SequenceDataset(
+        ts=ts,
+        xs=rng.normal(size=(n, times, 2)),
+        lengths=np.full(n, times, np.int32) if lengths is None else lengths,
+        labels=rng.integers(0, 2, n).astype(np.int32) if labels is None else labels,
+        class_names=("a", "b"),
+    )
+
+
+@pytest.mark.parametrize(
+    "spacing, unit", [(1.0, "sample index"), (0.004, "seconds at 250 Hz"), (4.0, "ms")]
+)
+def test_derived_defaults_follow_the_time_scale(spacing, unit):
+    """By hand: 100 observations at `spacing` last 99 spacings; tau from a tenth
+    of the spacing to that duration; RK4's dt0 shortened to 0.9 * 2.785 *
+    tau_low / (1 + tau_low); 16 steps per observation, at least 256; 320
+    sequences give batch 2**round(log2(20)) = 16."""
+    data = _grid(320, 100, spacing)
+    defaults = ltc_jax.derive_defaults([data])
+    assert defaults.spacing == pytest.approx(spacing)
+    assert defaults.tau_init == pytest.approx((spacing / 10, 99 * spacing))
+    assert defaults.dt0 == pytest.approx(spacing)
+    assert defaults.max_steps == 1600 and defaults.batch_size == 16
+    rk4 = ltc_jax.real_stability_bound(ltc_jax.make_solver("rk4"))
+    low = spacing / 10
+    stable = ltc_jax.derive_defaults([data], stability_bound=rk4).dt0
+    assert stable == pytest.approx(min(spacing, 0.9 * rk4 * low / (1 + low)))
+    assert set(defaults.reasons) == {"tau_init", "dt0", "max_steps", "batch_size"}
+
+
+def test_derived_defaults_of_short_irregular_data():
+    """Median spacing over irregular gaps; short sequences keep tau up to ten
+    spacings; 1,000 observations allow 16,000 steps; 40 sequences, batch 8."""
+    data = _grid(40, 1000, 1.0)
+    ts = np.cumsum(np.tile([0.5, 1.5, 1.0], (40, 334))[:, :1000], axis=1)
+    data = SequenceDataset(
+        ts=ts,
+        xs=data.xs,
+        lengths=data.lengths,
+        labels=data.labels,
+        class_names=("a", "b"),
+    )
+    defaults = ltc_jax.derive_defaults([data])
+    assert defaults.spacing == 1.0  # median of 0.5, 1.5, 1.0, ...
+    assert defaults.max_steps == 16_000 and defaults.batch_size == 8
+    short = ltc_jax.derive_defaults([_grid(40, 4, 1.0)])
+    assert short.tau_init == (0.1, 10.0) and short.max_steps == 256
+
+
+def test_stratified_split_keeps_class_shares_and_is_disjoint():
+    labels = np.array([0] * 30 + [1] * 10, dtype=np.int32)
+    data = _grid(40, 3, 1.0, labels=labels)
+    rest, held = stratified_split(data, 0.2, seed=3)
+    assert np.bincount(held.labels).tolist() == [6, 2]
+    assert np.bincount(rest.labels).tolist() == [24, 8]
+    together = np.concatenate([rest.xs, held.xs]).reshape(40, -1)
+    assert len({row.tobytes() for row in together}) == 40  # disjoint, complete
+    with pytest.raises(ValueError, match="fraction"):
+        stratified_split(data, 1.0)
+
+
+def _fit(model, data, validation, **kwargs):
+    return ltc_jax.fit(
+        model,
+        data,
+        integrator=ltc_jax.make_integrator("heun", dt0=0.125, max_steps=64),
+        optimizer=ltc_jax.make_optimizer(5e-2, 40),
+        batch_size=8,
+        validation=validation,
+        progress=ltc_jax.NoFitProgress(),
+        **kwargs,
+    )
+
+
+def test_early_stopping_returns_the_best_epoch(getkey):
+    """The model returned is the one whose validation loss was lowest: its
+    validation loss, evaluated again, is the history's minimum."""
+    data = _grid(24, 6, 1.0)
+    train, validation = stratified_split(data, 0.25)
+    model = ltc_jax.LTC(2, 4, 2, key=getkey())
+    best, history = _fit(model, train, validation, epochs=8, patience=2)
+    losses = [h["validation_loss"] for h in history]
+    (marked,) = [h["epoch"] for h in history if h["best"]]
+    assert marked == int(np.argmin(losses))
+    assert len(history) == 8 or len(history) - 1 - marked == 2  # stopped early
+    integrator = ltc_jax.make_integrator("heun", dt0=0.125, max_steps=64)
+    again = ltc_jax.evaluate(best, validation, integrator=integrator, batch_size=8)
+    assert again["loss"] == pytest.approx(min(losses), rel=1e-12)
+
+
+def test_resume_with_validation_is_bit_exact(getkey, tmp_path):
+    data = _grid(24, 6, 1.0)
+    train, validation = stratified_split(data, 0.25)
+    model = ltc_jax.LTC(2, 4, 2, key=getkey())
+    reference, reference_history = _fit(model, train, validation, epochs=4)
+    _fit(model, train, validation, epochs=2, checkpoint_dir=tmp_path)
+    resumed, history = _fit(
+        model, train, validation, epochs=4, checkpoint_dir=tmp_path, resume=True
+    )
+    assert max_relative_error(resumed, reference) == 0.0
+    assert [h["validation_loss"] for h in history] == [
+        h["validation_loss"] for h in reference_history
+    ]
+
+
+def test_a_run_that_does_not_learn_says_so(getkey):
+    """A learning rate of zero cannot lower the loss."""
+    data = _grid(16, 5, 1.0)
+    model = ltc_jax.LTC(2, 4, 2, key=getkey())
+    with pytest.warns(UserWarning, match="did not lower the loss"):
+        _, history = ltc_jax.fit(
+            model,
+            data,
+            integrator=ltc_jax.make_integrator("heun", dt0=0.125, max_steps=64),
+            optimizer=optax.sgd(0.0),
+            epochs=2,
+            batch_size=8,
+            progress=ltc_jax.NoFitProgress(),
+        )
+    assert history[-1]["learned"] is False
