@@ -270,3 +270,22 @@ def test_divergence_check_benchmark_quick(tmp_path):
         assert {len(v) for v in row["step_seconds"].values()} == {
             divergence_check.QUICK["repeats"]
         }
+
+
+@pytest.mark.slow
+def test_uea_benchmark_quick(tmp_path):
+    """Each dataset's runs are the main job's (their run folders exist), and the
+    1-NN Euclidean accuracy computed on the loaded arrays reproduces the archive's
+    published figure for ArrowHead (0.800)."""
+    from experiments import uea_benchmark
+
+    out = tmp_path / "run"
+    metrics = uea_benchmark.main(uea_benchmark.Config(quick=True, out=str(out)))
+    rows = {row["dataset"]: row for row in metrics["rows"]}
+    assert set(rows) == {"JapaneseVowels", "ArrowHead"}
+    assert rows["ArrowHead"]["euclidean_1nn"] == pytest.approx(0.800, abs=5e-4)
+    assert rows["JapaneseVowels"]["euclidean_1nn"] is None  # unequal lengths
+    for name, row in rows.items():
+        (run,) = row["runs"]
+        assert (out / name / "seed0" / "metrics.json").exists()
+        assert run["epochs_run"] == 2 and 0 <= run["test_accuracy"] <= 1

@@ -1,0 +1,210 @@
+"""The development benchmark: the main job's defaults (`ltc-jax train --data TRAIN
+--test-data TEST`, nothing else) on several UEA/UCR datasets, several seeds each,
+next to the 1-NN baselines of the archives.
+
+By default: JapaneseVowels (bundled in the package) and the UCR datasets
+ArrowHead, OSULeaf and ACSF1 (`experiments/data/uea/`, with their provenance).
+Any `.ts` pairs can be given instead with `--pairs NAME=TRAIN.ts,TEST.ts ...`.
+
+Each run is the main job itself (`ltc_jax.app.train_and_evaluate`) in its own
+process, writing its run folder under this run's. The table gives the test
+accuracy (mean and standard deviation over the seeds), the training time, the
+solver steps per sequence and the epoch early stopping kept, next to:
+
+- 1-NN Euclidean accuracy computed here on the same arrays (equal lengths only),
+  a check on the loading and on the transcription of the next column;
+- the archives' published 1-NN Euclidean and 1-NN DTW (full window) accuracies:
+  the UCR archive's summary table (Dau et al. 2019) for the univariate sets, the
+  UEA archive paper's Table 4 (Bagnall et al. 2018, DTW_D) for JapaneseVowels.
+
+    python -m experiments.uea_benchmark            # 4 datasets x 3 seeds (hours)
+    python -m experiments.uea_benchmark --quick    # 2 datasets, 1 seed, 2 epochs
+"""
+
+import dataclasses
+import os
+import statistics
+
+import numpy as np
+import tyro
+
+import ltc_jax
+from experiments import _report, _run
+from ltc_jax.datasets import read_ts
+
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BUNDLED = os.path.join(os.path.dirname(ltc_jax.__file__), "datasets", "data")
+
+# Published accuracies (1 - error rate), 1-NN Euclidean and 1-NN DTW with a full
+# warping window: the UCR archive's DataSummary table (Dau et al. 2019), and for
+# JapaneseVowels Table 4 of Bagnall et al. (2018), ED and DTW_D.
+PUBLISHED = {
+    "JapaneseVowels": dict(euclidean=0.924, dtw=0.949),
+    "ArrowHead": dict(euclidean=0.800, dtw=0.703),
+    "OSULeaf": dict(euclidean=0.521, dtw=0.591),
+    "ACSF1": dict(euclidean=0.540, dtw=0.640),
+}
+
+
+def default_pairs() -> tuple[str, ...]:
+    """`NAME=TRAIN,TEST` for the development set."""
+    pairs = [
+        "JapaneseVowels="
+        + ",".join(
+            os.path.join(BUNDLED, f"JapaneseVowels_{s}.ts") for s in ("TRAIN", "TEST")
+        )
+    ]
+    for name in ("ArrowHead", "OSULeaf", "ACSF1"):
+        files = (
+            os.path.join(HERE, "data", "uea", f"{name}_{s}.ts")
+            for s in ("TRAIN", "TEST")
+        )
+        pairs.append(f"{name}=" + ",".join(files))
+    return tuple(pairs)
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """The main job's defaults on a list of datasets."""
+
+    out: str | None = None
+    """Run folder. Default: results/uea_benchmark/<date>-<time>."""
+    quick: bool = False
+    """Smoke test: JapaneseVowels and ArrowHead, one seed, 2 epochs, 8 units."""
+    pairs: tuple[str, ...] = default_pairs()
+    """Datasets as NAME=TRAIN.ts,TEST.ts."""
+    seeds: tuple[int, ...] = (0, 1, 2)
+    epochs: int | None = None
+    """Override the main job's epochs (default: its own)."""
+    hidden_size: int | None = None
+    """Override the main job's hidden size (default: its own)."""
+
+
+QUICK = dict(seeds=(0,), epochs=2, hidden_size=8)
+
+
+def euclidean_1nn(train, test) -> float | None:
+    """1-NN accuracy under the Euclidean distance over whole series (`None`
+    unless every series of both sets has the same length, with no missing
+    values)."""
+    lengths = np.concatenate([train.lengths, test.lengths])
+    if len(set(lengths.tolist())) != 1 or np.isnan(train.xs).any():
+        return None
+    a = train.xs.reshape(len(train), -1)
+    b = test.xs.reshape(len(test), -1)
+    distances = (b**2).sum(1)[:, None] - 2 * b @ a.T + (a**2).sum(1)[None]
+    predicted = train.labels[np.argmin(distances, axis=1)]
+    return float(np.mean(predicted == test.labels))
+
+
+def run_one(data: str, test_data: str, out: str, seed: int, overrides: dict) -> dict:
+    """One main-job run (in a subprocess, `ltc_jax.call_in_subprocess`)."""
+    from ltc_jax import app
+
+    config = app.TrainConfig(
+        data=data,
+        test_data=test_data,
+        out=out,
+        seed=seed,
+        progress=False,
+        memory_table=False,
+        **{k: v for k, v in overrides.items() if v is not None},
+    )
+    metrics = app.train_and_evaluate(config)
+    return dict(
+        seed=seed,
+        test_accuracy=metrics["test_accuracy"],
+        train_seconds=metrics["train_seconds"],
+        steps_per_sequence=metrics["steps_per_sequence"],
+        epochs_run=len(metrics["history"]),
+        best_epoch=metrics["best_epoch"],
+        learned=metrics["learned"],
+        derived={k: v["value"] for k, v in metrics["derived"].items()},
+    )
+
+
+def main(config: Config) -> dict:
+    """Run every dataset and seed; return (and write) the rows."""
+    config, run_dir = _run.start_run(config, "uea_benchmark", QUICK)
+    pairs = config.pairs
+    if config.quick:
+        pairs = pairs[:2]
+    overrides = dict(epochs=config.epochs, hidden_size=config.hidden_size)
+    rows = []
+    for pair in pairs:
+        name, files = pair.split("=", 1)
+        train_file, test_file = files.split(",")
+        train = read_ts(train_file)
+        test = read_ts(test_file, class_names=train.class_names)
+        runs = [
+            ltc_jax.call_in_subprocess(
+                "experiments.uea_benchmark:run_one",
+                dict(
+                    data=train_file,
+                    test_data=test_file,
+                    out=os.path.join(run_dir, name, f"seed{seed}"),
+                    seed=seed,
+                    overrides=overrides,
+                ),
+            )
+            for seed in config.seeds
+        ]
+        accuracies = [r["test_accuracy"] for r in runs]
+        rows.append(
+            dict(
+                dataset=name,
+                train_size=len(train),
+                test_size=len(test),
+                longest=int(train.lengths.max()),
+                runs=runs,
+                accuracy_mean=statistics.mean(accuracies),
+                accuracy_std=statistics.pstdev(accuracies),
+                train_seconds_mean=statistics.mean(r["train_seconds"] for r in runs),
+                steps_per_sequence=statistics.mean(
+                    r["steps_per_sequence"] for r in runs
+                ),
+                euclidean_1nn=euclidean_1nn(train, test),
+                published=PUBLISHED.get(name),
+            )
+        )
+
+    def report(metrics):
+        def published(row, key):
+            return "-" if row["published"] is None else f"{row['published'][key]:.3f}"
+
+        table = _report.format_table(
+            metrics["rows"],
+            [
+                ("dataset", lambda r: r["dataset"]),
+                ("train/test", lambda r: f"{r['train_size']}/{r['test_size']}"),
+                ("length", lambda r: str(r["longest"])),
+                (
+                    "LTC accuracy",
+                    lambda r: f"{r['accuracy_mean']:.3f} +- {r['accuracy_std']:.3f}",
+                ),
+                ("train s", lambda r: f"{r['train_seconds_mean']:.0f}"),
+                ("steps/seq", lambda r: f"{r['steps_per_sequence']:.0f}"),
+                (
+                    "1-NN ED here",
+                    lambda r: (
+                        "-"
+                        if r["euclidean_1nn"] is None
+                        else f"{r['euclidean_1nn']:.3f}"
+                    ),
+                ),
+                ("1-NN ED publ.", lambda r: published(r, "euclidean")),
+                ("1-NN DTW publ.", lambda r: published(r, "dtw")),
+            ],
+        )
+        env = metrics["environment"]
+        return (
+            f"The main job's defaults, {len(config.seeds)} seed(s) "
+            f"({env['backend']}, {env['cpu_count']} CPUs):\n{table}"
+        )
+
+    return _run.finish(run_dir, dict(rows=rows), report)
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Config))
