@@ -55,3 +55,15 @@ def ratio_column(title: str, digits: int = 2) -> tuple[str, Callable[[dict], str
         )
 
     return title, cell
+
+
+def pair_column(
+    field: str, first: str, second: str, unit: str = "step s", digits: int = 4
+) -> tuple[str, Callable[[dict], str]]:
+    """A report column `first / second` of `row[field]`, titled
+    `"<unit>: <first> / <second>"`."""
+
+    def cell(row):
+        return f"{row[field][first]:.{digits}f} / {row[field][second]:.{digits}f}"
+
+    return f"{unit}: {first} / {second}", cell

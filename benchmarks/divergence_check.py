@@ -136,12 +136,8 @@ def main(config: Config) -> dict:
             metrics["rows"],
             [
                 ("case", lambda r: r["label"]),
-                (
-                    "step s: checked / unchecked",
-                    lambda r: (
-                        f"{r['median_step_seconds']['checked']:.4f} / "
-                        f"{r['median_step_seconds']['unchecked']:.4f}"
-                    ),
+                _side_by_side.pair_column(
+                    "median_step_seconds", "checked", "unchecked"
                 ),
                 _side_by_side.ratio_column("ratio (min-max)", digits=3),
             ],

@@ -163,20 +163,16 @@ def main(config: Config) -> dict:
             metrics["rows"],
             [
                 ("mode", lambda r: r["mode"]),
-                (
-                    "step s: ltc_jax / hand-written",
-                    lambda r: (
-                        f"{r['median_step_seconds']['ltc_jax']:.4f} / "
-                        f"{r['median_step_seconds']['hand-written']:.4f}"
-                    ),
+                _side_by_side.pair_column(
+                    "median_step_seconds", "ltc_jax", "hand-written"
                 ),
                 _side_by_side.ratio_column("ratio (min-max)"),
-                (
-                    "compile s: ltc_jax / hand-written",
-                    lambda r: (
-                        f"{r['compile_and_first_step_seconds']['ltc_jax']:.1f} / "
-                        f"{r['compile_and_first_step_seconds']['hand-written']:.1f}"
-                    ),
+                _side_by_side.pair_column(
+                    "compile_and_first_step_seconds",
+                    "ltc_jax",
+                    "hand-written",
+                    unit="compile s",
+                    digits=1,
                 ),
             ],
         )
