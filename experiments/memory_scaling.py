@@ -432,6 +432,10 @@ def saves_versus_steps(config: Config) -> list[dict]:
         path = ltc_jax.InputPath(ts, jnp.asarray(xs, jnp.float32))
         for mode in [m for m in config.modes if m != "direct"]:
             integrator = fixed_integrator("rk4", mode, steps, None, SAMPLE_RATE_HZ)
+            # The windowed adjoint's default windows, as ltc_jax.fit derives them.
+            integrator = ltc_jax.resolve_windows(
+                integrator, model.cell, float(ts[-1] - ts[0]), dtype=jnp.float32
+            )
 
             save = "observations" if saves > 1 else "final"
 
