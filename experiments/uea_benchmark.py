@@ -89,7 +89,8 @@ def euclidean_1nn(train, test) -> float | None:
     unless every series of both sets has the same length, with no missing
     values)."""
     lengths = np.concatenate([train.lengths, test.lengths])
-    if len(set(lengths.tolist())) != 1 or np.isnan(train.xs).any():
+    missing = np.isnan(train.xs).any() or np.isnan(test.xs).any()
+    if len(set(lengths.tolist())) != 1 or missing:
         return None
     a = train.xs.reshape(len(train), -1)
     b = test.xs.reshape(len(test), -1)

@@ -158,7 +158,8 @@ def fit(
     it in the history). Checkpoints hold the best model too, so resuming
     restores the same choice.
 
-    **Non-learning.** If the last epoch's training loss is not at least 5% below
+    **Non-learning.** If the training loss of the epoch returned (the best with
+    `validation`, else the last) is not at least 5% below
     the loss of the first step, a `UserWarning` says so (and the last record's
     `learned` is `False`): a model whose final state barely depends on its input
     trains at chance without any other sign.
@@ -380,9 +381,9 @@ def fit(
                 )
                 record["validation_loss"] = result["loss"]
                 record["validation_accuracy"] = result["accuracy"]
-                if (
-                    position["best_loss"] is None
-                    or result["loss"] < position["best_loss"]
+                best = position["best_loss"]
+                if math.isfinite(result["loss"]) and (
+                    best is None or result["loss"] < best
                 ):
                     position.update(best_epoch=epoch, best_loss=result["loss"])
                     best_model = model
@@ -396,12 +397,13 @@ def fit(
             record["best"] = record["epoch"] == position["best_epoch"]
         model = best_model
     if history and position["initial_loss"] is not None:
-        learned = history[-1]["loss"] < 0.95 * position["initial_loss"]
-        history[-1]["learned"] = bool(learned)
+        kept = [h for h in history if h.get("best")] or history[-1:]  # returned
+        learned = kept[0]["loss"] < 0.95 * position["initial_loss"]
+        history[-1]["learned"] = bool(learned)  # read by the main job
         if not learned:
             warnings.warn(
                 f"Training did not lower the loss: {position['initial_loss']:.4g} at "
-                f"the first step, {history[-1]['loss']:.4g} in the last epoch. The "
+                f"the first step, {kept[0]['loss']:.4g} in the epoch kept. The "
                 "model may not see its input (check the time scale: tau against the "
                 "sequences' durations) or the learning rate may be too low.",
                 stacklevel=2,

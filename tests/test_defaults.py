@@ -134,3 +134,20 @@ def test_a_run_that_does_not_learn_says_so(getkey):
             progress=ltc_jax.NoFitProgress(),
         )
     assert history[-1]["learned"] is False
+
+
+def test_the_main_job_steps_within_the_stability_bound_of_a_given_tau_init():
+    """`--solver rk4 --tau-init 0.001 1` without `--dt0`: the derived step is
+    0.9 x RK4's bound over the fastest decay 1/0.001 + 1, not the data's."""
+    from ltc_jax.app import TrainConfig
+    from ltc_jax.app.job import resolve_settings
+
+    data = _grid(32, 10, 1.0)
+    config = TrainConfig(solver="rk4", tau_init=(0.001, 1.0))
+    settings = resolve_settings(config, data)
+    rk4 = ltc_jax.real_stability_bound(ltc_jax.make_solver("rk4"))
+    assert settings["dt0"] == pytest.approx(0.9 * rk4 * 0.001 / 1.001)
+    assert not settings["adaptive"] and "tau_init" not in settings["derived"]
+    derived = resolve_settings(TrainConfig(solver="rk4"), data)
+    assert derived["dt0"] == pytest.approx(0.9 * rk4 * 0.1 / 1.1)
+    assert derived["max_steps"] == ltc_jax.fixed_max_steps([data], derived["dt0"])

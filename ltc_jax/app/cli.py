@@ -6,6 +6,7 @@ import os
 import sys
 from typing import Annotated
 
+import equinox as eqx
 import tyro
 
 import ltc_jax
@@ -69,7 +70,8 @@ class PredictConfig:
     run_dir: tyro.conf.Positional[str]
     """The run folder of ltc-jax train."""
     data: Annotated[str, tyro.conf.arg(metavar="FILE")]
-    """The .ts file (labels, if any, are not used)."""
+    """A labelled .ts file, as the UEA/UCR archives write them (the labels are
+    read, among the run's classes, but not used)."""
     out: Annotated[str | None, tyro.conf.arg(metavar="FILE")] = None
     """The CSV file to write. Default: RUN_DIR/predictions-<data file name>.csv.
     An existing file is never overwritten."""
@@ -104,6 +106,7 @@ _RUN_FAILURES = (
     ltc_jax.NonFiniteLossError,
     ltc_jax.DivergenceError,
     ltc_jax.TrainingFailedError,
+    eqx.EquinoxRuntimeError,  # a failed solve outside training (validation, test)
 )
 
 

@@ -116,7 +116,7 @@ class TrainConfig:
     (stratified, seeded by --seed); 0: none. The test set is never used."""
     patience: OptionalInt = 20
     """Stop after this many epochs without a lower validation loss, and keep the
-    best epoch's model (needs --validation-fraction above 0)."""
+    best epoch's model (ignored with --validation-fraction 0)."""
     learning_rate: float = 1e-2
     """Peak learning rate of Adam (cosine decay to 1% of it)."""
     weight_decay: float = 0.0
@@ -158,6 +158,7 @@ class TrainConfig:
             "batch_size",
             "checkpoint_every",
             "max_consecutive_failures",
+            "patience",
         )
         for name in at_least_one:
             value = getattr(self, name)
@@ -200,8 +201,6 @@ class TrainConfig:
             raise ValueError(f"--drop-rate must lie in [0, 1); got {self.drop_rate}.")
         if self.tighten_at is not None and not 0.0 < self.tighten_at < 1.0:
             raise ValueError(f"--tighten-at must lie in (0, 1); got {self.tighten_at}.")
-        if self.patience is not None and self.validation_fraction == 0:
-            raise ValueError("--patience needs --validation-fraction above 0.")
         if (self.data is None) != (self.test_data is None):
             raise ValueError("--data and --test-data go together: give both .ts files.")
 

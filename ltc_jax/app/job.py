@@ -154,6 +154,10 @@ def resolve_settings(
         batch_size=config.batch_size or defaults.batch_size,
         tau_init=tuple(config.tau_init or defaults.tau_init),
     )
+    if config.dt0 is None and not adaptive and bound is not None:
+        # Stable on the time constants actually drawn (a given --tau-init too).
+        low = max(chosen["tau_init"][0], config.tau_min)
+        chosen["dt0"] = min(defaults.spacing, 0.9 * bound * low / (1 + low))
     if adaptive:
         widest = ltc_jax.derive_defaults(every).max_steps
         if config.tighten_at is not None:  # the tight phase takes more steps
@@ -596,12 +600,19 @@ def read_for_run(
     return config, model, data, settings
 
 
+def _final_integrator(config: TrainConfig, settings: dict) -> ltc_jax.Integrator:
+    """The integrator a run was tested with: its tolerance schedule's last phase."""
+    integrator = make_config_integrator(config, settings)
+    schedule = training_schedule(config, integrator)
+    return integrator if schedule is None else schedule.final
+
+
 def evaluate_run(run_dir: str, path: str) -> dict[str, Any]:
     """Evaluate a finished run's model on a labelled `.ts` file, read and
     standardised as its training data was. **Returns:** the dict of
     [`ltc_jax.evaluate`][]. **Raises:** as `read_for_run`."""
     config, model, data, settings = read_for_run(run_dir, path)
-    integrator = make_config_integrator(config, settings)
+    integrator = _final_integrator(config, settings)
     return ltc_jax.evaluate(
         model,
         data,
@@ -620,7 +631,7 @@ def predict_run(run_dir: str, path: str, out: str) -> int:
     if os.path.exists(out):
         raise FileExistsError(f"--out {out} exists; choose a new file.")
     config, model, data, settings = read_for_run(run_dir, path)
-    integrator = make_config_integrator(config, settings)
+    integrator = _final_integrator(config, settings)
     options = path_options(config)
     forward = eqx.filter_jit(lambda m, p: m(p, integrator=integrator))
     outputs = np.concatenate(
