@@ -15,31 +15,24 @@ from ltc_jax import app
 from ltc_jax.app import cli
 
 
-def test_cli_on_any_ts_pair(tmp_path, capsys):
-    train = toy_ts_file(tmp_path / "train.ts", 24, 0)
-    test = toy_ts_file(tmp_path / "test.ts", 10, 1)
+def _train_toy(tmp_path, train_size, test_size, *options):
+    """`ltc-jax train` on toy `.ts` files of `train_size` and `test_size` series
+    with `options`; it must succeed. **Returns:** `(train file, test file, run
+    folder, metrics)`."""
+    train = toy_ts_file(tmp_path / "train.ts", train_size, 0)
+    test = toy_ts_file(tmp_path / "test.ts", test_size, 1)
     out = tmp_path / "run"
-    cli.main(
-        [
-            "train",
-            "--data",
-            train,
-            "--test-data",
-            test,
-            "--out",
-            str(out),
-            "--hidden-size",
-            "4",
-            "--epochs",
-            "2",
-            "--batch-size",
-            "8",
-            "--no-progress",
-        ]
+    args = ["train", "--data", train, "--test-data", test, "--out", str(out)]
+    assert cli.main([*args, "--no-progress", *options]) == 0
+    return train, test, out, json.loads((out / "metrics.json").read_text())
+
+
+def test_cli_on_any_ts_pair(tmp_path, capsys):
+    train, test, out, metrics = _train_toy(
+        tmp_path, 24, 10, "--hidden-size", "4", "--epochs", "2", "--batch-size", "8"
     )
     printed = capsys.readouterr().out
     assert "test accuracy" in printed and "backsolve" in printed
-    metrics = json.loads((out / "metrics.json").read_text())
     for key in (
         "test_accuracy",
         "train_seconds",
@@ -152,39 +145,28 @@ def test_cli_version(capsys):
 
 
 def test_cli_biophysical_cell_with_fused_solver(tmp_path):
-    train = toy_ts_file(tmp_path / "train.ts", 16, 0)
-    test = toy_ts_file(tmp_path / "test.ts", 8, 1)
-    out = tmp_path / "run"
-    cli.main(
-        [
-            "train",
-            "--data",
-            train,
-            "--test-data",
-            test,
-            "--out",
-            str(out),
-            "--cell",
-            "biophysical",
-            "--wiring",
-            "ncp",
-            "--hidden-size",
-            "6",
-            "--solver",
-            "fused",
-            "--dt0",
-            "1",
-            "--ode-unfolds",
-            "3",
-            "--epochs",
-            "1",
-            "--batch-size",
-            "8",
-            "--no-progress",
-            "--no-memory-table",
-        ]
+    train, test, out, metrics = _train_toy(
+        tmp_path,
+        16,
+        8,
+        "--cell",
+        "biophysical",
+        "--wiring",
+        "ncp",
+        "--hidden-size",
+        "6",
+        "--solver",
+        "fused",
+        "--dt0",
+        "1",
+        "--ode-unfolds",
+        "3",
+        "--epochs",
+        "1",
+        "--batch-size",
+        "8",
+        "--no-memory-table",
     )
-    metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["cell"] == "biophysical" and metrics["wiring"] == "ncp"
     assert metrics["solver"] == "fused" and not metrics["adaptive"]
     # Fixed steps of dt0 = 1 sample: max_steps covers the longest of train and test.
@@ -192,33 +174,22 @@ def test_cli_biophysical_cell_with_fused_solver(tmp_path):
 
 
 def test_cli_irregular_protocol_with_mask_and_time_channels(tmp_path):
-    train = toy_ts_file(tmp_path / "train.ts", 16, 0)
-    test = toy_ts_file(tmp_path / "test.ts", 8, 1)
-    out = tmp_path / "run"
-    cli.main(
-        [
-            "train",
-            "--data",
-            train,
-            "--test-data",
-            test,
-            "--out",
-            str(out),
-            "--drop-rate",
-            "0.5",
-            "--observation-mask",
-            "--time-since-observation",
-            "--hidden-size",
-            "4",
-            "--epochs",
-            "1",
-            "--batch-size",
-            "8",
-            "--no-progress",
-            "--no-memory-table",
-        ]
+    train, test, out, metrics = _train_toy(
+        tmp_path,
+        16,
+        8,
+        "--drop-rate",
+        "0.5",
+        "--observation-mask",
+        "--time-since-observation",
+        "--hidden-size",
+        "4",
+        "--epochs",
+        "1",
+        "--batch-size",
+        "8",
+        "--no-memory-table",
     )
-    metrics = json.loads((out / "metrics.json").read_text())
     assert "50% of observations dropped" in metrics["dataset"]["train"]
     config = json.loads((out / "config.json").read_text())
     assert config["drop_rate"] == 0.5 and config["observation_mask"]
