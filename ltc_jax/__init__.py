@@ -28,6 +28,7 @@ from ._checkpoint import (
 )
 from ._defaults import (
     DataDefaults as DataDefaults,
+    batch_stop_ratio as batch_stop_ratio,
     derive_defaults as derive_defaults,
     fixed_max_steps as fixed_max_steps,
     observation_spacing as observation_spacing,
@@ -146,6 +147,7 @@ __all__ = [
     "fixed_max_steps",
     "derive_defaults",
     "DataDefaults",
+    "batch_stop_ratio",
     "observation_spacing",
     "check_stability",
     "StabilityWarning",

@@ -58,8 +58,9 @@ class DataDefaults:
     sequence's duration), `tau_init` (the range the time constants are drawn
     from, log-uniformly), `dt0` (a fixed step: one per observation interval,
     shortened to the solver's stability bound on the fastest initial decay),
-    `max_steps` (for adaptive steps), `batch_size`, and `reasons` (one line per
-    setting).
+    `max_steps` (for adaptive steps), `batch_size`, `batching` (`"batched"` or
+    `"vmap"`, for [`ltc_jax.make_integrator`][]), `readout_times` (for
+    [`ltc_jax.LTC`][]), and `reasons` (one line per setting).
     """
 
     spacing: float
@@ -68,7 +69,54 @@ class DataDefaults:
     dt0: float
     max_steps: int
     batch_size: int
+    batching: str
+    readout_times: int
     reasons: dict[str, str]
+
+
+VMAP_STOP_RATIO = 2.0
+"""The `batch_stop_ratio` above which a solve per sequence is the default for
+adaptive steps. A step of the per-sequence solve costs more than a batched one
+(JapaneseVowels, 64 units: 0.88 s for 77 steps against 0.59 s for 72), and a
+batched solve does not take a whole step at every stop. Measured by `python
+-m benchmarks.batching`: at a ratio of 2.6-2.7 (JapaneseVowels with each
+sequence's times rescaled to [0, 1]) the per-sequence solve took 0.68-0.70x
+the time; at 1.07 (ArrowHead, likewise) the batched one took 0.96x."""
+
+
+def batch_stop_ratio(
+    data: SequenceDataset,
+    batch_size: int,
+    *,
+    min_step: float | None = None,
+    seed: int = 0,
+) -> float:
+    """How many more stops a batched adaptive solve with a linear input makes
+    than a solve per sequence needs steps, over up to 8 random batches of
+    `batch_size` sequences of `data` (seeded by `seed`): the mean number of
+    distinct observation times in a batch (each counted from its sequence's
+    first observation: the batch's shared clock), over the mean of what its
+    longest sequence needs alone, its observations or, with `min_step` (time
+    units; for instance the stable explicit step on the fastest time constant),
+    `duration / min_step` steps if that is more. About 1 or below when the
+    sequences share one time grid (the sample index, say); up to `batch_size`
+    when no two times coincide and the observations are the steps.
+
+    **Raises:** `ValueError` if `batch_size < 1`."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be positive; got {batch_size}.")
+    rng = np.random.default_rng(seed)
+    n = len(data)
+    unions, needs = [], []
+    for _ in range(8):
+        index = rng.choice(n, size=min(batch_size, n), replace=False)
+        rel = [data.ts[i, : data.lengths[i]] - data.ts[i, 0] for i in index]
+        unions.append(np.unique(np.concatenate(rel)).size)
+        need = max(r.size for r in rel)
+        if min_step is not None:
+            need = max(need, max(float(r[-1]) for r in rel) / min_step)
+        needs.append(need)
+    return float(np.mean(unions) / np.mean(needs))
 
 
 def derive_defaults(
@@ -76,6 +124,7 @@ def derive_defaults(
     *,
     train_size: int | None = None,
     stability_bound: float | None = None,
+    adaptive: bool = True,
 ) -> DataDefaults:
     """Settings derived from the data rather than guessed, so that a model's
     defaults work whatever the unit of the timestamps (seconds, milliseconds or
@@ -96,12 +145,26 @@ def derive_defaults(
       it is kept to a few times what the solve needs.
     - `batch_size`: a sixteenth of the training set, rounded to a power of two,
       within [8, 64]: about 16 optimiser steps per epoch.
+    - `batching`: `"vmap"` (a solve per sequence) for adaptive steps when a
+      batched solve would stop more than twice as often as its longest
+      sequence needs steps alone ([`ltc_jax.batch_stop_ratio`][], with the
+      stable step on the fastest initial time constant where the solver has a
+      stability bound): a batched adaptive solve with a linear input stops at
+      the union of its sequences' observation times.
+      `"batched"` otherwise: fixed steps (each sequence takes its own steps on
+      the shared clock, exactly) or sequences on one grid, where one solve of
+      the whole batch does the same steps in fewer operations.
+      `python -m benchmarks.batching` measures both.
+    - `readout_times = min(16, median observations per training sequence)`:
+      the readout sees the states at that many evenly spread times, so that
+      the shape of a series reaches it (see [`ltc_jax.LTC`][]), but never more
+      finely than the data are observed.
 
     **Arguments:** `datasets`: the training set first, then any others the model
     will be solved on; `train_size`: sequences of the training set (default:
-    the first dataset's); `stability_bound`: a fixed explicit solver's real
-    stability bound ([`ltc_jax.real_stability_bound`][]), `None` for adaptive or
-    implicit steps.
+    the first dataset's); `stability_bound`: an explicit solver's real
+    stability bound ([`ltc_jax.real_stability_bound`][]), `None` for implicit
+    steps; `adaptive`: whether the solve takes adaptive steps.
 
     **Raises:** `ValueError` as [`ltc_jax.observation_spacing`][].
     """
@@ -136,6 +199,30 @@ def derive_defaults(
         f"about 16 steps per epoch over {n} training sequences, a power of two "
         "in [8, 64]"
     )
+    train = datasets[0]
+    if not adaptive:
+        batching = "batched"
+        reasons["batching"] = (
+            "fixed steps: one solve of the batch, each sequence taking its own "
+            "steps on the shared clock"
+        )
+    else:
+        fastest = None if stability_bound is None else stability_bound * low / (1 + low)
+        ratio = batch_stop_ratio(train, batch_size, min_step=fastest)
+        on_grid = ratio <= VMAP_STOP_RATIO
+        batching = "batched" if on_grid else "vmap"
+        reasons["batching"] = (
+            f"a batched adaptive solve stops {ratio:.2f}x as often as its "
+            "longest sequence needs steps alone (at most "
+            f"{VMAP_STOP_RATIO:g}x: one solve of the batch"
+            + (")" if on_grid else "; above: a solve per sequence)")
+        )
+    typical = int(np.median(train.lengths))
+    readout_times = max(1, min(16, typical))
+    reasons["readout_times"] = (
+        f"the states at {readout_times} evenly spread times: at most 16, and no "
+        f"more than the median sequence's {typical} observations"
+    )
     return DataDefaults(
         spacing=spacing,
         longest=longest,
@@ -143,5 +230,7 @@ def derive_defaults(
         dt0=dt0,
         max_steps=max_steps,
         batch_size=batch_size,
+        batching=batching,
+        readout_times=readout_times,
         reasons=reasons,
     )

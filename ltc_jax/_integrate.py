@@ -45,9 +45,10 @@ from ._solver.fused import AbstractLTCFormTerm, needs_ltc_form
 from ._vector_field import AbstractLTCField
 
 
-Save = Literal["final", "observations"]
-"""What a solve saves: each sequence's final state, or its state at every
-observation time."""
+Save = Literal["final", "observations"] | int
+"""What a solve saves: each sequence's final state, its state at every
+observation time, or (an int `n`) its state at `n` times spread evenly over its
+duration."""
 
 _UINT = {2: jnp.uint16, 4: jnp.uint32, 8: jnp.uint64}
 
@@ -202,8 +203,9 @@ class Trajectory(eqx.Module):
     **Fields:**
 
     - `ys`: the state, `(batch, *state)` at each sequence's last observation
-        (`save="final"`), or `(batch, times, *state)` at every observation time
-        (`save="observations"`; padding positions repeat the final state).
+        (`save="final"`), `(batch, times, *state)` at every observation time
+        (`save="observations"`; padding positions repeat the final state), or
+        `(batch, n, *state)` at `n` evenly spread times (`save=n`).
     - `stats`: diffrax's step statistics: `num_steps`, `num_accepted_steps`,
         `num_rejected_steps` (int arrays; one per sequence under `"vmap"`
         batching) and `max_steps`.
@@ -243,10 +245,14 @@ def integrate(
     - `path`: the inputs.
     - `y0`: initial state, leaves with a leading `batch` axis.
     - `integrator`: solver, steps and gradient mode.
-    - `save`: `"final"` (default) or `"observations"`. Under `"batched"`
-        batching and per-sequence times, `"observations"` saves at the union of the
-        batch's observation times (`batch * times` saves, each of the whole
-        batch); with shared times it needs only `times` saves.
+    - `save`: `"final"` (default), `"observations"`, or a positive int `n`: the
+        state at `n` times spread evenly over each sequence, at the fractions
+        `1/n, 2/n, ..., 1` of its duration (the last is its final state; with
+        fixed steps, each rounded to the nearest step, so that no state is
+        interpolated). Under `"batched"` batching and per-sequence times, the
+        solve saves at the union of the batch's save times (`batch * times`
+        saves, each of the whole batch); with shared times it needs only
+        `times` saves.
 
     **Returns:** a [`ltc_jax.Trajectory`][].
 
@@ -258,8 +264,11 @@ def integrate(
     Method: the per-sequence time control described in this module's docstring;
     solve via `diffrax.diffeqsolve` (Kidger 2021).
     """
-    if save not in ("final", "observations"):
-        raise ValueError(f"save must be 'final' or 'observations'; got {save!r}.")
+    spread = isinstance(save, int) and not isinstance(save, bool)
+    if not (save in ("final", "observations") or (spread and save >= 1)):
+        raise ValueError(
+            f"save must be 'final', 'observations' or a positive int; got {save!r}."
+        )
     if integrator.batching == "batched":
         return _integrate_batch(vector_field, path, y0, integrator, save)
 
@@ -310,6 +319,16 @@ def _save_clock_times(path: InputPath, clock: _Clock) -> Float[Array, "batch tim
         clock.num_steps[:, None],
         jnp.minimum(s, clock.num_steps[:, None]),
     )
+
+
+def _spread_clock_times(
+    clock: _Clock, n: int, *, integer_clock: bool
+) -> Float[Array, "batch n"]:
+    """Clock times at the fractions `1/n, ..., 1` of each sequence's duration;
+    on an integer clock (fixed steps), the nearest step."""
+    fractions = jnp.arange(1, n + 1, dtype=clock.num_steps.dtype) / n
+    s = clock.num_steps[:, None] * fractions[None]
+    return jnp.round(s) if integer_clock else s
 
 
 def _one_save_at_end(ts: Float[Array, " saves"]) -> Float[Array, " saves"]:
@@ -491,7 +510,12 @@ def _integrate_batch(vector_field, path, y0, integrator, save) -> Trajectory:
         save_ts = jnp.concatenate([restarts, s_end[None]])
         saveat = diffrax.SaveAt(ts=_one_save_at_end(save_ts))
     else:
-        save_s = _save_clock_times(path, clock)
+        if save == "observations":
+            save_s = _save_clock_times(path, clock)
+        else:
+            save_s = _spread_clock_times(
+                clock, save, integer_clock=not integrator.is_adaptive
+            )
         if path.shared_times and restarts is None:
             saveat = diffrax.SaveAt(ts=save_s[0])
         else:

@@ -2,6 +2,7 @@
 
 import math
 from collections.abc import Callable
+from typing import Literal
 
 import equinox as eqx
 import jax
@@ -10,7 +11,7 @@ import jax.random as jr
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from ._custom_types import AbstractInput
-from ._integrate import Save, Trajectory, integrate
+from ._integrate import Trajectory, integrate
 from ._integrator import Integrator
 from ._paths import InputPath
 from ._vector_field import (
@@ -20,6 +21,11 @@ from ._vector_field import (
     over_batch,
 )
 from ._wiring import Wiring, make_wiring
+
+
+ModelSave = Literal["final", "observations"]
+"""What a model's solve saves: what its readout reads, or the state at every
+observation time."""
 
 
 class _EncodedInput(eqx.Module):
@@ -125,9 +131,17 @@ class LTC(eqx.Module):
     For each sequence of a batch, the hidden state starts at zero at the first
     observation time and follows $dh/dt = \text{cell}(t, h, x(t))$ up to the last
     observation, driven by the interpolated input $x(t)$ (optionally passed through
-    an encoder first); a readout maps the final state (or the state at every
-    observation time) to the outputs: logits for classification, values for
-    regression.
+    an encoder first). A readout maps the states to the outputs (logits for
+    classification, values for regression): the final state, or with
+    `readout_times=n` the states at `n` times spread evenly over the sequence
+    (at `1/n, 2/n, ..., 1` of its duration), concatenated; or, for outputs at
+    every observation, the state there.
+
+    The final state of an LTC remembers the input over its units' time
+    constants, and its slow units average the input out: on z-normalised series
+    whose class lies in the shape (the UCR archive's, say) the final states of
+    different classes barely differ and training does not start. Reading the
+    states at several times gives the readout the shape.
 
     Two cells: `"ltc"`, the simplified [`ltc_jax.LTCVectorField`][] with a linear
     readout of all units; and `"biophysical"`, the original authors'
@@ -139,7 +153,8 @@ class LTC(eqx.Module):
     the result equals solving it alone.
 
     **Fields:** `cell` (the vector field), `encoder` (`None` or a module applied to
-    $x(t)$ inside the vector field), `readout`, `hidden_size` (static int).
+    $x(t)$ inside the vector field), `readout`, and static ints `input_size`,
+    `hidden_size`, `output_size`, `readout_times`.
     """
 
     cell: eqx.Module
@@ -148,6 +163,7 @@ class LTC(eqx.Module):
     hidden_size: int = eqx.field(static=True)
     input_size: int = eqx.field(static=True)
     output_size: int = eqx.field(static=True)
+    readout_times: int = eqx.field(static=True)
 
     def __init__(
         self,
@@ -161,6 +177,7 @@ class LTC(eqx.Module):
         encoded_size: int | None = None,
         tau_init: tuple[float, float] = (0.1, 10.0),
         tau_min: float = 0.0,
+        readout_times: int = 1,
         key: PRNGKeyArray,
     ):
         """**Arguments:**
@@ -181,11 +198,30 @@ class LTC(eqx.Module):
             `eqx.nn.MLP`), and is applied to $x(t)$ inside the vector field, so
             every gradient mode trains it.
         - `tau_init`, `tau_min`: for `"ltc"`: see [`ltc_jax.LTCVectorField`][].
+        - `readout_times`: the readout sees the states at this many times
+            spread evenly over each sequence, at `1/n, 2/n, ..., 1` of its
+            duration (default 1: the final state only); its linear readout then
+            takes `readout_times * hidden_size` inputs. Not for the biophysical
+            cell, which reads its motor neurons' final state.
         - `key`: a `jax.random.PRNGKey`.
 
-        **Raises:** `ValueError` for an unknown cell or wiring name, or a wiring
-        whose sizes do not match.
+        **Raises:** `ValueError` for an unknown cell or wiring name, a wiring
+        whose sizes do not match, or `readout_times` not a positive int (or
+        above 1 with the biophysical cell).
         """
+        if isinstance(readout_times, bool) or not (
+            isinstance(readout_times, int) and readout_times >= 1
+        ):
+            raise ValueError(
+                f"readout_times must be a positive int; got {readout_times!r}."
+            )
+        if cell == "biophysical" and readout_times != 1:
+            raise ValueError(
+                "The biophysical cell reads its motor neurons' final state: "
+                f"readout_times must be 1; got {readout_times}."
+            )
+        self.readout_times = readout_times
+        read = readout_times * hidden_size
         cell_key, readout_key, wiring_key = jr.split(key, 3)
         cell_input = input_size if encoded_size is None else encoded_size
         self.input_size, self.output_size = input_size, output_size
@@ -197,7 +233,7 @@ class LTC(eqx.Module):
                 tau_min=tau_min,
                 key=cell_key,
             )
-            readout = LinearReadout(hidden_size, output_size, key=readout_key)
+            readout = LinearReadout(read, output_size, key=readout_key)
         elif cell == "biophysical":
             if isinstance(wiring, str):
                 seed = int(jr.randint(wiring_key, (), 0, 2**31 - 1))
@@ -219,14 +255,14 @@ class LTC(eqx.Module):
         elif isinstance(cell, str):
             raise ValueError(f"Unknown cell {cell!r}; choose 'ltc' or 'biophysical'.")
         else:
-            readout = LinearReadout(hidden_size, output_size, key=readout_key)
+            readout = LinearReadout(read, output_size, key=readout_key)
         self.cell = cell
         self.encoder = encoder
         self.readout = readout
         self.hidden_size = hidden_size
 
     def solve(
-        self, path: InputPath, *, integrator: Integrator, save: Save = "final"
+        self, path: InputPath, *, integrator: Integrator, save: ModelSave = "final"
     ) -> Trajectory:
         """The hidden state over the batch.
 
@@ -234,16 +270,20 @@ class LTC(eqx.Module):
 
         - `path`: the batch's inputs, an [`ltc_jax.InputPath`][].
         - `integrator`: an [`ltc_jax.Integrator`][].
-        - `save`: `"final"` (default): each sequence's state at its last
-            observation; `"observations"`: the state at every observation time.
+        - `save`: `"final"` (default): what the readout reads, each sequence's
+            state at its last observation (`(batch, hidden_size)`), or with
+            `readout_times=n > 1` at its `n` readout times (`(batch, n,
+            hidden_size)`); `"observations"`: the state at every observation time
+            (`(batch, times, hidden_size)`).
 
-        **Returns:** a [`ltc_jax.Trajectory`][] with `ys` of shape
-        `(batch, hidden_size)` or `(batch, times, hidden_size)`.
+        **Returns:** a [`ltc_jax.Trajectory`][] with `ys` of the shape above.
 
         **Raises:** `ValueError` if the inputs do not have the model's
         `input_size` channels, or the model's parameters and the inputs have
         different float types; otherwise as [`ltc_jax.integrate`][].
         """
+        if save not in ("final", "observations"):
+            raise ValueError(f"save must be 'final' or 'observations'; got {save!r}.")
         if path.input_size != self.input_size:
             raise ValueError(
                 f"The model takes {self.input_size} input channels; the input path "
@@ -261,19 +301,41 @@ class LTC(eqx.Module):
         batch = path.lengths.shape[0]
         y0 = jnp.zeros((batch, self.hidden_size), path.ts.dtype)
         field = _encoded(self.cell, self.encoder)
+        if save == "final" and self.readout_times > 1:
+            save = self.readout_times
         return integrate(field, path, y0, integrator, save=save)
 
     def __call__(
-        self, path: InputPath, *, integrator: Integrator, save: Save = "final"
+        self, path: InputPath, *, integrator: Integrator, save: ModelSave = "final"
     ) -> Float[Array, "batch output_size"] | Float[Array, "batch times output_size"]:
-        """The outputs: `(batch, output_size)` from each sequence's final state, or
-        `(batch, times, output_size)` at every observation time with
-        `save="observations"` (padding positions repeat the final output).
-        Arguments as `solve`."""
+        """The outputs: `(batch, output_size)` from what the readout reads (the
+        final state, or the states at the `readout_times`), or `(batch, times,
+        output_size)` at every observation time with `save="observations"`
+        (padding positions repeat the final output). Arguments as `solve`.
+
+        **Raises:** as `solve`; `ValueError` for `save="observations"` with
+        `readout_times > 1`, whose readout reads several times at once."""
+        if save == "observations" and self.readout_times > 1:
+            raise ValueError(
+                "Outputs at every observation read one state each; this model's "
+                f"readout reads {self.readout_times} times at once (readout_times)."
+            )
         return self.outputs(self.solve(path, integrator=integrator, save=save).ys)
 
     def outputs(
-        self, ys: Float[Array, "*batch hidden_size"]
-    ) -> Float[Array, "*batch output_size"]:
-        """The readout applied to states `ys` of shape `(*batch, hidden_size)`."""
-        return self.readout(ys)
+        self, ys: Float[Array, "*batch hidden_size"] | Float[Array, "*batch n hidden"]
+    ) -> Float[Array, "... output_size"]:
+        """The readout applied to states `ys`: `(*batch, hidden_size)`, or with
+        `readout_times=n > 1`, `(*batch, n, hidden_size)` (as `solve` returns
+        them), whose `n` states are read together.
+
+        **Raises:** `ValueError` if `ys` does not end in `(n, hidden_size)` for
+        `readout_times=n > 1`."""
+        if self.readout_times == 1:
+            return self.readout(ys)
+        if ys.shape[-2:] != (self.readout_times, self.hidden_size):
+            raise ValueError(
+                f"The readout reads states of shape (..., {self.readout_times}, "
+                f"{self.hidden_size}) (readout_times, hidden_size); got {ys.shape}."
+            )
+        return self.readout(ys.reshape(*ys.shape[:-2], -1))

@@ -54,7 +54,8 @@ def test_cli_on_any_ts_pair(tmp_path, capsys):
     assert sizes["train_size"] + sizes["validation_size"] == 24
     assert sizes["validation_size"] == 2 and sizes["test_size"] == 10
     derived = json.loads((out / "config.json").read_text())["derived"]
-    assert set(derived) == {"tau_init", "max_steps"}  # batch size and dt0 given
+    # Batch size and dt0 given; the rest from the data.
+    assert set(derived) == {"tau_init", "max_steps", "batching", "readout_times"}
     assert all(choice["reason"] for choice in derived.values())
     assert metrics["best_epoch"] in (0, 1)
     with open(out / "history.csv") as file:

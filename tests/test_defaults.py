@@ -41,7 +41,16 @@ def test_derived_defaults_follow_the_time_scale(spacing, unit):
     low = spacing / 10
     stable = ltc_jax.derive_defaults([data], stability_bound=rk4).dt0
     assert stable == pytest.approx(min(spacing, 0.9 * rk4 * low / (1 + low)))
-    assert set(defaults.reasons) == {"tau_init", "dt0", "max_steps", "batch_size"}
+    assert set(defaults.reasons) == {
+        "tau_init",
+        "dt0",
+        "max_steps",
+        "batch_size",
+        "batching",
+        "readout_times",
+    }
+    # One grid: one batched solve; readout at 16 of the 100 observations' times.
+    assert defaults.batching == "batched" and defaults.readout_times == 16
 
 
 def test_derived_defaults_of_short_irregular_data():
@@ -61,6 +70,30 @@ def test_derived_defaults_of_short_irregular_data():
     assert defaults.max_steps == 16_000 and defaults.batch_size == 8
     short = ltc_jax.derive_defaults([_grid(40, 4, 1.0)])
     assert short.tau_init == (0.1, 10.0) and short.max_steps == 256
+
+
+def test_batching_follows_how_many_times_a_batch_shares():
+    """By hand: on one grid (ragged lengths of the sample index) a batch stops at
+    its longest sequence's times, ratio 1; times offset by a per-sequence
+    fraction of the spacing never coincide, so a batch of 8 stops 8 times as
+    often: a solve per sequence. Fixed steps are always batched; the readout
+    times stop at the median length (here 3)."""
+    lengths = np.array([3, 5, 4, 3] * 10, np.int32)
+    data = _grid(40, 5, 1.0, lengths=lengths)
+    assert ltc_jax.batch_stop_ratio(data, 8) == pytest.approx(1.0)
+    shifted = SequenceDataset(
+        ts=data.ts * (1 + np.arange(40)[:, None] / 1000),
+        xs=data.xs,
+        lengths=np.full(40, 5, np.int32),
+        labels=data.labels,
+        class_names=("a", "b"),
+    )
+    # Each sequence's times start at 0, so the first of its 5 is shared: 1 + 8 * 4.
+    assert ltc_jax.batch_stop_ratio(shifted, 8) == pytest.approx(33 / 5)
+    assert ltc_jax.derive_defaults([data]).batching == "batched"
+    assert ltc_jax.derive_defaults([shifted]).batching == "vmap"
+    assert ltc_jax.derive_defaults([shifted], adaptive=False).batching == "batched"
+    assert ltc_jax.derive_defaults([data]).readout_times == 3
 
 
 def test_stratified_split_keeps_class_shares_and_is_disjoint():

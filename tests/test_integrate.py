@@ -491,3 +491,78 @@ def test_adaptive_checkpointing_keeps_no_copy_of_observation_times_per_checkpoin
     growth = temp_bytes(2000) - temp_bytes(100)
     one_copy = 4 * (2000 - 100) * 8  # batch x extra observations x float64
     assert growth <= 3 * one_copy, (growth, one_copy)
+
+
+class _Relax(eqx.Module):
+    """dh/dt = -h + x(t): from h = 0 under a constant input 1, h = 1 - exp(-t)."""
+
+    def __call__(self, t, y, args):
+        return -y + args.evaluate(t)
+
+
+@pytest.mark.parametrize("batching", ["batched", "vmap"])
+@pytest.mark.parametrize("solver", ["rk4", "tsit5"])
+def test_spread_saves_are_the_state_at_even_fractions_of_each_duration(
+    getkey, solver, batching
+):
+    """`save=n` against the closed form at `j/n` of each sequence's own duration
+    (per-sequence starts and lengths); fixed steps read the nearest step."""
+    ts, _, lengths = ragged_batch(getkey(), 3, 7, 1)
+    xs = jnp.where(jnp.isnan(ts), jnp.nan, 1.0)[..., None]
+    path = ltc_jax.InputPath(ts, xs, lengths)
+    adaptive = solver == "tsit5"
+    integrator = ltc_jax.make_integrator(
+        solver,
+        dt0=None if adaptive else 0.01,
+        rtol=1e-10 if adaptive else None,
+        atol=1e-12 if adaptive else None,
+        max_steps=4096,
+        batching=batching,
+    )
+    n = 4
+    ys = ltc_jax.integrate(_Relax(), path, jnp.zeros((3, 1)), integrator, save=n).ys
+    assert ys.shape == (3, n, 1)
+    durations = np.asarray(path.t_end - path.t_start)
+    fractions = np.arange(1, n + 1) / n
+    if adaptive:
+        elapsed = durations[:, None] * fractions
+    else:
+        steps = np.ceil(durations / 0.01 * (1 - 64 * np.finfo(float).eps))
+        elapsed = np.round(steps[:, None] * fractions) * (durations / steps)[:, None]
+    np.testing.assert_allclose(ys[..., 0], 1 - np.exp(-elapsed), rtol=1e-8, atol=1e-9)
+
+
+@pytest.mark.parametrize("mode", ["backsolve", "windowed"])
+def test_spread_saves_give_the_continuous_adjoints_gradient(getkey, mode):
+    """A loss on the states at 3 spread times of ragged sequences: plain and
+    windowed backsolve agree with backpropagation through the steps to O(dt^4)."""
+    model = _model(getkey())
+    ts, xs, lengths = ragged_batch(getkey(), 3, 6, INPUT)
+    path = ltc_jax.InputPath(ts, xs, lengths)
+    grads = {}
+    for name in ("full", mode):
+        integrator = ltc_jax.make_integrator(
+            "rk4", name, dt0=0.005, max_steps=800, **mode_options(name)
+        )
+
+        def loss(model, integrator=integrator):
+            y0 = jnp.zeros((3, HIDDEN))
+            ys = ltc_jax.integrate(model.cell, path, y0, integrator, save=3).ys
+            return jnp.sum(jnp.sin(ys))
+
+        grads[name] = eqx.filter_jit(eqx.filter_grad(loss))(model)
+    assert max_relative_error(grads[mode], grads["full"]) < 1e-6
+
+
+def test_save_must_be_a_known_mode_or_a_positive_count(getkey):
+    ts, xs, lengths = ragged_batch(getkey(), 2, 4, INPUT)
+    integrator = ltc_jax.make_integrator("rk4", dt0=0.1, max_steps=64)
+    for save in (0, -2, True):
+        with pytest.raises(ValueError, match="save must be"):
+            ltc_jax.integrate(
+                _model(getkey()).cell,
+                ltc_jax.InputPath(ts, xs, lengths),
+                jnp.zeros((2, HIDDEN)),
+                integrator,
+                save=save,
+            )

@@ -103,3 +103,36 @@ def test_a_cell_of_your_own_gets_a_linear_readout(getkey):
 def test_bad_cell_names_the_choices(getkey):
     with pytest.raises(ValueError, match="Unknown cell 'hodgkin'; choose"):
         ltc_jax.LTC(2, 6, 2, cell="hodgkin", key=getkey())
+
+
+def test_readout_times_read_the_states_at_even_fractions_of_the_sequence(getkey):
+    """On a grid of 9 observations, readout_times=4 reads the states at
+    observations 2, 4, 6 and 8 (fixed steps land on them): the outputs are the
+    linear readout of those four states, concatenated in time order."""
+    model = ltc_jax.LTC(2, 4, 3, readout_times=4, key=getkey())
+    assert model.readout.weight.shape == (3, 16)
+    ts = 0.25 * jnp.arange(9.0)
+    xs = jr.normal(getkey(), (2, 9, 2))
+    path = ltc_jax.InputPath(ts, xs)
+    integrator = ltc_jax.make_integrator("rk4", dt0=0.05, max_steps=200)
+    every = model.solve(path, integrator=integrator, save="observations").ys
+    read = np.asarray(every)[:, [2, 4, 6, 8]].reshape(2, 16)
+    weight, bias = np.asarray(model.readout.weight), np.asarray(model.readout.bias)
+    expected = read @ weight.T + bias
+    np.testing.assert_allclose(
+        model(path, integrator=integrator), expected, rtol=1e-10, atol=1e-12
+    )
+
+
+def test_readout_times_are_checked(getkey):
+    with pytest.raises(ValueError, match="positive int"):
+        ltc_jax.LTC(2, 4, 3, readout_times=0, key=getkey())
+    with pytest.raises(ValueError, match="motor neurons"):
+        ltc_jax.LTC(2, 8, 2, cell="biophysical", readout_times=2, key=getkey())
+    model = ltc_jax.LTC(2, 4, 3, readout_times=2, key=getkey())
+    path = ltc_jax.InputPath(jnp.arange(3.0), jnp.ones((1, 3, 2)))
+    integrator = ltc_jax.make_integrator("rk4", dt0=0.5, max_steps=16)
+    with pytest.raises(ValueError, match="readout_times"):
+        model(path, integrator=integrator, save="observations")
+    with pytest.raises(ValueError, match=r"\(\.\.\., 2, 4\)"):
+        model.outputs(jnp.zeros((1, 4)))

@@ -87,7 +87,9 @@ class TrainConfig:
     forward one; needed with --solver fused)."""
     batching: Batching | None = None
     """Solve the batch as one state (batched) or per sequence (vmap). Default:
-    vmap for the implicit kvaerno5, batched otherwise."""
+    derived from the data: vmap for adaptive steps where the sequences' times
+    differ (a batched solve would stop at all of them) and for the implicit
+    kvaerno5, batched otherwise."""
     interpolation: Interpolation = "linear"
     """Input path between observations: linear or cubic (Hermite)."""
     observation_mask: bool = False
@@ -105,6 +107,10 @@ class TrainConfig:
     """Range the time constants are drawn from, log-uniformly (time units).
     Default: derived from the data, from a tenth of the median observation
     interval to the longest sequence's duration."""
+    readout_times: OptionalInt = None
+    """The readout sees the states at this many evenly spread times of each
+    sequence (1: the final state only). Default: derived from the data, the
+    median sequence's observations, at most 16 (1 for the biophysical cell)."""
     epochs: int = 100
     """Passes over the training set."""
     batch_size: OptionalInt = None
@@ -159,6 +165,7 @@ class TrainConfig:
             "checkpoint_every",
             "max_consecutive_failures",
             "patience",
+            "readout_times",
         )
         for name in at_least_one:
             value = getattr(self, name)
@@ -201,6 +208,11 @@ class TrainConfig:
             raise ValueError(f"--drop-rate must lie in [0, 1); got {self.drop_rate}.")
         if self.tighten_at is not None and not 0.0 < self.tighten_at < 1.0:
             raise ValueError(f"--tighten-at must lie in (0, 1); got {self.tighten_at}.")
+        if self.cell == "biophysical" and (self.readout_times or 1) > 1:
+            raise ValueError(
+                "--readout-times must be 1 with --cell biophysical, which reads "
+                f"its motor neurons' final state; got {self.readout_times}."
+            )
         if (self.data is None) != (self.test_data is None):
             raise ValueError("--data and --test-data go together: give both .ts files.")
 

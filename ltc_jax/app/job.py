@@ -7,9 +7,10 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
+import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -139,20 +140,37 @@ def resolve_settings(
     the training data; `others`, such as the test set, only widen `max_steps`
     so that every solve fits), each given option kept: `dt0` (for fixed steps),
     `adaptive`, `max_steps`, `batch_size`, `tau_init`, and `derived`, naming
-    each setting the data chose and why."""
+    each setting the data chose and why; also `batching` and `readout_times`."""
     adaptive = (
         config.rtol is not None
         or config.atol is not None
         or (config.dt0 is None and config.solver not in FIXED_ONLY)
     )
     solver = ltc_jax.make_solver(config.solver, ode_unfolds=config.ode_unfolds)
-    bound = None if adaptive else ltc_jax.real_stability_bound(solver)
-    defaults = ltc_jax.derive_defaults([train], stability_bound=bound)
+    bound = ltc_jax.real_stability_bound(solver)
+    defaults = ltc_jax.derive_defaults(
+        [train], stability_bound=bound, adaptive=adaptive
+    )
     every = (train, *others)
+    reasons = dict(defaults.reasons)
+    implicit = isinstance(solver, diffrax.AbstractImplicitSolver)
+    batching = defaults.batching
+    if implicit:
+        batching = "vmap"
+        reasons["batching"] = (
+            "an implicit solver: a solve per sequence factorises a Jacobian per "
+            "sequence, not one of the whole batch"
+        )
+    readout_times = defaults.readout_times
+    if config.cell == "biophysical":
+        readout_times = 1
+        reasons["readout_times"] = "the biophysical cell reads its final state"
     chosen = dict(
         dt0=config.dt0 if config.dt0 is not None or adaptive else defaults.dt0,
         batch_size=config.batch_size or defaults.batch_size,
         tau_init=tuple(config.tau_init or defaults.tau_init),
+        batching=config.batching or batching,
+        readout_times=config.readout_times or readout_times,
     )
     if config.dt0 is None and not adaptive and bound is not None:
         # Stable on the time constants actually drawn (a given --tau-init too).
@@ -165,9 +183,10 @@ def resolve_settings(
         chosen["max_steps"] = config.max_steps or widest
     else:
         chosen["max_steps"] = ltc_jax.fixed_max_steps(every, chosen["dt0"])
+    names = ("dt0", "batch_size", "tau_init", "max_steps", "batching", "readout_times")
     derived = {
-        name: dict(value=chosen[name], reason=defaults.reasons[name])
-        for name in ("dt0", "batch_size", "tau_init", "max_steps")
+        name: dict(value=chosen[name], reason=reasons[name])
+        for name in names
         if getattr(config, name) is None and (name != "dt0" or not adaptive)
     }
     if not adaptive and config.max_steps is None:
@@ -214,7 +233,7 @@ def make_config_integrator(
         else None,
         seminorm=config.seminorm and has_reverse_solve(adjoint),
         ode_unfolds=config.ode_unfolds,
-        batching=config.batching,
+        batching=settings.get("batching", config.batching),
     )
 
 
@@ -303,17 +322,20 @@ def _resumed_config(config: TrainConfig) -> TrainConfig:
 
 
 def make_model(
-    config: TrainConfig, input_size: int, output_size: int, tau_init: Sequence[float]
+    config: TrainConfig, input_size: int, output_size: int, settings: dict[str, Any]
 ) -> ltc_jax.LTC:
-    """The freshly initialised LTC a config describes."""
+    """The freshly initialised LTC a config describes, with the `tau_init` and
+    `readout_times` of `settings` (from `resolve_settings`; a run saved
+    before readout times existed reads its final state)."""
     return ltc_jax.LTC(
         input_size,
         config.hidden_size,
         output_size,
         cell=config.cell,
         wiring=config.wiring,
-        tau_init=tuple(tau_init),
+        tau_init=tuple(settings["tau_init"]),
         tau_min=config.tau_min,
+        readout_times=settings.get("readout_times", 1),
         key=jr.PRNGKey(config.seed),
     )
 
@@ -367,9 +389,7 @@ def train_and_evaluate(
     schedule = training_schedule(config, integrator)
     options = path_options(config)
     train_path = ltc_jax.make_input_path(train, **options)
-    model = make_model(
-        config, train_path.input_size, _output_size(train), settings["tau_init"]
-    )
+    model = make_model(config, train_path.input_size, _output_size(train), settings)
     steps_per_epoch = math.ceil(len(train) / batch_size)
     optimizer = ltc_jax.make_optimizer(
         config.learning_rate,
@@ -563,9 +583,7 @@ def load_run(run_dir: str) -> tuple[TrainConfig, ltc_jax.LTC, dict]:
         data = json.load(file)
     if config.x64:
         jax.config.update("jax_enable_x64", True)
-    like = make_model(
-        config, data["input_size"], data["output_size"], data["settings"]["tau_init"]
-    )
+    like = make_model(config, data["input_size"], data["output_size"], data["settings"])
     model = eqx.tree_deserialise_leaves(files["model.eqx"], like)
     return config, model, data
 
