@@ -88,6 +88,7 @@ from ._names import (
     make_solver as make_solver,
 )
 from ._optimizer import make_optimizer as make_optimizer
+from ._parallel import data_mesh as data_mesh
 from ._paths import InputPath as InputPath
 from ._solver import (
     RK4 as RK4,
@@ -172,6 +173,7 @@ __all__ = [
     "make_train_step",
     "make_optimizer",
     "fit",
+    "data_mesh",
     "evaluate",
     "AbstractFitProgress",
     "TqdmFitProgress",

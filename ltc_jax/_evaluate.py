@@ -4,10 +4,12 @@ import math
 
 import equinox as eqx
 import numpy as np
+from jax.sharding import Mesh
 
 from ._batch import batches, check_labels, make_input_path
 from ._integrator import Integrator, resolve_windows
 from ._loss import jitted_loss_and_metrics
+from ._parallel import check_divides, replicate, shard_batch, to_host
 from ._paths import InputPath
 from .datasets import SequenceDataset
 
@@ -19,6 +21,7 @@ def evaluate(
     integrator: Integrator,
     batch_size: int = 64,
     path: InputPath | None = None,
+    mesh: Mesh | None = None,
 ) -> dict[str, float]:
     """Mean loss, accuracy (classification) and solver steps of `model` on `data`.
 
@@ -32,6 +35,8 @@ def evaluate(
         with weight-0 copies, so it never changes the result.
     - `path`: `make_input_path(data, ...)` when the inputs need options
         (interpolation, mask channels); default: linear interpolation.
+    - `mesh`: a device mesh with a `"data"` axis ([`ltc_jax.data_mesh`][]) to
+        split each batch over, or `None` (default) for one device.
 
     **Returns:** `{"loss", "accuracy", "num_steps"}`: the mean loss per sequence
     (cross-entropy or mean squared error, as [`ltc_jax.loss_and_metrics`][]),
@@ -39,10 +44,14 @@ def evaluate(
     of solver steps per batch solve (under `"batched"` batching every sequence of
     a batch shares those steps).
 
-    **Raises:** as the solve; `ValueError` if `batch_size < 1`, or labels that do
-    not fit the model's `output_size`.
+    **Raises:** as the solve; `ValueError` if `batch_size < 1`, labels that do
+    not fit the model's `output_size`, or a `batch_size` that does not divide
+    over the mesh.
     """
     check_labels(model, data)
+    if mesh is not None:
+        check_divides(batch_size, mesh)
+        model = replicate(model, mesh)
     totals = dict(weight=0.0, loss=0.0, correct=0.0, num_steps=0.0)
     solves = 0
     path = make_input_path(data) if path is None else path
@@ -53,7 +62,11 @@ def evaluate(
         dtype=path.ts.dtype,
     )
     for batch in batches(data, batch_size, path=path):
+        if mesh is not None:
+            batch = shard_batch(batch, mesh, batch_size)
         _, metrics = jitted_loss_and_metrics(model, batch, integrator)
+        if mesh is not None:
+            metrics = to_host(metrics)
         for name in totals:
             totals[name] += float(metrics[name])
         solves += 1

@@ -13,6 +13,7 @@ import equinox as eqx
 import jax
 import numpy as np
 import optax
+from jax.sharding import Mesh
 from tqdm import tqdm
 
 from ._adjoint import WindowedBacksolveAdjoint
@@ -33,6 +34,7 @@ from ._integrator import (
     resolve_windows,
 )
 from ._loss import jitted_train_step
+from ._parallel import check_divides, replicate, shard_batch, to_host
 from ._paths import InputPath
 from .datasets import SequenceDataset
 
@@ -120,6 +122,7 @@ def fit(
     validation: SequenceDataset | None = None,
     validation_path: InputPath | None = None,
     patience: int | None = None,
+    mesh: Mesh | None = None,
     progress: AbstractFitProgress = _DEFAULT_PROGRESS,
 ) -> tuple[eqx.Module, list[dict[str, int | float]]]:
     """Train `model` on `train` for `epochs` epochs.
@@ -164,6 +167,17 @@ def fit(
     `learned` is `False`): a model whose final state barely depends on its input
     trains at chance without any other sign.
 
+    **Several devices and hosts.** With `mesh` (from [`ltc_jax.data_mesh`][]),
+    each batch is split over the mesh's `"data"` axis and the model and
+    optimiser state are replicated; the step is the same program, compiled
+    for those placements, with XLA reducing the gradient over the devices.
+    The history's metrics are the global batch's, and the parameters those of
+    one device's run on the same batches, to round-off in the order of the
+    reduction. Under `jax.distributed` (several processes, each holding the
+    data and building the same batches), each process places only the rows its
+    devices hold, and only process 0 writes checkpoints. The model returned
+    lives on this process's default device.
+
     **Tolerance schedules.** `integrator` may be a [`ltc_jax.ToleranceSchedule`][]:
     each epoch then uses its phase's tolerances (recorded in the history).
 
@@ -189,6 +203,8 @@ def fit(
     - `on_failure`: `"raise"` or `"skip"`; `max_consecutive_failures`: see above.
     - `validation`, `validation_path` (as `path`, for `validation`), `patience`:
         see above.
+    - `mesh`: a device mesh with a `"data"` axis, or `None` (default) for one
+        device; `batch_size` must be a multiple of its size.
     - `progress`: where progress goes (default a tqdm bar; `NoFitProgress()`
         for none).
 
@@ -203,8 +219,9 @@ def fit(
     [`ltc_jax.SolverFailureError`][] (with `on_failure="raise"`),
     [`ltc_jax.TrainingFailedError`][] (with `"skip"`),
     [`ltc_jax.CheckpointError`][] when resuming finds no usable checkpoint,
-    `ValueError` for bad options, a model whose parameters are not finite, or
-    labels that do not fit the model's `output_size`.
+    `ValueError` for bad options, a model whose parameters are not finite,
+    labels that do not fit the model's `output_size`, or a `batch_size` that
+    does not divide over the mesh.
     """
     for name, value in (("epochs", epochs), ("batch_size", batch_size)):
         if value < 1:
@@ -219,6 +236,8 @@ def fit(
         raise ValueError(f"patience must be at least 1; got {patience}.")
     if patience is not None and validation is None:
         raise ValueError("patience needs validation data to stop on.")
+    if mesh is not None:
+        check_divides(batch_size, mesh)
     if max_consecutive_failures < 1:
         raise ValueError(
             "max_consecutive_failures must be positive; got "
@@ -267,14 +286,16 @@ def fit(
                 f"The checkpoint was written with seed {meta['seed']}, not {seed}."
             )
         position = {key: meta[key] for key in position}
+    if mesh is not None:
+        model, opt_state, best_model = replicate((model, opt_state, best_model), mesh)
 
     def save():
-        if checkpoint_dir is not None:
+        if checkpoint_dir is not None and jax.process_index() == 0:
             step = position["epoch"] * steps_per_epoch + position["batch"]
             save_checkpoint(
                 checkpoint_dir,
                 step,
-                (model, opt_state, best_model),
+                to_host((model, opt_state, best_model)),
                 dict(position, seed=seed),
             )
 
@@ -301,10 +322,14 @@ def fit(
             ):
                 index = position["batch"]
                 failure = None
+                if mesh is not None:
+                    batch = shard_batch(batch, mesh, batch_size)
                 try:
                     new_model, new_opt_state, _, metrics, finite = jitted_train_step(
                         model, opt_state, batch, optimizer, current
                     )
+                    if mesh is not None:
+                        metrics, finite = to_host((metrics, finite))
                     if not bool(finite):
                         failure = _non_finite_message(epoch, index, current)
                         failure_type, cause = NonFiniteLossError, None
@@ -378,6 +403,7 @@ def fit(
                     integrator=current,
                     batch_size=batch_size,
                     path=validation_path,
+                    mesh=mesh,
                 )
                 record["validation_loss"] = result["loss"]
                 record["validation_accuracy"] = result["accuracy"]
@@ -396,6 +422,8 @@ def fit(
         for record in history:
             record["best"] = record["epoch"] == position["best_epoch"]
         model = best_model
+    if mesh is not None:
+        model = to_host(model)
     if history and position["initial_loss"] is not None:
         kept = [h for h in history if h.get("best")] or history[-1:]  # returned
         learned = kept[0]["loss"] < 0.95 * position["initial_loss"]

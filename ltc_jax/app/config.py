@@ -140,11 +140,24 @@ class TrainConfig:
     """On a failed solve or non-finite loss: stop (raise) or drop the update (skip)."""
     max_consecutive_failures: int = 10
     """With --on-failure skip: stop after this many failed steps in a row."""
+    devices: OptionalInt = None
+    """Devices to split each batch over (data parallelism; the batch size must
+    be a multiple). Default: every device of the backend, over all processes
+    with --coordinator."""
+    coordinator: Annotated[str | None, tyro.conf.arg(metavar="HOST:PORT")] = None
+    """Several hosts: the address of process 0, where jax.distributed meets;
+    with --num-processes and --process-id (and --out, the same on every host).
+    Only process 0 writes the run folder."""
+    num_processes: OptionalInt = None
+    """Several hosts: how many processes train together."""
+    process_id: OptionalInt = None
+    """Several hosts: this process's index, 0 to --num-processes - 1."""
     x64: bool = False
     """Run everything in float64."""
     resume: Folder = None
     """Continue the run in this folder from its newest good checkpoint, with its
-    saved configuration (other options are ignored, except --progress)."""
+    saved configuration (other options must match it, except --progress and
+    where it runs: --devices and the several-host options)."""
     progress: bool = True
     """Show a progress bar."""
 
@@ -166,6 +179,8 @@ class TrainConfig:
             "max_consecutive_failures",
             "patience",
             "readout_times",
+            "devices",
+            "num_processes",
         )
         for name in at_least_one:
             value = getattr(self, name)
@@ -213,6 +228,20 @@ class TrainConfig:
                 "--readout-times must be 1 with --cell biophysical, which reads "
                 f"its motor neurons' final state; got {self.readout_times}."
             )
+        several = (self.coordinator, self.num_processes, self.process_id)
+        if any(value is not None for value in several):
+            if any(value is None for value in several) or (
+                self.out is None and self.resume is None
+            ):
+                raise ValueError(
+                    "--coordinator, --num-processes and --process-id go together, "
+                    "with --out or --resume (the run folder every process uses)."
+                )
+            if not 0 <= self.process_id < self.num_processes:
+                raise ValueError(
+                    f"--process-id must lie in [0, {self.num_processes}); got "
+                    f"{self.process_id}."
+                )
         if (self.data is None) != (self.test_data is None):
             raise ValueError("--data and --test-data go together: give both .ts files.")
 

@@ -297,8 +297,9 @@ def _resumed_config(config: TrainConfig) -> TrainConfig:
     """The saved configuration of the run `config.resume` continues.
 
     **Raises:** `FileNotFoundError` without a `config.json`; `ValueError` if
-    `config` sets an option (other than `--progress`) to a value the saved run
-    does not have: a resumed run keeps its options.
+    `config` sets an option to a value the saved run does not have: a resumed
+    run keeps its options, except where it runs (`PLACEMENT`), which comes from
+    `config` (another device count gives the same run to round-off).
     """
     saved_path = os.path.join(config.resume, "config.json")
     if not os.path.isfile(saved_path):
@@ -309,7 +310,7 @@ def _resumed_config(config: TrainConfig) -> TrainConfig:
         f"{_flag(field.name)} {getattr(config, field.name)!r} (saved: "
         f"{getattr(saved, field.name)!r})"
         for field in dataclasses.fields(TrainConfig)
-        if field.name not in ("resume", "progress")
+        if field.name not in ("resume", *PLACEMENT)
         and getattr(config, field.name) != field.default
         and getattr(config, field.name) != getattr(saved, field.name)
     ]
@@ -318,7 +319,13 @@ def _resumed_config(config: TrainConfig) -> TrainConfig:
             f"--resume {config.resume} continues that run with its saved options; "
             f"these differ: {'; '.join(conflicts)}. Start a new run to change them."
         )
-    return dataclasses.replace(saved, resume=None, progress=config.progress)
+    here = {name: getattr(config, name) for name in PLACEMENT}
+    return dataclasses.replace(saved, resume=None, **here)
+
+
+PLACEMENT = ("progress", "devices", "coordinator", "num_processes", "process_id")
+"""The options of where and how a run shows and runs, which a resumed run takes
+from its new command line."""
 
 
 def make_model(
@@ -376,12 +383,16 @@ def train_and_evaluate(
     if resume:
         run_dir = config.resume
         config = _resumed_config(config)
+    if config.coordinator is not None:
+        start_processes(config)
+    writer = jax.process_index() == 0
     if config.x64:
         jax.config.update("jax_enable_x64", True)
     data = load_data(config)
     train, validation, test = data["train"], data["validation"], data["test"]
     held = () if validation is None else (validation,)
     settings = resolve_settings(config, train, (*held, test))
+    mesh = training_mesh(config, settings)
     for name, choice in settings["derived"].items():
         say(f"{name} = {choice['value']} ({choice['reason']})")
     batch_size = settings["batch_size"]
@@ -400,10 +411,13 @@ def train_and_evaluate(
     )
     # The options are checked above; only now is the run folder made.
     if not resume:
-        run_dir = make_run_dir(config.out, os.path.join("runs", "train"))
-        with open(os.path.join(run_dir, "config.json"), "w") as file:
-            saved = dict(dataclasses.asdict(config), derived=settings["derived"])
-            json.dump(saved, file, indent=2)
+        if writer:
+            run_dir = make_run_dir(config.out, os.path.join("runs", "train"))
+            with open(os.path.join(run_dir, "config.json"), "w") as file:
+                saved = dict(dataclasses.asdict(config), derived=settings["derived"])
+                json.dump(saved, file, indent=2)
+        else:
+            run_dir = config.out
     checkpoint_dir = os.path.join(run_dir, "checkpoints")
     found = ltc_jax.list_checkpoints(checkpoint_dir) if resume else []
     if resume:
@@ -431,8 +445,9 @@ def train_and_evaluate(
             resume=bool(found),
             on_failure=config.on_failure,
             max_consecutive_failures=config.max_consecutive_failures,
+            mesh=mesh,
             progress=ltc_jax.TqdmFitProgress()
-            if config.progress
+            if config.progress and writer
             else ltc_jax.NoFitProgress(),
         )
     except KeyboardInterrupt:
@@ -446,9 +461,10 @@ def train_and_evaluate(
         integrator=integrator,
         batch_size=batch_size,
         path=ltc_jax.make_input_path(test, **options),
+        mesh=mesh,
     )
     memory = None
-    if config.memory_table:
+    if config.memory_table and writer:
         say(
             f"measuring the compiled memory of a training step under each of the "
             f"{len(ltc_jax.ADJOINT_NAMES)} gradient modes (one compilation each) ..."
@@ -488,14 +504,66 @@ def train_and_evaluate(
         history=history,
         parameters_sha256=ltc_jax.parameter_digest(model),
         resumed=resume,
+        devices=1 if mesh is None else mesh.size,
+        processes=jax.process_count(),
         environment=ltc_jax.environment(),
         run_dir=run_dir,
     )
-    save_model(run_dir, model, train, data["statistics"], settings)
-    write_history(run_dir, history)
-    with open(os.path.join(run_dir, "metrics.json"), "w") as file:
-        json.dump(metrics, file, indent=2, default=_json_default)
+    if writer:
+        save_model(run_dir, model, train, data["statistics"], settings)
+        write_history(run_dir, history)
+        with open(os.path.join(run_dir, "metrics.json"), "w") as file:
+            json.dump(metrics, file, indent=2, default=_json_default)
     return metrics
+
+
+def start_processes(config: TrainConfig) -> None:
+    """Join the `jax.distributed` run a config names (`--coordinator`,
+    `--num-processes`, `--process-id`), before anything else touches JAX. On
+    CPU the processes' collectives go through gloo."""
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(
+        coordinator_address=config.coordinator,
+        num_processes=config.num_processes,
+        process_id=config.process_id,
+    )
+
+
+def training_mesh(config: TrainConfig, settings: dict[str, Any]):
+    """The device mesh the batches are split over (`None` for one device), with
+    a derived batch size rounded up to a multiple of the device count (and its
+    reason updated in `settings`).
+
+    **Raises:** `ValueError` for more devices than there are, fewer than all of
+    them in a multi-process run, or a given `--batch-size` that does not divide
+    over them."""
+    every = len(jax.devices())
+    count = config.devices or every
+    if count > every:
+        raise ValueError(
+            f"--devices {count}: there are {every} {jax.default_backend()} devices."
+        )
+    if jax.process_count() > 1 and count != every:
+        raise ValueError(
+            f"--devices {count}: a run of {jax.process_count()} processes uses all "
+            f"{every} devices."
+        )
+    if count == 1:
+        return None
+    size = settings["batch_size"]
+    if size % count:
+        if config.batch_size is not None:
+            raise ValueError(
+                f"--batch-size {size} does not divide over {count} devices; choose a "
+                f"multiple of {count}."
+            )
+        settings["batch_size"] = size = count * math.ceil(size / count)
+        settings["derived"]["batch_size"] = dict(
+            value=size,
+            reason=settings["derived"]["batch_size"]["reason"]
+            + f", rounded up to a multiple of the {count} devices",
+        )
+    return ltc_jax.data_mesh(count)
 
 
 def _output_size(train: SequenceDataset) -> int:

@@ -1,0 +1,119 @@
+"""Data parallelism on JAX's own runtime: a one-axis device mesh, batches split
+over it, everything else replicated; XLA inserts the gradient reduction.
+
+Two traps of JAX 0.10 with diffrax 0.7.2 shape this module:
+
+- `jax.make_mesh` gives its axes `AxisType.Explicit` by default, under which
+  diffrax's solve fails with a `ShardingTypeError`; `data_mesh` asks for
+  `AxisType.Auto`, leaving the propagation of shardings to XLA.
+- `shard_map` fails with diffrax's `RecursiveCheckpointAdjoint`; this module
+  never uses it: the step is the single-device program, compiled for sharded
+  inputs (`jax.jit`'s automatic partitioning).
+
+Every array is placed with `jax.make_array_from_callback` from host values, so
+the same code serves one process and several (`jax.distributed`): each process
+supplies the rows its own devices hold.
+"""
+
+from collections.abc import Sequence
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
+from jaxtyping import PyTree
+
+
+DATA_AXIS = "data"
+"""The name of the mesh axis a batch is split over."""
+
+
+def data_mesh(devices: int | Sequence[jax.Device] | None = None) -> Mesh:
+    """A one-axis device mesh, axis `"data"`, for data-parallel training with
+    [`ltc_jax.fit`][] and [`ltc_jax.evaluate`][].
+
+    **Arguments:** `devices`: `None` (default) for every device of the default
+    backend, over all processes of a `jax.distributed` run; an int `n` for the
+    first `n` of them; or a sequence of `jax.Device`s.
+
+    **Returns:** a `jax.sharding.Mesh` whose axis has type `AxisType.Auto` (the
+    default `Explicit` type of `jax.make_mesh` makes diffrax's solve fail).
+
+    **Raises:** `ValueError` for a count below 1 or above the devices there
+    are, or an empty sequence.
+    """
+    every = jax.devices()
+    if devices is None:
+        chosen = every
+    elif isinstance(devices, int):
+        if not 1 <= devices <= len(every):
+            raise ValueError(
+                f"devices must lie in [1, {len(every)}] (the {jax.default_backend()} "
+                f"devices there are); got {devices}."
+            )
+        chosen = every[:devices]
+    else:
+        chosen = list(devices)
+        if not chosen:
+            raise ValueError("devices is an empty sequence.")
+    return Mesh(np.asarray(chosen), (DATA_AXIS,), axis_types=(AxisType.Auto,))
+
+
+def check_divides(batch_size: int, mesh: Mesh) -> None:
+    """**Raises:** `ValueError` unless `batch_size` divides into equal shares
+    over the mesh's devices."""
+    if batch_size % mesh.size:
+        raise ValueError(
+            f"batch_size={batch_size} does not divide over the mesh's {mesh.size} "
+            f"devices; choose a multiple of {mesh.size}."
+        )
+
+
+def _host(leaf) -> np.ndarray:
+    """A leaf's value on this host: of a global array, its first local shard
+    (every shard of a replicated array holds the whole value)."""
+    if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
+        return np.asarray(leaf.addressable_data(0))
+    return np.asarray(leaf)
+
+
+def _place(tree: PyTree, sharding_of) -> PyTree:
+    def place(leaf):
+        if not eqx.is_array(leaf):
+            return leaf
+        value = _host(leaf)
+        sharding = sharding_of(value)
+        return jax.make_array_from_callback(
+            value.shape, sharding, lambda index: value[index]
+        )
+
+    return jax.tree.map(place, tree)
+
+
+def replicate(tree: PyTree, mesh: Mesh) -> PyTree:
+    """Every array leaf of `tree` copied to each device of `mesh`. In a
+    multi-process run every process must pass the same values."""
+    sharding = NamedSharding(mesh, PartitionSpec())
+    return _place(tree, lambda value: sharding)
+
+
+def shard_batch(tree: PyTree, mesh: Mesh, batch_size: int) -> PyTree:
+    """The array leaves of `tree` whose leading axis is the batch (of length
+    `batch_size`) split over the mesh's `"data"` axis; the others (a shared
+    time grid, say) replicated. Splitting is placement only: under `jax.jit`
+    the results are those of the unsplit batch, to round-off in the reduction
+    order."""
+    split = NamedSharding(mesh, PartitionSpec(DATA_AXIS))
+    whole = NamedSharding(mesh, PartitionSpec())
+
+    def sharding_of(value):
+        return split if value.ndim and value.shape[0] == batch_size else whole
+
+    return _place(tree, sharding_of)
+
+
+def to_host(tree: PyTree) -> PyTree:
+    """Array leaves as NumPy values of this process (of a replicated global
+    array, its local copy): for Python conversion and for writing."""
+    return jax.tree.map(lambda x: jnp.asarray(_host(x)) if eqx.is_array(x) else x, tree)
