@@ -99,6 +99,10 @@ class Config:
     """Its relative tolerance (atol = rtol / 100)."""
     cost_window_seconds: float = 2.0
     """Its window (cubic input); short enough for backsolve to stay finite."""
+    precision_steps: int = 10_000
+    """Steps of the mixed-precision comparison (0: skip it)."""
+    precision_modes: tuple[Mode, ...] = ("full", "checkpoint", "backsolve", "windowed")
+    """Gradient modes of that comparison."""
     isolate: bool = True
     """Measure each configuration in a fresh process (needed for runtime peaks)."""
 
@@ -117,6 +121,8 @@ QUICK = dict(
     adaptive_max_steps=(),
     saves=(),
     cost_window_seconds=0.0,
+    precision_steps=100,
+    precision_modes=("checkpoint", "windowed"),
     isolate=False,
 )
 
@@ -133,9 +139,11 @@ def make_problem(
     seed: int,
     dtype: str = "float32",
     interpolation: str = "linear",
+    matmul_dtype: str | None = None,
 ) -> tuple[ltc_jax.LTC, ltc_jax.Batch]:
     """The model and a batch of ECG forecasting windows of `steps + 1` samples
-    (`_problems.ecg_problem`), the target `horizon_seconds` past each window."""
+    (`_problems.ecg_problem`), the target `horizon_seconds` past each window;
+    `matmul_dtype` for mixed precision (`ltc_jax.LTC`'s)."""
     return _problems.ecg_problem(
         steps + 1,
         batch_size=batch_size,
@@ -144,6 +152,7 @@ def make_problem(
         seed=seed,
         dtype=dtype,
         interpolation=interpolation,
+        matmul_dtype=matmul_dtype,
     )
 
 
@@ -319,6 +328,34 @@ def estimate_configuration(
         rate_hz=rate_hz,
         input_bytes=_input_bytes(batch),
         compile_seconds=time.perf_counter() - start,
+        **(memory.asdict() if memory is not None else {}),
+    )
+
+
+def precision_configuration(
+    mode: str, matmul_dtype: str | None, steps: int, problem: dict, reference_file: str
+) -> dict:
+    """One gradient mode with the gate's products in `matmul_dtype` (`None`:
+    float32 throughout): the compiled training step's memory (never run) and the
+    gradient's error against the float64 reference."""
+    model, batch = make_problem(steps, **problem, matmul_dtype=matmul_dtype)
+    integrator = fixed_integrator("rk4", mode, steps, None, SAMPLE_RATE_HZ)
+    integrator = ltc_jax.resolve_windows(
+        integrator, model.cell, steps / SAMPLE_RATE_HZ, dtype=jnp.float32
+    )
+    optimizer = ltc_jax.make_optimizer(1e-3, 1)
+    opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
+    step = ltc_jax.make_train_step(optimizer, integrator)
+    memory = ltc_jax.compiled_memory(step, model, opt_state, batch)
+    gradient = ltc_jax.loss_gradient(model, batch, integrator)
+    error = ltc_jax.gradient_relative_error(gradient, np.load(reference_file))
+    return dict(
+        kind="precision",
+        label=mode_label(mode, None),
+        gradient_mode=mode,
+        matmul_dtype=matmul_dtype or "float32",
+        num_steps=steps,
+        gradient_relative_error=error,
         **(memory.asdict() if memory is not None else {}),
     )
 
@@ -564,6 +601,33 @@ def main(config: Config) -> dict:
             window_memory.append(record)
             print(_progress(record))
 
+    precision = []
+    if config.precision_steps:
+        steps = config.precision_steps
+        reference_file = os.path.join(run_dir, "records", f"reference-{steps}.npy")
+        if not os.path.isfile(reference_file):
+            _reference(config, problem, steps, reference_file)
+        for mode in config.precision_modes:
+            for matmul_dtype in (None, "bfloat16"):
+                record = _call(
+                    config,
+                    "precision_configuration",
+                    dict(
+                        mode=mode,
+                        matmul_dtype=matmul_dtype,
+                        steps=steps,
+                        problem=problem,
+                        reference_file=reference_file,
+                    ),
+                )
+                precision.append(record)
+                _write_record(run_dir, record)
+                print(
+                    f"precision {record['label']:<12} {record['matmul_dtype']:<9}"
+                    f"  temp {_mib(record['temp_bytes'])} MiB  grad error "
+                    f"{_error(record['gradient_relative_error'])}"
+                )
+
     adaptive = adaptive_max_steps_demo(config) if config.adaptive_max_steps else []
     saves = saves_versus_steps(config) if config.saves else []
 
@@ -575,6 +639,7 @@ def main(config: Config) -> dict:
         adaptive_cost=adaptive_cost,
         adaptive_max_steps=adaptive,
         saves_versus_steps=saves,
+        precision=precision,
         cost_ratios=cost_ratios(records),
         reductions=reductions(estimates),
         seconds=time.perf_counter() - started,
@@ -769,6 +834,19 @@ def format_report(metrics: dict, config: Config) -> str:
                 ("rejected", lambda r: r["num_rejected_steps"]),
                 ("stored states", lambda r: r["stored_checkpoints"]),
                 temp,
+            ],
+        ),
+        (
+            f"Mixed precision, RK4 x {config.precision_steps:,} steps: the gate's "
+            "matrix products in bfloat16 (state, solver, loss and optimiser in "
+            "float32); compiled temp memory and the gradient's error against the "
+            "float64 reference:",
+            metrics["precision"],
+            [
+                ("mode", lambda r: r["label"]),
+                ("products", lambda r: r["matmul_dtype"]),
+                temp,
+                ("grad error", lambda r: _error(r["gradient_relative_error"])),
             ],
         ),
         (

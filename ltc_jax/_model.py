@@ -178,6 +178,7 @@ class LTC(eqx.Module):
         tau_init: tuple[float, float] = (0.1, 10.0),
         tau_min: float = 0.0,
         readout_times: int = 1,
+        matmul_dtype: str | None = None,
         key: PRNGKeyArray,
     ):
         """**Arguments:**
@@ -197,7 +198,8 @@ class LTC(eqx.Module):
             observation vector, `(input_size,)` -> `(encoded_size,)` (e.g. an
             `eqx.nn.MLP`), and is applied to $x(t)$ inside the vector field, so
             every gradient mode trains it.
-        - `tau_init`, `tau_min`: for `"ltc"`: see [`ltc_jax.LTCVectorField`][].
+        - `tau_init`, `tau_min`, `matmul_dtype` (mixed precision): for `"ltc"`:
+            see [`ltc_jax.LTCVectorField`][].
         - `readout_times`: the readout sees the states at this many times
             spread evenly over each sequence, at `1/n, 2/n, ..., 1` of its
             duration (default 1: the final state only); its linear readout then
@@ -206,14 +208,20 @@ class LTC(eqx.Module):
         - `key`: a `jax.random.PRNGKey`.
 
         **Raises:** `ValueError` for an unknown cell or wiring name, a wiring
-        whose sizes do not match, or `readout_times` not a positive int (or
-        above 1 with the biophysical cell).
+        whose sizes do not match, `readout_times` not a positive int (or
+        above 1 with the biophysical cell), or `matmul_dtype` with another cell
+        than `"ltc"`.
         """
         if isinstance(readout_times, bool) or not (
             isinstance(readout_times, int) and readout_times >= 1
         ):
             raise ValueError(
                 f"readout_times must be a positive int; got {readout_times!r}."
+            )
+        if matmul_dtype is not None and cell != "ltc":
+            raise ValueError(
+                "matmul_dtype (mixed precision) is an option of the 'ltc' cell; "
+                f"got cell={cell!r}."
             )
         if cell == "biophysical" and readout_times != 1:
             raise ValueError(
@@ -231,6 +239,7 @@ class LTC(eqx.Module):
                 hidden_size,
                 tau_init=tau_init,
                 tau_min=tau_min,
+                matmul_dtype=matmul_dtype,
                 key=cell_key,
             )
             readout = LinearReadout(read, output_size, key=readout_key)

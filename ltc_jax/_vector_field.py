@@ -152,6 +152,9 @@ class LTCVectorField(AbstractLTCField):
     - `A`: `Float[Array, "hidden_size"]`, one bias (reversal) value per unit.
     - `tau_min`: static Python float $\ge 0$, a floor added to $\tau$ (time
         units).
+    - `matmul_dtype`: static, `None` or a float dtype name such as
+        `"bfloat16"`: the dtype of the gate's two matrix products (mixed
+        precision), which accumulate in the state's dtype.
 
     ??? cite "Reference"
 
@@ -176,6 +179,7 @@ class LTCVectorField(AbstractLTCField):
     tau_min: float = eqx.field(static=True)
     input_size: int = eqx.field(static=True)
     hidden_size: int = eqx.field(static=True)
+    matmul_dtype: str | None = eqx.field(static=True)
 
     def __init__(
         self,
@@ -185,6 +189,7 @@ class LTCVectorField(AbstractLTCField):
         tau_init: tuple[float, float] = (0.1, 10.0),
         tau_min: float = 0.0,
         dtype=None,
+        matmul_dtype: str | None = None,
         key: PRNGKeyArray,
     ):
         """**Arguments:**
@@ -198,13 +203,30 @@ class LTCVectorField(AbstractLTCField):
             stiffness `1/tau`, which a fixed-step explicit solver needs for stability.
         - `dtype`: floating dtype of the parameters; default JAX's default float
             (float32, or float64 under `jax_enable_x64`).
+        - `matmul_dtype`: mixed precision: the gate's products $W_\text{in} x$
+            and $W_\text{rec} h$ take their operands in this dtype (say
+            `"bfloat16"`, which GPUs and TPUs multiply fastest) and accumulate
+            in the state's; everything else (the state, the solver, the loss,
+            the gradients and the optimiser) keeps the parameters' dtype.
+            Default `None`: no cast.
         - `key`: a `jax.random.PRNGKey`.
 
         **Raises:**
 
-        - `ValueError` if a size is not positive, or if `tau_init` is not
-            `0 <= tau_min < low <= high`.
+        - `ValueError` if a size is not positive, if `tau_init` is not
+            `0 <= tau_min < low <= high`, or if `matmul_dtype` is not a float
+            dtype.
         """
+        if matmul_dtype is not None and not jnp.issubdtype(
+            jnp.dtype(matmul_dtype), jnp.floating
+        ):
+            raise ValueError(
+                f"matmul_dtype must be a float dtype such as 'bfloat16'; got "
+                f"{matmul_dtype!r}."
+            )
+        if matmul_dtype is not None:
+            matmul_dtype = jnp.dtype(matmul_dtype).name
+        self.matmul_dtype = matmul_dtype
         if input_size < 1 or hidden_size < 1:
             raise ValueError(
                 f"input_size and hidden_size must be positive; got {input_size} and "
@@ -265,8 +287,17 @@ class LTCVectorField(AbstractLTCField):
         """The gate $f = \\sigma(W_\\text{in} x + W_\\text{rec} h + b)$, in (0, 1), of
         states `y` under inputs `x` with any leading batch axes (shared by both)."""
 
+        def product(weight, v):
+            if self.matmul_dtype is None:
+                return weight @ v
+            low = jnp.dtype(self.matmul_dtype)
+            return jnp.matmul(
+                weight.astype(low), v.astype(low), preferred_element_type=v.dtype
+            )
+
         def one(y, x):
-            return jax.nn.sigmoid(self.weight_in @ x + self.weight_rec @ y + self.bias)
+            pre = product(self.weight_in, x) + product(self.weight_rec, y)
+            return jax.nn.sigmoid(pre + self.bias)
 
         return over_batch(one, y, x)
 

@@ -84,3 +84,38 @@ def test_theorem2_bound_under_bounded_input(getkey):
     high = np.maximum(0.0, np.asarray(cell.A)) + 1e-9
     ys = np.asarray(sol.ys)
     assert np.all(ys >= low) and np.all(ys <= high)
+
+
+def test_mixed_precision_rounds_the_products_operands_to_bfloat16(getkey):
+    """With `matmul_dtype="bfloat16"` the field is the NumPy equation on
+    operands of the two products rounded to bfloat16 (float32 products summed
+    exactly enough), everything else in float32; the state stays float32 and
+    the gradient is finite."""
+    with jax.enable_x64(False):
+        cell = ltc_jax.LTCVectorField(
+            3, 5, tau_min=0.05, matmul_dtype="bfloat16", key=getkey()
+        )
+        h = jax.random.normal(getkey(), (5,))
+        x = jax.random.normal(getkey(), (3,))
+        path = diffrax.LinearInterpolation(jnp.array([0.0, 1.0]), jnp.stack([x, x]))
+        out = cell(0.5, h, path)
+
+        def rounded(a):
+            return np.asarray(jnp.asarray(a).astype(jnp.bfloat16).astype(jnp.float32))
+
+        pre = (
+            rounded(cell.weight_in).astype(np.float64) @ rounded(x)
+            + rounded(cell.weight_rec).astype(np.float64) @ rounded(h)
+            + np.asarray(cell.bias)
+        )
+        f = 1 / (1 + np.exp(-pre))
+        tau = np.log1p(np.exp(np.asarray(cell.tau_raw, np.float64))) + 0.05
+        expected = -(1 / tau + f) * np.asarray(h) + f * np.asarray(cell.A)
+        assert out.dtype == jnp.float32
+        np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
+        grad = jax.grad(lambda c: jnp.sum(c(0.5, h, path)))(cell)
+        assert all(np.all(np.isfinite(g)) for g in jax.tree.leaves(grad))
+    with pytest.raises(ValueError, match="float dtype"):
+        ltc_jax.LTCVectorField(3, 5, matmul_dtype="int8", key=getkey())
+    with pytest.raises(ValueError, match="'ltc' cell"):
+        ltc_jax.LTC(2, 8, 2, cell="biophysical", matmul_dtype="bfloat16", key=getkey())
