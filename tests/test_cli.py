@@ -212,3 +212,26 @@ def test_tighten_at_switches_to_the_tight_tolerances():
         training_schedule(app.TrainConfig(tighten_at=1.5), integrator)
     with pytest.raises(ValueError, match="adaptive"):
         training_schedule(config, ltc_jax.make_integrator("heun", dt0=0.1))
+
+
+def test_cli_mixed_precision_trains_and_reloads_in_bfloat16(tmp_path):
+    """`--precision bf16`: the run trains, and the saved model reloads with its
+    gate's products in bfloat16 (the parameters keep the default float)."""
+    from ltc_jax.app.job import load_run
+
+    _, _, out, metrics = _train_toy(
+        tmp_path,
+        16,
+        8,
+        "--precision",
+        "bf16",
+        "--hidden-size",
+        "4",
+        "--epochs",
+        "1",
+        "--no-memory-table",
+    )
+    assert np.isfinite(metrics["test_loss"])
+    _, model, _ = load_run(str(out))
+    assert model.cell.matmul_dtype == "bfloat16"
+    assert model.cell.weight_in.dtype == jax.numpy.zeros(()).dtype  # unchanged

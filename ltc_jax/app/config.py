@@ -152,6 +152,9 @@ class TrainConfig:
     """Several hosts: how many processes train together."""
     process_id: OptionalInt = None
     """Several hosts: this process's index, 0 to --num-processes - 1."""
+    precision: Literal["float32", "bf16"] = "float32"
+    """bf16: mixed precision, the LTC gate's matrix products in bfloat16 (the
+    state, solver, loss and optimiser stay in float32, or float64 with --x64)."""
     x64: bool = False
     """Run everything in float64."""
     resume: Folder = None
@@ -223,6 +226,10 @@ class TrainConfig:
             raise ValueError(f"--drop-rate must lie in [0, 1); got {self.drop_rate}.")
         if self.tighten_at is not None and not 0.0 < self.tighten_at < 1.0:
             raise ValueError(f"--tighten-at must lie in (0, 1); got {self.tighten_at}.")
+        if self.cell == "biophysical" and self.precision != "float32":
+            raise ValueError(
+                "--precision bf16 is an option of --cell ltc; got --cell biophysical."
+            )
         if self.cell == "biophysical" and (self.readout_times or 1) > 1:
             raise ValueError(
                 "--readout-times must be 1 with --cell biophysical, which reads "

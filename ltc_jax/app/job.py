@@ -343,6 +343,7 @@ def make_model(
         tau_init=tuple(settings["tau_init"]),
         tau_min=config.tau_min,
         readout_times=settings.get("readout_times", 1),
+        matmul_dtype="bfloat16" if config.precision == "bf16" else None,
         key=jr.PRNGKey(config.seed),
     )
 
