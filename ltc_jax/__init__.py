@@ -19,6 +19,11 @@ from ._batch import (
     make_batch as make_batch,
     make_input_path as make_input_path,
 )
+from ._cfc import (
+    CfC as CfC,
+    CfCCell as CfCCell,
+    ltc_closed_form_step as ltc_closed_form_step,
+)
 from ._checkpoint import (
     list_checkpoints as list_checkpoints,
     load_checkpoint as load_checkpoint,
@@ -124,6 +129,9 @@ __version__ = importlib.metadata.version("ltc_jax")
 __all__ = [
     # Models and vector fields
     "LTC",
+    "CfC",
+    "CfCCell",
+    "ltc_closed_form_step",
     "LinearReadout",
     "MotorReadout",
     "AbstractLTCField",

@@ -161,7 +161,10 @@ def make_integrator(
         parameter cotangents per sequence. Default (`None`): `"vmap"` for the
         implicit `kvaerno5`, whose Newton iterations would otherwise factorise
         a dense `(batch * hidden_size)^2` Jacobian (`hidden_size^2` per
-        sequence under vmap); `"batched"` otherwise.
+        sequence under vmap); `"batched"` otherwise. Neither is faster on all
+        data: with adaptive steps and a linear input the batched solve stops
+        at the union of its sequences' observation times;
+        [`ltc_jax.derive_defaults`][] chooses from the data.
     - `throw`: raise on a failed solve (default True).
     - `check_state`: with `throw`, fail a solve on non-finite parameters or `y0`
         and on states that leave the field's bounds (default True).

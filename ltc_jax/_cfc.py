@@ -1,0 +1,356 @@
+"""The closed-form continuous-time cell (CfC) of Hasani et al. (2022), as a
+sequence model with the LTC's interface, and the direct closed form of an LTC."""
+
+import math
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+from jaxtyping import Array, Float, PRNGKeyArray
+
+from ._integrate import Trajectory
+from ._model import LinearReadout, ModelSave
+from ._paths import InputPath
+from ._vector_field import LTCVectorField
+
+
+CFC_MODES = ("default", "no_gate", "pure")
+"""The CfC's variants: gated, without the gate, and the direct closed form."""
+_ACTIVATIONS = {
+    "lecun_tanh": lambda x: 1.7159 * jnp.tanh(0.666 * x),
+    "tanh": jnp.tanh,
+    "relu": jax.nn.relu,
+    "silu": jax.nn.silu,
+    "gelu": jax.nn.gelu,
+}
+
+
+def _linear(fan_in: int, fan_out: int, dtype, key) -> eqx.nn.Linear:
+    """`eqx.nn.Linear` initialised as `ncps` does: Glorot-uniform weights
+    (`xavier_uniform_`, gain 1), biases U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+    (PyTorch's default)."""
+    w_key, b_key = jr.split(key)
+    limit = math.sqrt(6.0 / (fan_in + fan_out))
+    layer = eqx.nn.Linear(fan_in, fan_out, key=w_key, dtype=dtype)
+    weight = jr.uniform(w_key, (fan_out, fan_in), dtype, -limit, limit)
+    bound = 1.0 / math.sqrt(fan_in)
+    bias = jr.uniform(b_key, (fan_out,), dtype, -bound, bound)
+    return eqx.tree_at(lambda lin: (lin.weight, lin.bias), layer, (weight, bias))
+
+
+class CfCCell(eqx.Module):
+    r"""One update of the closed-form continuous-time cell (Hasani et al. 2022,
+    "Closed-form continuous-time neural networks", Eq. 10; the `ncps` package's
+    `CfCCell`), from the state `h` after an elapsed time `dt` under the input `x`:
+
+    $$z = \text{backbone}([x, h]),\quad
+    g = \sigma\big(t_a(z)\,\Delta t + t_b(z)\big),$$
+
+    - `"default"` (gated): $h' = \tanh(f_1(z)) \odot (1 - g) + g \odot \tanh(f_2(z))$;
+    - `"no_gate"`: $h' = \tanh(f_1(z)) + g \odot \tanh(f_2(z))$;
+    - `"pure"` (the direct closed form of the LTC, Eq. 5):
+      $h' = A - A \odot e^{-\Delta t\,(|w_\tau| + |f_1(z)|)} \odot f_1(z)$.
+
+    `backbone` is `backbone_layers` affine maps of width `backbone_units`, each
+    followed by `backbone_activation` (none: $z = [x, h]$); $f_1, f_2, t_a, t_b$
+    are affine maps to `hidden_size`. Time (`dt`) is in the unit of the data's
+    timestamps.
+
+    **Fields:** `backbone` (a list of `eqx.nn.Linear`), `ff1`, `ff2`, `time_a`,
+    `time_b` (`eqx.nn.Linear`; the last three `None` in `"pure"` mode),
+    `w_tau`, `A` (`(hidden_size,)`, `"pure"` only, else `None`), and static
+    `mode`, `activation`, `hidden_size`.
+
+    **Initial values** (`ncps`): Glorot-uniform weights, biases U(+-1/sqrt(fan_in)),
+    `w_tau = 0`, `A = 1`.
+    """
+
+    backbone: list
+    ff1: eqx.nn.Linear
+    ff2: eqx.nn.Linear | None
+    time_a: eqx.nn.Linear | None
+    time_b: eqx.nn.Linear | None
+    w_tau: Float[Array, " hidden_size"] | None
+    A: Float[Array, " hidden_size"] | None
+    mode: str = eqx.field(static=True)
+    activation: str = eqx.field(static=True)
+    hidden_size: int = eqx.field(static=True)
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        *,
+        mode: str = "default",
+        backbone_units: int = 128,
+        backbone_layers: int = 1,
+        backbone_activation: str = "lecun_tanh",
+        dtype=None,
+        key: PRNGKeyArray,
+    ):
+        """**Arguments:** `input_size`, `hidden_size`; `mode`: `"default"`,
+        `"no_gate"` or `"pure"`; `backbone_units`, `backbone_layers` (0: no
+        backbone), `backbone_activation`: `"lecun_tanh"` (default, `1.7159
+        tanh(0.666 x)`), `"tanh"`, `"relu"`, `"silu"` or `"gelu"`; `dtype` of
+        the parameters (default JAX's default float); `key`.
+
+        **Raises:** `ValueError` for an unknown mode or activation, or a size
+        below 1 (`backbone_layers` below 0).
+        """
+        if mode not in CFC_MODES:
+            raise ValueError(
+                f"Unknown CfC mode {mode!r}; choose 'default', 'no_gate' or 'pure'."
+            )
+        if backbone_activation not in _ACTIVATIONS:
+            raise ValueError(
+                f"Unknown backbone_activation {backbone_activation!r}; choose one of "
+                f"{tuple(_ACTIVATIONS)}."
+            )
+        if min(input_size, hidden_size, backbone_units) < 1 or backbone_layers < 0:
+            raise ValueError(
+                "input_size, hidden_size and backbone_units must be positive and "
+                f"backbone_layers at least 0; got {input_size}, {hidden_size}, "
+                f"{backbone_units}, {backbone_layers}."
+            )
+        dtype = jnp.zeros(()).dtype if dtype is None else dtype
+        keys = jr.split(key, backbone_layers + 4)
+        width = input_size + hidden_size
+        self.backbone = []
+        for layer_key in keys[:backbone_layers]:
+            self.backbone.append(_linear(width, backbone_units, dtype, layer_key))
+            width = backbone_units
+        ff1, ff2, ta, tb = keys[backbone_layers:]
+        self.ff1 = _linear(width, hidden_size, dtype, ff1)
+        if mode == "pure":
+            self.ff2 = self.time_a = self.time_b = None
+            self.w_tau = jnp.zeros((hidden_size,), dtype)
+            self.A = jnp.ones((hidden_size,), dtype)
+        else:
+            self.ff2 = _linear(width, hidden_size, dtype, ff2)
+            self.time_a = _linear(width, hidden_size, dtype, ta)
+            self.time_b = _linear(width, hidden_size, dtype, tb)
+            self.w_tau = self.A = None
+        self.mode = mode
+        self.activation = backbone_activation
+        self.hidden_size = hidden_size
+
+    def __call__(
+        self,
+        x: Float[Array, " input_size"],
+        h: Float[Array, " hidden_size"],
+        dt: Float[Array, ""],
+    ) -> Float[Array, " hidden_size"]:
+        """The state after `dt` time units, for one sequence."""
+        z = jnp.concatenate([x, h])
+        for layer in self.backbone:
+            z = _ACTIVATIONS[self.activation](layer(z))
+        if self.mode == "pure":
+            f1 = self.ff1(z)
+            decay = jnp.exp(-dt * (jnp.abs(self.w_tau) + jnp.abs(f1)))
+            return self.A - self.A * decay * f1
+        f1, f2 = jnp.tanh(self.ff1(z)), jnp.tanh(self.ff2(z))
+        gate = jax.nn.sigmoid(self.time_a(z) * dt + self.time_b(z))
+        if self.mode == "no_gate":
+            return f1 + gate * f2
+        return f1 * (1 - gate) + gate * f2
+
+
+class CfC(eqx.Module):
+    """The CfC as a sequence model, with [`ltc_jax.LTC`][]'s interface: `solve`,
+    `outputs` and `__call__` on an [`ltc_jax.InputPath`][], so that
+    [`ltc_jax.fit`][], [`ltc_jax.evaluate`][], checkpoints and the command line
+    (`--model cfc`) take it as they take the LTC.
+
+    No ODE is solved: the cell is applied once per observation (a `jax.lax.scan`
+    over the times), from a zero state, with the elapsed time since the previous
+    observation of the same sequence (0 at the first), so irregular per-sequence
+    times enter through `dt`. The inputs are the path's values at its
+    observation times (missing channels filled as the path interpolates them,
+    mask and time channels included). Padding leaves the state unchanged. The
+    `integrator` argument is accepted and ignored.
+
+    **Fields:** `cell` ([`ltc_jax.CfCCell`][]), `readout`
+    ([`ltc_jax.LinearReadout`][]), static `input_size`, `hidden_size`,
+    `output_size`, `readout_times`.
+    """
+
+    cell: CfCCell
+    readout: LinearReadout
+    input_size: int = eqx.field(static=True)
+    hidden_size: int = eqx.field(static=True)
+    output_size: int = eqx.field(static=True)
+    readout_times: int = eqx.field(static=True)
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        output_size: int,
+        *,
+        mode: str = "default",
+        backbone_units: int = 128,
+        backbone_layers: int = 1,
+        backbone_activation: str = "lecun_tanh",
+        readout_times: int = 1,
+        key: PRNGKeyArray,
+    ):
+        """**Arguments:** as [`ltc_jax.CfCCell`][] (`input_size`, `hidden_size`,
+        `mode`, the backbone's options); `output_size`: classes or regression
+        targets; `readout_times`: as [`ltc_jax.LTC`][]'s (the readout reads the
+        state at the last observation at or before each of `n` evenly spread
+        times); `key`.
+
+        **Raises:** `ValueError` as [`ltc_jax.CfCCell`][], or for `readout_times`
+        not a positive int.
+        """
+        if isinstance(readout_times, bool) or not (
+            isinstance(readout_times, int) and readout_times >= 1
+        ):
+            raise ValueError(
+                f"readout_times must be a positive int; got {readout_times!r}."
+            )
+        cell_key, readout_key = jr.split(key)
+        self.cell = CfCCell(
+            input_size,
+            hidden_size,
+            mode=mode,
+            backbone_units=backbone_units,
+            backbone_layers=backbone_layers,
+            backbone_activation=backbone_activation,
+            key=cell_key,
+        )
+        self.readout = LinearReadout(
+            readout_times * hidden_size, output_size, key=readout_key
+        )
+        self.input_size, self.hidden_size = input_size, hidden_size
+        self.output_size, self.readout_times = output_size, readout_times
+
+    def solve(
+        self, path: InputPath, *, integrator=None, save: ModelSave = "final"
+    ) -> Trajectory:
+        """The state over the batch, as [`ltc_jax.LTC.solve`][] returns it: `ys`
+        of shape `(batch, hidden_size)` at each sequence's last observation,
+        `(batch, n, hidden_size)` at the readout times (`readout_times=n > 1`),
+        or `(batch, times, hidden_size)` at every observation
+        (`save="observations"`); `stats["num_steps"]` counts the cell's updates.
+
+        **Raises:** `ValueError` if the inputs do not have `input_size` channels,
+        or for an unknown `save`.
+        """
+        if save not in ("final", "observations"):
+            raise ValueError(f"save must be 'final' or 'observations'; got {save!r}.")
+        if path.input_size != self.input_size:
+            raise ValueError(
+                f"The model takes {self.input_size} input channels; the input path "
+                f"has {path.input_size}."
+            )
+        ts, valid = path.ts, path.valid
+        batch, times = ts.shape
+        previous = jnp.concatenate([ts[:, :1], ts[:, :-1]], axis=1)
+        elapsed = jnp.where(valid, ts - previous, 0)
+        step = jax.vmap(self.cell)
+
+        def update(h, column):
+            t, dt, real = column
+            new = step(path.evaluate(t), h, dt)
+            h = jnp.where(real[:, None], new, h)
+            return h, h
+
+        h0 = jnp.zeros((batch, self.hidden_size), ts.dtype)
+        columns = (ts.T, elapsed.T, valid.T)
+        final, every = jax.lax.scan(update, h0, columns)
+        every = jnp.swapaxes(every, 0, 1)  # (batch, times, hidden)
+        if save == "observations":
+            ys = every
+        elif self.readout_times == 1:
+            ys = final
+        else:
+            ys = _at_spread_times(every, path, self.readout_times)
+        count = path.lengths
+        stats = dict(
+            num_steps=count,
+            num_accepted_steps=count,
+            num_rejected_steps=jnp.zeros_like(count),
+            max_steps=times,
+        )
+        return Trajectory(
+            ys=ys,
+            stats=stats,
+            result=diffrax.RESULTS.successful,
+            t_reached=path.t_end - path.t_start,
+        )
+
+    def __call__(self, path: InputPath, *, integrator=None, save: ModelSave = "final"):
+        """The outputs, as [`ltc_jax.LTC`][]'s. Arguments as `solve`.
+
+        **Raises:** as `solve`; `ValueError` for `save="observations"` with
+        `readout_times > 1`."""
+        if save == "observations" and self.readout_times > 1:
+            raise ValueError(
+                "Outputs at every observation read one state each; this model's "
+                f"readout reads {self.readout_times} times at once (readout_times)."
+            )
+        return self.outputs(self.solve(path, save=save).ys)
+
+    def outputs(self, ys):
+        """The readout of states `ys`, as [`ltc_jax.LTC.outputs`][]."""
+        if self.readout_times == 1:
+            return self.readout(ys)
+        return self.readout(ys.reshape(*ys.shape[:-2], -1))
+
+
+def _at_spread_times(
+    every: Float[Array, "batch times hidden"], path: InputPath, n: int
+) -> Float[Array, "batch n hidden"]:
+    """The state at the last observation at or before each of the times `1/n,
+    ..., 1` of each sequence's duration (the last is the final state)."""
+    fractions = jnp.arange(1, n + 1, dtype=path.ts.dtype) / n
+    duration = path.t_end - path.t_start
+    targets = path.t_start[:, None] + duration[:, None] * fractions[None]
+    # Round-off at the end must not step back past the last observation.
+    targets = targets.at[:, -1].set(path.t_end)
+    ts = jnp.where(path.valid, path.ts, jnp.inf)
+    index = jax.vmap(lambda row, t: jnp.searchsorted(row, t, side="right"))(ts, targets)
+    index = jnp.clip(index - 1, 0, every.shape[1] - 1)
+    return jnp.take_along_axis(every, index[..., None], axis=1)
+
+
+def ltc_closed_form_step(
+    cell: LTCVectorField,
+    h: Float[Array, "*batch hidden_size"],
+    x: Float[Array, "*batch input_size"],
+    dt: Float[Array, "*batch"] | float,
+) -> Float[Array, "*batch hidden_size"]:
+    r"""The direct closed-form approximation of an LTC's solution over `dt`
+    (Hasani et al. 2022, Eq. 5), with `cell`'s own parameters:
+
+    $$h(t + \Delta t) \approx (h - A) \odot e^{-(1/\tau + f(h, x))\,\Delta t}
+        \odot f(-h, -x) + A,$$
+
+    $f(h, x) = \sigma(W_\text{in} x + W_\text{rec} h + b)$ the LTC's gate and
+    $f(-h, -x)$ the same gate with its arguments negated (the bias kept); the
+    input `x` is held over the step. Where the gate is a constant $f$, the exact
+    solution is $h_\infty + (h - h_\infty) e^{-(1/\tau + f)\Delta t}$ with
+    $h_\infty = f A / (1/\tau + f)$: the closed form has its decay rate, but
+    relaxes towards $A$, and scales the initial gap by $f(-h, -x)$. It is an
+    approximation; `python -m experiments.cfc_versus_ltc` measures its error
+    against the ODE.
+
+    **Arguments:** `cell`: an [`ltc_jax.LTCVectorField`][]; `h`, `x`: states and
+    inputs with shared leading batch axes; `dt`: the step (time units), a
+    scalar or one per sequence.
+
+    **Returns:** the approximate state after `dt`, shaped like `h`.
+    """
+
+    def one(h, x, dt):
+        f = cell.gate(h, x)
+        negated = jax.nn.sigmoid(cell.bias - cell.weight_in @ x - cell.weight_rec @ h)
+        return (h - cell.A) * jnp.exp(-(1 / cell.tau + f) * dt) * negated + cell.A
+
+    dt = jnp.broadcast_to(jnp.asarray(dt, h.dtype), h.shape[:-1])
+    for _ in range(h.ndim - 1):
+        one = jax.vmap(one)
+    return one(h, x, dt)
