@@ -2,6 +2,7 @@
 sequence model with the LTC's interface, and the direct closed form of an LTC."""
 
 import math
+from typing import ClassVar
 
 import diffrax
 import equinox as eqx
@@ -178,6 +179,8 @@ class CfC(eqx.Module):
 
     cell: CfCCell
     readout: LinearReadout
+    solves_ode: ClassVar[bool] = False
+    """No ODE solve: `fit` issues no warnings about solver steps for it."""
     input_size: int = eqx.field(static=True)
     hidden_size: int = eqx.field(static=True)
     output_size: int = eqx.field(static=True)

@@ -372,7 +372,7 @@ def fit(
             record["seconds"] = time.perf_counter() - start
             if isinstance(current.adjoint, WindowedBacksolveAdjoint):
                 windows = record["windows"] = current.adjoint.windows
-            if current.is_adaptive:
+            if current.is_adaptive and getattr(model, "solves_ode", True):
                 record["rtol"] = float(current.stepsize_controller.rtol)
                 record["atol"] = float(current.stepsize_controller.atol)
                 if record["max_steps_used"] > 0.9:  # False for NaN

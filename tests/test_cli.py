@@ -235,3 +235,31 @@ def test_cli_mixed_precision_trains_and_reloads_in_bfloat16(tmp_path):
     _, model, _ = load_run(str(out))
     assert model.cell.matmul_dtype == "bfloat16"
     assert model.cell.weight_in.dtype == jax.numpy.zeros(()).dtype  # unchanged
+
+
+def test_cli_cfc_trains_evaluates_and_records_one_memory_entry(tmp_path, capsys):
+    """`--model cfc`: no ODE, so only the batch size and readout times are
+    derived, the memory table has the one `backprop` entry, and `evaluate`
+    reproduces the run's test accuracy from the saved model."""
+    _, test, out, metrics = _train_toy(
+        tmp_path,
+        24,
+        10,
+        "--model",
+        "cfc",
+        "--cfc-mode",
+        "no_gate",
+        "--hidden-size",
+        "4",
+        "--backbone-units",
+        "8",
+        "--epochs",
+        "2",
+    )
+    assert metrics["model"] == "cfc" and metrics["gradient_mode"] == "backprop"
+    assert set(metrics["memory_bytes_by_mode"]) == {"backprop"}
+    assert set(metrics["derived"]) == {"batch_size", "readout_times"}
+    assert "cell updates" in capsys.readouterr().out
+    assert cli.main(["evaluate", str(out), "--data", test]) == 0
+    printed = capsys.readouterr().out
+    assert f"{metrics['test_accuracy']:.4f}" in printed

@@ -29,10 +29,14 @@ def print_report(metrics: dict) -> None:
             "time constants and the longest sequence unless --windows was given)"
         )
     steps = metrics["steps_per_sequence"]
-    print(
-        f"solver steps       {steps:.1f} per sequence ({metrics['solver']}, "
-        f"{'adaptive' if metrics['adaptive'] else 'fixed'} steps; shared by a batch)"
-    )
+    if metrics.get("model") == "cfc":
+        print(f"cell updates       {steps:.1f} per sequence (CfC: one per observation)")
+    else:
+        print(
+            f"solver steps       {steps:.1f} per sequence ({metrics['solver']}, "
+            f"{'adaptive' if metrics['adaptive'] else 'fixed'} steps; shared by a "
+            "batch)"
+        )
     memory = metrics["memory_bytes_by_mode"]
     if memory:
         print(

@@ -38,8 +38,18 @@ class TrainConfig:
     never overwritten."""
     seed: int = 0
     """Seeds parameter initialisation and data order."""
+    model: Literal["ltc", "cfc"] = "ltc"
+    """ltc: the LTC, solved as an ODE; cfc: the closed-form continuous-time cell
+    (Hasani et al. 2022), no ODE solve (the solver options do not apply)."""
     hidden_size: int = 64
-    """LTC units."""
+    """Units of the LTC or the CfC."""
+    cfc_mode: Literal["default", "no_gate", "pure"] = "default"
+    """The CfC's variant: gated (default), without the gate, or the direct
+    closed form of the LTC."""
+    backbone_units: int = 128
+    """Width of the CfC's backbone layers."""
+    backbone_layers: int = 1
+    """Layers of the CfC's backbone (0: none)."""
     cell: Literal["ltc", "biophysical"] = "ltc"
     """ltc: the simplified LTC (Hasani et al. 2021, Eq. 1); biophysical: the original
     authors' cell on a sparse wiring."""
@@ -182,6 +192,7 @@ class TrainConfig:
             "max_consecutive_failures",
             "patience",
             "readout_times",
+            "backbone_units",
             "devices",
             "num_processes",
         )
@@ -226,6 +237,13 @@ class TrainConfig:
             raise ValueError(f"--drop-rate must lie in [0, 1); got {self.drop_rate}.")
         if self.tighten_at is not None and not 0.0 < self.tighten_at < 1.0:
             raise ValueError(f"--tighten-at must lie in (0, 1); got {self.tighten_at}.")
+        if self.backbone_layers < 0:
+            raise ValueError(
+                "--backbone-layers must be zero or positive; got "
+                f"{self.backbone_layers}."
+            )
+        if self.model == "cfc" and self.precision != "float32":
+            raise ValueError("--precision bf16 is an option of --model ltc.")
         if self.cell == "biophysical" and self.precision != "float32":
             raise ValueError(
                 "--precision bf16 is an option of --cell ltc; got --cell biophysical."

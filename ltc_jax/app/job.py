@@ -184,6 +184,8 @@ def resolve_settings(
     else:
         chosen["max_steps"] = ltc_jax.fixed_max_steps(every, chosen["dt0"])
     names = ("dt0", "batch_size", "tau_init", "max_steps", "batching", "readout_times")
+    if config.model == "cfc":  # no ODE solve: only the batches and the readout
+        names = ("batch_size", "readout_times")
     derived = {
         name: dict(value=chosen[name], reason=reasons[name])
         for name in names
@@ -271,8 +273,14 @@ def memory_by_mode(
     """Compiled memory of one training step under every gradient mode (same model,
     batch and solver), from XLA's memory analysis; nothing is run. With the fused
     solver, the reverse solves use `config.backward_solver` or Heun; the windowed
-    adjoint has the windows the run derives (or `config.windows`)."""
+    adjoint has the windows the run derives (or `config.windows`). A CfC
+    solves no ODE: one entry, `"backprop"`, through its updates."""
     opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
+    if config.model == "cfc":
+        integrator = make_config_integrator(config, settings)
+        step = ltc_jax.make_train_step(optimizer, integrator)
+        memory = ltc_jax.compiled_memory(step, model, opt_state, batch)
+        return dict(backprop=None if memory is None else memory.asdict())
     backward = config.backward_solver
     if config.solver == "fused" and backward is None:
         backward = "heun"
@@ -330,10 +338,21 @@ from its new command line."""
 
 def make_model(
     config: TrainConfig, input_size: int, output_size: int, settings: dict[str, Any]
-) -> ltc_jax.LTC:
-    """The freshly initialised LTC a config describes, with the `tau_init` and
-    `readout_times` of `settings` (from `resolve_settings`; a run saved
-    before readout times existed reads its final state)."""
+) -> ltc_jax.LTC | ltc_jax.CfC:
+    """The freshly initialised LTC (or CfC) a config describes, with the
+    `tau_init` and `readout_times` of `settings` (from `resolve_settings`; a
+    run saved before readout times existed reads its final state)."""
+    if config.model == "cfc":
+        return ltc_jax.CfC(
+            input_size,
+            config.hidden_size,
+            output_size,
+            mode=config.cfc_mode,
+            backbone_units=config.backbone_units,
+            backbone_layers=config.backbone_layers,
+            readout_times=settings.get("readout_times", 1),
+            key=jr.PRNGKey(config.seed),
+        )
     return ltc_jax.LTC(
         input_size,
         config.hidden_size,
@@ -424,7 +443,15 @@ def train_and_evaluate(
     if resume:
         where = os.path.basename(found[-1]) if found else "its start (no checkpoint)"
         say(f"resuming {run_dir} from {where}, with its saved options")
-    say(f"compiling the training step ({config.solver}, {config.adjoint}) ...")
+    say(
+        "compiling the training step ("
+        + (
+            f"CfC, {config.cfc_mode}"
+            if config.model == "cfc"
+            else f"{config.solver}, {config.adjoint}"
+        )
+        + ") ..."
+    )
     start = time.perf_counter()
     try:
         model, history = ltc_jax.fit(
@@ -466,10 +493,12 @@ def train_and_evaluate(
     )
     memory = None
     if config.memory_table and writer:
-        say(
-            f"measuring the compiled memory of a training step under each of the "
-            f"{len(ltc_jax.ADJOINT_NAMES)} gradient modes (one compilation each) ..."
-        )
+        if config.model == "ltc":
+            say(
+                f"measuring the compiled memory of a training step under each of the "
+                f"{len(ltc_jax.ADJOINT_NAMES)} gradient modes (one compilation "
+                "each) ..."
+            )
         batch = next(ltc_jax.batches(train, batch_size, path=train_path))
         memory = memory_by_mode(
             model, optimizer, batch, config, settings, (train, *held, test)
@@ -481,7 +510,8 @@ def train_and_evaluate(
         if resume
         else part_seconds,
         train_seconds_this_part=part_seconds,
-        gradient_mode=integrator.adjoint_name,
+        model=config.model,
+        gradient_mode="backprop" if config.model == "cfc" else integrator.adjoint_name,
         windows=history[-1].get("windows") if history else None,
         solver=config.solver,
         rtol=_tolerance(integrator, "rtol"),
@@ -579,7 +609,7 @@ def _tolerance(integrator: ltc_jax.Integrator, name: str) -> float | None:
 
 def save_model(
     run_dir: str,
-    model: ltc_jax.LTC,
+    model: ltc_jax.LTC | ltc_jax.CfC,
     train: SequenceDataset,
     statistics: tuple[np.ndarray, np.ndarray],
     settings: dict[str, Any],
@@ -630,7 +660,7 @@ def write_history(run_dir: str, history: list[dict]) -> None:
     plt.close(figure)
 
 
-def load_run(run_dir: str) -> tuple[TrainConfig, ltc_jax.LTC, dict]:
+def load_run(run_dir: str) -> tuple[TrainConfig, ltc_jax.LTC | ltc_jax.CfC, dict]:
     """The configuration, trained model and data statistics of a finished run.
 
     **Raises:** `FileNotFoundError` if `run_dir` lacks `config.json`, `model.eqx`
@@ -659,7 +689,7 @@ def load_run(run_dir: str) -> tuple[TrainConfig, ltc_jax.LTC, dict]:
 
 def read_for_run(
     run_dir: str, path: str
-) -> tuple[TrainConfig, ltc_jax.LTC, SequenceDataset, dict[str, Any]]:
+) -> tuple[TrainConfig, ltc_jax.LTC | ltc_jax.CfC, SequenceDataset, dict[str, Any]]:
     """A finished run and the `.ts` file `path` read and standardised as its
     training data was.
 
