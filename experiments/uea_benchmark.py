@@ -24,6 +24,7 @@ solver steps per sequence and the epoch early stopping kept, next to:
 import dataclasses
 import os
 import statistics
+from typing import Literal
 
 import numpy as np
 import tyro
@@ -77,6 +78,8 @@ class Config:
     seeds: tuple[int, ...] = (0, 1, 2)
     epochs: int | None = None
     """Override the main job's epochs (default: its own)."""
+    model: Literal["ltc", "cfc"] = "ltc"
+    """The main job's --model: the LTC or the CfC."""
     hidden_size: int | None = None
     """Override the main job's hidden size (default: its own)."""
 
@@ -131,7 +134,9 @@ def main(config: Config) -> dict:
     pairs = config.pairs
     if config.quick:
         pairs = pairs[:2]
-    overrides = dict(epochs=config.epochs, hidden_size=config.hidden_size)
+    overrides = dict(
+        epochs=config.epochs, hidden_size=config.hidden_size, model=config.model
+    )
     rows = []
     for pair in pairs:
         name, files = pair.split("=", 1)
@@ -181,7 +186,7 @@ def main(config: Config) -> dict:
                 ("train/test", lambda r: f"{r['train_size']}/{r['test_size']}"),
                 ("length", lambda r: str(r["longest"])),
                 (
-                    "LTC accuracy",
+                    f"{config.model.upper()} accuracy",
                     lambda r: f"{r['accuracy_mean']:.3f} +- {r['accuracy_std']:.3f}",
                 ),
                 ("train s", lambda r: f"{r['train_seconds_mean']:.0f}"),
@@ -200,8 +205,9 @@ def main(config: Config) -> dict:
         )
         env = metrics["environment"]
         return (
-            f"The main job's defaults, {len(config.seeds)} seed(s) "
-            f"({env['backend']}, {env['cpu_count']} CPUs):\n{table}"
+            f"The main job's defaults (--model {config.model}), "
+            f"{len(config.seeds)} seed(s) ({env['backend']}, {env['cpu_count']} "
+            f"CPUs):\n{table}"
         )
 
     return _run.finish(run_dir, dict(rows=rows), report)
