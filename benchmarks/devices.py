@@ -1,10 +1,11 @@
 """Data-parallel throughput: training steps per second on 1, 2 and 4 devices.
 
-Each device count runs in its own process (the count of CPU devices is fixed
-when JAX starts: `XLA_FLAGS=--xla_force_host_platform_device_count=N` on CPU;
-on GPU the first N GPUs). The step is the main job's on JapaneseVowels
+Each device count that divides the batch runs in its own process (the count of
+CPU devices is fixed when JAX starts:
+`XLA_FLAGS=--xla_force_host_platform_device_count=N` on CPU; on GPU the first N
+GPUs). The step is the main job's on JapaneseVowels
 (`ltc_jax.fit`'s: Tsit5 at rtol 1e-3, atol 1e-4, `checkpoint`, 64 units, the
-readout at 16 times), on one batch split over a `ltc_jax.data_mesh` of N
+derived readout times and batching), on one batch split over a `ltc_jax.data_mesh` of N
 devices, with the model and optimiser state replicated.
 
 On a CPU the "devices" are shares of the same cores: with 2 cores, 2 or 4
@@ -67,7 +68,11 @@ def measure_count(devices: int, batch_size: int, hidden_size: int, repeats: int)
         key=jax.random.PRNGKey(0),
     )
     integrator = ltc_jax.make_integrator(
-        "tsit5", rtol=1e-3, atol=1e-4, max_steps=defaults.max_steps
+        "tsit5",
+        rtol=1e-3,
+        atol=1e-4,
+        max_steps=defaults.max_steps,
+        batching=defaults.batching,
     )
     optimizer = ltc_jax.make_optimizer(1e-2, 1000)
     opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
@@ -75,10 +80,8 @@ def measure_count(devices: int, batch_size: int, hidden_size: int, repeats: int)
     step = eqx.filter_jit(ltc_jax.make_train_step(optimizer, integrator))
     if devices > 1:
         mesh = ltc_jax.data_mesh(devices)
-        from ltc_jax._parallel import replicate, shard_batch
-
-        model, opt_state = replicate((model, opt_state), mesh)
-        batch = shard_batch(batch, mesh, batch_size)
+        model, opt_state = ltc_jax.replicate((model, opt_state), mesh)
+        batch = ltc_jax.shard_batch(batch, mesh, batch_size)
     seconds = ltc_jax.time_calls(
         step, model, opt_state, batch, warmup=1, repeats=repeats
     )
@@ -93,7 +96,8 @@ def main(config: Config) -> dict:
     """Measure every device count, each in its own process."""
     config, run_dir = _run.start_run(config, "devices", QUICK)
     rows = []
-    for count in config.device_counts:
+    counts = [c for c in config.device_counts if config.batch_size % c == 0]
+    for count in counts:
         env = {"JAX_PLATFORMS": config.backend}
         if config.backend == "cpu":
             env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={count}"

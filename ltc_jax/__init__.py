@@ -93,7 +93,11 @@ from ._names import (
     make_solver as make_solver,
 )
 from ._optimizer import make_optimizer as make_optimizer
-from ._parallel import data_mesh as data_mesh
+from ._parallel import (
+    data_mesh as data_mesh,
+    replicate as replicate,
+    shard_batch as shard_batch,
+)
 from ._paths import InputPath as InputPath
 from ._solver import (
     RK4 as RK4,
@@ -182,6 +186,8 @@ __all__ = [
     "make_optimizer",
     "fit",
     "data_mesh",
+    "replicate",
+    "shard_batch",
     "evaluate",
     "AbstractFitProgress",
     "TqdmFitProgress",

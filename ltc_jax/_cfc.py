@@ -297,10 +297,22 @@ class CfC(eqx.Module):
             )
         return self.outputs(self.solve(path, save=save).ys)
 
-    def outputs(self, ys):
-        """The readout of states `ys`, as [`ltc_jax.LTC.outputs`][]."""
+    def outputs(
+        self, ys: Float[Array, "*batch hidden_size"] | Float[Array, "*batch n hidden"]
+    ) -> Float[Array, "... output_size"]:
+        """The readout applied to states `ys`: `(*batch, hidden_size)`, or with
+        `readout_times=n > 1`, `(*batch, n, hidden_size)` (as `solve` returns
+        them), whose `n` states are read together.
+
+        **Raises:** `ValueError` if `ys` does not end in `(n, hidden_size)` for
+        `readout_times=n > 1`."""
         if self.readout_times == 1:
             return self.readout(ys)
+        if ys.shape[-2:] != (self.readout_times, self.hidden_size):
+            raise ValueError(
+                f"The readout reads states of shape (..., {self.readout_times}, "
+                f"{self.hidden_size}) (readout_times, hidden_size); got {ys.shape}."
+            )
         return self.readout(ys.reshape(*ys.shape[:-2], -1))
 
 
@@ -341,8 +353,9 @@ def ltc_closed_form_step(
     approximation; `python -m experiments.cfc_versus_ltc` measures its error
     against the ODE.
 
-    **Arguments:** `cell`: an [`ltc_jax.LTCVectorField`][]; `h`, `x`: states and
-    inputs with shared leading batch axes; `dt`: the step (time units), a
+    **Arguments:** `cell`: an [`ltc_jax.LTCVectorField`][] (its products in its
+    parameters' dtype: a `matmul_dtype` is not applied here); `h`, `x`: states
+    and inputs with shared leading batch axes; `dt`: the step (time units), a
     scalar or one per sequence.
 
     **Returns:** the approximate state after `dt`, shaped like `h`.

@@ -125,6 +125,8 @@ def derive_defaults(
     train_size: int | None = None,
     stability_bound: float | None = None,
     adaptive: bool = True,
+    batch_size: int | None = None,
+    interpolation: str = "linear",
 ) -> DataDefaults:
     """Settings derived from the data rather than guessed, so that a model's
     defaults work whatever the unit of the timestamps (seconds, milliseconds or
@@ -164,7 +166,10 @@ def derive_defaults(
     will be solved on; `train_size`: sequences of the training set (default:
     the first dataset's); `stability_bound`: an explicit solver's real
     stability bound ([`ltc_jax.real_stability_bound`][]), `None` for implicit
-    steps; `adaptive`: whether the solve takes adaptive steps.
+    steps; `adaptive`: whether the solve takes adaptive steps; `batch_size`:
+    the batch size that will be used, if already chosen (then returned as it
+    is; the batching is judged on it); `interpolation`: the input path's
+    (`"cubic"` has no stops at the observations, so it is always batched).
 
     **Raises:** `ValueError` as [`ltc_jax.observation_spacing`][].
     """
@@ -194,17 +199,26 @@ def derive_defaults(
         f"16 steps per observation of the longest sequence ({most}), at least 256"
     )
     n = len(datasets[0]) if train_size is None else train_size
-    batch_size = int(min(64, max(8, 2 ** round(math.log2(max(n / 16, 1))))))
-    reasons["batch_size"] = (
-        f"about 16 steps per epoch over {n} training sequences, a power of two "
-        "in [8, 64]"
-    )
+    if batch_size is None:
+        batch_size = int(min(64, max(8, 2 ** round(math.log2(max(n / 16, 1))))))
+        reasons["batch_size"] = (
+            f"about 16 steps per epoch over {n} training sequences, a power of "
+            "two in [8, 64]"
+        )
+    else:
+        reasons["batch_size"] = "given"
     train = datasets[0]
     if not adaptive:
         batching = "batched"
         reasons["batching"] = (
             "fixed steps: one solve of the batch, each sequence taking its own "
             "steps on the shared clock"
+        )
+    elif interpolation != "linear":
+        batching = "batched"
+        reasons["batching"] = (
+            f"a {interpolation} input has no stops at the observations: one solve "
+            "of the batch"
         )
     else:
         fastest = None if stability_bound is None else stability_bound * low / (1 + low)

@@ -19,7 +19,8 @@ def loss_and_metrics(
 
     Cross-entropy on logits for integer labels (`optax.
     softmax_cross_entropy_with_integer_labels`), mean squared error over the
-    outputs for float targets; either from each sequence's final state.
+    outputs for float targets; either from what the model's readout reads (each
+    sequence's final state, or its states at the model's `readout_times`).
 
     **Returns:** `(loss, metrics)`, the loss a scalar of the batch's float dtype,
     `metrics` holding sums over the batch: `weight`, `loss` (weighted), `correct`

@@ -21,6 +21,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import multihost_utils
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 from jaxtyping import PyTree
 
@@ -71,10 +72,13 @@ def check_divides(batch_size: int, mesh: Mesh) -> None:
 
 
 def _host(leaf) -> np.ndarray:
-    """A leaf's value on this host: of a global array, its first local shard
-    (every shard of a replicated array holds the whole value)."""
+    """A leaf's whole value on this host: of a replicated global array, its
+    first local copy; of one split over several processes, gathered from all
+    of them (`multihost_utils.process_allgather`)."""
     if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
-        return np.asarray(leaf.addressable_data(0))
+        if leaf.sharding.is_fully_replicated:
+            return np.asarray(leaf.addressable_data(0))
+        return np.asarray(multihost_utils.process_allgather(leaf, tiled=True))
     return np.asarray(leaf)
 
 
@@ -92,18 +96,30 @@ def _place(tree: PyTree, sharding_of) -> PyTree:
 
 
 def replicate(tree: PyTree, mesh: Mesh) -> PyTree:
-    """Every array leaf of `tree` copied to each device of `mesh`. In a
-    multi-process run every process must pass the same values."""
+    """Every array leaf of `tree` (a model, an optimiser state) copied to each
+    device of `mesh`, for a step compiled with `jax.jit` or `eqx.filter_jit` on
+    a batch from [`ltc_jax.shard_batch`][]. In a multi-process run every process
+    must pass the same values. Non-array leaves pass through.
+
+    **Returns:** `tree` with each array a global `jax.Array`, shape and dtype
+    unchanged."""
     sharding = NamedSharding(mesh, PartitionSpec())
     return _place(tree, lambda value: sharding)
 
 
 def shard_batch(tree: PyTree, mesh: Mesh, batch_size: int) -> PyTree:
-    """The array leaves of `tree` whose leading axis is the batch (of length
-    `batch_size`) split over the mesh's `"data"` axis; the others (a shared
-    time grid, say) replicated. Splitting is placement only: under `jax.jit`
-    the results are those of the unsplit batch, to round-off in the reduction
-    order."""
+    """The array leaves of `tree` (a [`ltc_jax.Batch`][], say) whose leading
+    axis is the batch, of length `batch_size`, split over the mesh's `"data"`
+    axis; the others (a shared time grid, say) replicated. Splitting is
+    placement only: under `jax.jit` the results are those of the unsplit batch,
+    to round-off in the reduction order. With [`ltc_jax.make_train_step`][]
+    and a [`ltc_jax.replicate`][]d model this is `fit`'s data-parallel step.
+
+    **Returns:** `tree` with each array a global `jax.Array`, shape and dtype
+    unchanged.
+
+    **Raises:** `ValueError` if `batch_size` does not divide over the mesh."""
+    check_divides(batch_size, mesh)
     split = NamedSharding(mesh, PartitionSpec(DATA_AXIS))
     whole = NamedSharding(mesh, PartitionSpec())
 
@@ -114,6 +130,7 @@ def shard_batch(tree: PyTree, mesh: Mesh, batch_size: int) -> PyTree:
 
 
 def to_host(tree: PyTree) -> PyTree:
-    """Array leaves as NumPy values of this process (of a replicated global
-    array, its local copy): for Python conversion and for writing."""
+    """Array leaves as arrays on this process's default device, holding their
+    whole value (of a replicated global array, its local copy): for Python
+    conversion and for writing."""
     return jax.tree.map(lambda x: jnp.asarray(_host(x)) if eqx.is_array(x) else x, tree)

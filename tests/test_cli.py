@@ -263,3 +263,32 @@ def test_cli_cfc_trains_evaluates_and_records_one_memory_entry(tmp_path, capsys)
     assert cli.main(["evaluate", str(out), "--data", test]) == 0
     printed = capsys.readouterr().out
     assert f"{metrics['test_accuracy']:.4f}" in printed
+
+
+def test_cli_resumes_a_run_saved_before_readout_times_were_derived(tmp_path):
+    """A `config.json` without `readout_times` (and without the derived
+    readout times and batching) is an older run: it resumes reading its final
+    state, not with the readout the data would derive now (6 times here)."""
+    from ltc_jax.app.job import load_run
+
+    _, _, out, _ = _train_toy(
+        tmp_path,
+        24,
+        10,
+        "--readout-times",
+        "1",
+        "--hidden-size",
+        "4",
+        "--epochs",
+        "2",
+        "--no-memory-table",
+    )
+    saved = json.loads((out / "config.json").read_text())
+    del saved["readout_times"]
+    for name in ("readout_times", "batching"):
+        saved["derived"].pop(name, None)
+    (out / "config.json").write_text(json.dumps(saved))
+    (out / "metrics.json").unlink()
+    assert cli.main(["train", "--resume", str(out), "--no-progress"]) == 0
+    assert load_run(str(out))[1].readout_times == 1
+    assert json.loads((out / "metrics.json").read_text())["resumed"]

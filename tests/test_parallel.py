@@ -48,6 +48,12 @@ integrator = ltc_jax.make_integrator("tsit5", rtol=1e-4, atol=1e-6, max_steps=51
 mesh = None if role == "alone" else ltc_jax.data_mesh()
 out = {"devices": mesh.size if mesh else 1}
 if mesh is not None:
+    batch = next(ltc_jax.batches(data, 8))
+    placed = ltc_jax.shard_batch(batch, mesh, 8)
+    out["split"] = [
+        str(placed.path.ts.sharding.spec), str(placed.labels.sharding.spec)
+    ]
+if mesh is not None:
     try:
         ltc_jax.fit(model, data, integrator=integrator, optimizer=optax.sgd(0.1),
                     epochs=1, batch_size=6 if mesh.size == 4 else 7, mesh=mesh)
@@ -103,6 +109,7 @@ def test_fit_over_four_devices_equals_one_device(alone):
     assert four["loss"] == pytest.approx(alone["loss"], rel=1e-5)
     assert four["validation_loss"] == pytest.approx(alone["validation_loss"], rel=1e-5)
     assert "batch_size=6 does not divide over the mesh's 4 devices" in four["error"]
+    assert four["split"] == ["P('data',)"] * 2  # really split
 
 
 def test_two_processes_on_loopback_train_as_one(alone):

@@ -149,7 +149,11 @@ def resolve_settings(
     solver = ltc_jax.make_solver(config.solver, ode_unfolds=config.ode_unfolds)
     bound = ltc_jax.real_stability_bound(solver)
     defaults = ltc_jax.derive_defaults(
-        [train], stability_bound=bound, adaptive=adaptive
+        [train],
+        stability_bound=bound,
+        adaptive=adaptive,
+        batch_size=config.batch_size,
+        interpolation=config.interpolation,
     )
     every = (train, *others)
     reasons = dict(defaults.reasons)
@@ -307,13 +311,17 @@ def _resumed_config(config: TrainConfig) -> TrainConfig:
     **Raises:** `FileNotFoundError` without a `config.json`; `ValueError` if
     `config` sets an option to a value the saved run does not have: a resumed
     run keeps its options, except where it runs (`PLACEMENT`), which comes from
-    `config` (another device count gives the same run to round-off).
+    `config` (another device count gives the same run to round-off). The batch
+    size the run derived is kept (so that another device count cannot change
+    it), and a run saved before readout times and batching were derived keeps
+    reading its final state and the batching it had.
     """
     saved_path = os.path.join(config.resume, "config.json")
     if not os.path.isfile(saved_path):
         raise FileNotFoundError(f"--resume {config.resume}: no config.json in it.")
     with open(saved_path) as file:
-        saved = _config_from_json(json.load(file))
+        raw = json.load(file)
+    saved = _config_from_json(raw)
     conflicts = [
         f"{_flag(field.name)} {getattr(config, field.name)!r} (saved: "
         f"{getattr(saved, field.name)!r})"
@@ -328,7 +336,15 @@ def _resumed_config(config: TrainConfig) -> TrainConfig:
             f"these differ: {'; '.join(conflicts)}. Start a new run to change them."
         )
     here = {name: getattr(config, name) for name in PLACEMENT}
-    return dataclasses.replace(saved, resume=None, **here)
+    derived = raw.get("derived", {})
+    kept = {}
+    if saved.batch_size is None and "batch_size" in derived:
+        kept["batch_size"] = derived["batch_size"]["value"]
+    if saved.readout_times is None and "readout_times" not in derived:
+        kept["readout_times"] = 1
+    if saved.batching is None and "batching" not in derived:
+        kept["batching"] = "vmap" if saved.solver == "kvaerno5" else "batched"
+    return dataclasses.replace(saved, resume=None, **here, **kept)
 
 
 PLACEMENT = ("progress", "devices", "coordinator", "num_processes", "process_id")
