@@ -270,8 +270,11 @@ def test_ctrl_c_keeps_the_run_and_names_the_resume_command(tmp_path):
     _, err = victim.communicate(timeout=120)
     assert victim.returncode == 130
     assert err.strip().splitlines()[-1].endswith(f"ltc-jax train --resume {run}")
+    derived = json.loads((run / "config.json").read_text())["derived"]
     with jax.enable_x64(False):  # the run was float32
-        like = ltc_jax.LTC(2, 4, 2, key=jr_key(0))
+        like = ltc_jax.LTC(
+            2, 4, 2, readout_times=derived["readout_times"]["value"], key=jr_key(0)
+        )
     _, meta, skipped = ltc_jax.load_latest_checkpoint(run / "checkpoints", like)
     assert skipped == [] and meta["epoch"] < 200
     refused = subprocess.run(
