@@ -24,7 +24,7 @@ ODE solution, and the two models trained side by side.
 The UEA development benchmark with the CfC is `python -m
 experiments.uea_benchmark --model cfc`.
 
-    python -m experiments.cfc_versus_ltc           # about 15 min on 2 cores
+    python -m experiments.cfc_versus_ltc           # about 40 min on 2 shared cores
     python -m experiments.cfc_versus_ltc --quick   # a minute
 
 Writes `results/cfc_versus_ltc/<run>/`: `metrics.json`, `report.txt`,

@@ -170,7 +170,13 @@ class CfC(eqx.Module):
     times enter through `dt`. The inputs are the path's values at its
     observation times (missing channels filled as the path interpolates them,
     mask and time channels included). Padding leaves the state unchanged. The
-    `integrator` argument is accepted and ignored.
+    `integrator` argument is accepted and ignored. Parameters and states are in
+    the `dtype` given (default JAX's default float) and must match the inputs'.
+
+    Source: Hasani, Lechner, Amini, Liebenwein, Ray, Tschaikowski, Teschl and
+    Rus (2022), "Closed-form continuous-time neural networks", *Nature Machine
+    Intelligence* 4, 992-1003; the variants and initial values of the `ncps`
+    package.
 
     **Fields:** `cell` ([`ltc_jax.CfCCell`][]), `readout`
     ([`ltc_jax.LinearReadout`][]), static `input_size`, `hidden_size`,
@@ -197,13 +203,14 @@ class CfC(eqx.Module):
         backbone_layers: int = 1,
         backbone_activation: str = "lecun_tanh",
         readout_times: int = 1,
+        dtype=None,
         key: PRNGKeyArray,
     ):
         """**Arguments:** as [`ltc_jax.CfCCell`][] (`input_size`, `hidden_size`,
-        `mode`, the backbone's options); `output_size`: classes or regression
-        targets; `readout_times`: as [`ltc_jax.LTC`][]'s (the readout reads the
-        state at the last observation at or before each of `n` evenly spread
-        times); `key`.
+        `mode`, the backbone's options, `dtype`); `output_size`: classes or
+        regression targets; `readout_times`: as [`ltc_jax.LTC`][]'s (the readout
+        reads the state at the last observation at or before each of `n` evenly
+        spread times); `key`.
 
         **Raises:** `ValueError` as [`ltc_jax.CfCCell`][], or for `readout_times`
         not a positive int.
@@ -222,10 +229,11 @@ class CfC(eqx.Module):
             backbone_units=backbone_units,
             backbone_layers=backbone_layers,
             backbone_activation=backbone_activation,
+            dtype=dtype,
             key=cell_key,
         )
         self.readout = LinearReadout(
-            readout_times * hidden_size, output_size, key=readout_key
+            readout_times * hidden_size, output_size, dtype=dtype, key=readout_key
         )
         self.input_size, self.hidden_size = input_size, hidden_size
         self.output_size, self.readout_times = output_size, readout_times
@@ -240,7 +248,8 @@ class CfC(eqx.Module):
         (`save="observations"`); `stats["num_steps"]` counts the cell's updates.
 
         **Raises:** `ValueError` if the inputs do not have `input_size` channels,
-        or for an unknown `save`.
+        if the parameters and the inputs have different float types, or for an
+        unknown `save`.
         """
         if save not in ("final", "observations"):
             raise ValueError(f"save must be 'final' or 'observations'; got {save!r}.")
@@ -248,6 +257,13 @@ class CfC(eqx.Module):
             raise ValueError(
                 f"The model takes {self.input_size} input channels; the input path "
                 f"has {path.input_size}."
+            )
+        dtype = self.readout.weight.dtype
+        if dtype != path.ts.dtype:
+            raise ValueError(
+                f"The model's parameters are {dtype} but the inputs are "
+                f"{path.ts.dtype}: cast one to the other, e.g. "
+                f"ltc_jax.make_input_path(data, dtype={dtype.name!r})."
             )
         ts, valid = path.ts, path.valid
         batch, times = ts.shape
@@ -358,7 +374,11 @@ def ltc_closed_form_step(
     and inputs with shared leading batch axes; `dt`: the step (time units), a
     scalar or one per sequence.
 
-    **Returns:** the approximate state after `dt`, shaped like `h`.
+    **Returns:** the approximate state after `dt`, shaped like `h`, in its
+    dtype (`dt` is cast to it).
+
+    **Raises:** `AttributeError` for a field that is not an
+    `LTCVectorField` (it reads `weight_in`, `weight_rec`, `bias`, `tau`, `A`).
     """
 
     def one(h, x, dt):

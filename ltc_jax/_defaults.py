@@ -77,11 +77,12 @@ class DataDefaults:
 VMAP_STOP_RATIO = 2.0
 """The `batch_stop_ratio` above which a solve per sequence is the default for
 adaptive steps. A step of the per-sequence solve costs more than a batched one
-(JapaneseVowels, 64 units: 0.88 s for 77 steps against 0.59 s for 72), and a
-batched solve does not take a whole step at every stop. Measured by `python
--m benchmarks.batching`: at a ratio of 2.6-2.7 (JapaneseVowels with each
-sequence's times rescaled to [0, 1]) the per-sequence solve took 0.68-0.70x
-the time; at 1.07 (ArrowHead, likewise) the batched one took 0.96x."""
+(JapaneseVowels, 64 units: an epoch of 77 steps per batch took 1.45 s against
+0.84 s for 72), and a batched solve does not take a whole step at every stop.
+Measured by `python -m benchmarks.batching`: at a ratio of 2.69 (JapaneseVowels,
+half the observations dropped, each sequence's times rescaled to [0, 1]) the
+per-sequence solve took 0.60x the time; at 1.07 (ArrowHead, likewise) the two
+were within the machine's spread (batched 0.96x and 1.16x in two runs)."""
 
 
 def batch_stop_ratio(

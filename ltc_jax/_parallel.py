@@ -110,10 +110,13 @@ def replicate(tree: PyTree, mesh: Mesh) -> PyTree:
 def shard_batch(tree: PyTree, mesh: Mesh, batch_size: int) -> PyTree:
     """The array leaves of `tree` (a [`ltc_jax.Batch`][], say) whose leading
     axis is the batch, of length `batch_size`, split over the mesh's `"data"`
-    axis; the others (a shared time grid, say) replicated. Splitting is
-    placement only: under `jax.jit` the results are those of the unsplit batch,
-    to round-off in the reduction order. With [`ltc_jax.make_train_step`][]
-    and a [`ltc_jax.replicate`][]d model this is `fit`'s data-parallel step.
+    axis; the others (a shared time grid, say) replicated. A leaf is taken to be
+    per sequence when its leading axis has length `batch_size` (a shared grid
+    of exactly that many times is split too, which moves data, not results).
+    Splitting is placement only: under `jax.jit` the results are those of the
+    unsplit batch, to round-off in the reduction order. With
+    [`ltc_jax.make_train_step`][] and a [`ltc_jax.replicate`][]d model this is
+    `fit`'s data-parallel step.
 
     **Returns:** `tree` with each array a global `jax.Array`, shape and dtype
     unchanged.

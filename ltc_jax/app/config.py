@@ -97,9 +97,9 @@ class TrainConfig:
     forward one; needed with --solver fused)."""
     batching: Batching | None = None
     """Solve the batch as one state (batched) or per sequence (vmap). Default:
-    derived from the data: vmap for adaptive steps where the sequences' times
-    differ (a batched solve would stop at all of them) and for the implicit
-    kvaerno5, batched otherwise."""
+    derived from the data: vmap for adaptive steps with a linear input where a
+    batched solve would stop more than twice as often as a sequence needs steps
+    alone, and for the implicit kvaerno5; batched otherwise."""
     interpolation: Interpolation = "linear"
     """Input path between observations: linear or cubic (Hermite)."""
     observation_mask: bool = False

@@ -181,7 +181,12 @@ def resolve_settings(
         low = max(chosen["tau_init"][0], config.tau_min)
         chosen["dt0"] = min(defaults.spacing, 0.9 * bound * low / (1 + low))
     if adaptive:
-        widest = ltc_jax.derive_defaults(every).max_steps
+        over_every = ltc_jax.derive_defaults(every)
+        widest = over_every.max_steps
+        reasons["max_steps"] = (
+            over_every.reasons["max_steps"]
+            + " (over the training, validation and test sets)"
+        )
         if config.tighten_at is not None:  # the tight phase takes more steps
             widest *= 4
         chosen["max_steps"] = config.max_steps or widest
