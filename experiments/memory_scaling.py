@@ -680,6 +680,8 @@ def _call(config: Config, function: str, kwargs: dict, env: dict | None = None):
 
 def _write_record(run_dir: str, record: dict) -> None:
     name = f"{record['kind']}-{record['label']}-{record['num_steps']}"
+    if "matmul_dtype" in record:  # the precision comparison: one per dtype
+        name += f"-{record['matmul_dtype']}"
     name = name.replace(" ", "_").replace("(", "").replace(")", "")
     _run.write_json(os.path.join(run_dir, "records", name + ".json"), record)
 

@@ -60,7 +60,21 @@ def test_memory_scaling_quick(tmp_path):
     assert written["window_memory_law"]["bytes_per_window"] >= state_bytes
     assert written["environment"]["backend"] == "cpu"
     records = os.listdir(out / "records")
-    assert sum(name.endswith(".json") for name in records) == 3 + 4
+    assert sum(name.endswith(".json") for name in records) == 3 + 4 + 4
+    # Mixed precision: bfloat16 products cost accuracy against the float64
+    # reference, and the modes and dtypes are all there.
+    precision = {
+        (r["gradient_mode"], r["matmul_dtype"]): r for r in written["precision"]
+    }
+    assert set(precision) == {
+        (mode, dtype)
+        for mode in ("checkpoint", "windowed")
+        for dtype in ("float32", "bfloat16")
+    }
+    for mode in ("checkpoint", "windowed"):
+        low, high = precision[mode, "bfloat16"], precision[mode, "float32"]
+        assert low["gradient_relative_error"] > high["gradient_relative_error"]
+        assert low["temp_bytes"] > 0
     assert (out / "memory_scaling.png").stat().st_size > 10_000
     assert json.loads((out / "config.json").read_text())["quick"] is True
     with pytest.raises(FileExistsError, match="never overwritten"):
