@@ -255,8 +255,11 @@ def test_ctrl_c_keeps_the_run_and_names_the_resume_command(tmp_path):
     run = tmp_path / "run"
     common = ["--data", train, "--test-data", test, "--hidden-size", "4"]
     victim = subprocess.Popen(
+        # No validation share: early stopping could end the run before the signal.
         _train_command(
-            *common, "--epochs", "200", "--batch-size", "8", "--out", str(run)
+            *common,
+            *("--epochs", "200", "--batch-size", "8", "--validation-fraction", "0"),
+            *("--out", str(run)),
         ),
         env=dict(os.environ, PYTHONUNBUFFERED="1"),
         stdout=subprocess.DEVNULL,
