@@ -265,6 +265,9 @@ def test_ctrl_c_keeps_the_run_and_names_the_resume_command(tmp_path):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        # A shell starts background jobs with SIGINT ignored, and Python then
+        # installs no KeyboardInterrupt handler: give the run the default.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.time() + 300
     while time.time() < deadline and not ltc_jax.list_checkpoints(run / "checkpoints"):
