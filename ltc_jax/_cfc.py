@@ -12,7 +12,14 @@ import jax.random as jr
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from ._integrate import Trajectory
-from ._model import LinearReadout, ModelSave
+from ._model import (
+    LinearReadout,
+    ModelSave,
+    check_outputs_save,
+    check_readout_times,
+    check_solve,
+    read_out,
+)
 from ._paths import InputPath
 from ._vector_field import LTCVectorField
 
@@ -215,12 +222,7 @@ class CfC(eqx.Module):
         **Raises:** `ValueError` as [`ltc_jax.CfCCell`][], or for `readout_times`
         not a positive int.
         """
-        if isinstance(readout_times, bool) or not (
-            isinstance(readout_times, int) and readout_times >= 1
-        ):
-            raise ValueError(
-                f"readout_times must be a positive int; got {readout_times!r}."
-            )
+        check_readout_times(readout_times)
         cell_key, readout_key = jr.split(key)
         self.cell = CfCCell(
             input_size,
@@ -251,20 +253,7 @@ class CfC(eqx.Module):
         if the parameters and the inputs have different float types, or for an
         unknown `save`.
         """
-        if save not in ("final", "observations"):
-            raise ValueError(f"save must be 'final' or 'observations'; got {save!r}.")
-        if path.input_size != self.input_size:
-            raise ValueError(
-                f"The model takes {self.input_size} input channels; the input path "
-                f"has {path.input_size}."
-            )
-        dtype = self.readout.weight.dtype
-        if dtype != path.ts.dtype:
-            raise ValueError(
-                f"The model's parameters are {dtype} but the inputs are "
-                f"{path.ts.dtype}: cast one to the other, e.g. "
-                f"ltc_jax.make_input_path(data, dtype={dtype.name!r})."
-            )
+        check_solve(self, path, save)
         ts, valid = path.ts, path.valid
         batch, times = ts.shape
         previous = jnp.concatenate([ts[:, :1], ts[:, :-1]], axis=1)
@@ -306,11 +295,7 @@ class CfC(eqx.Module):
 
         **Raises:** as `solve`; `ValueError` for `save="observations"` with
         `readout_times > 1`."""
-        if save == "observations" and self.readout_times > 1:
-            raise ValueError(
-                "Outputs at every observation read one state each; this model's "
-                f"readout reads {self.readout_times} times at once (readout_times)."
-            )
+        check_outputs_save(save, self.readout_times)
         return self.outputs(self.solve(path, save=save).ys)
 
     def outputs(
@@ -322,14 +307,7 @@ class CfC(eqx.Module):
 
         **Raises:** `ValueError` if `ys` does not end in `(n, hidden_size)` for
         `readout_times=n > 1`."""
-        if self.readout_times == 1:
-            return self.readout(ys)
-        if ys.shape[-2:] != (self.readout_times, self.hidden_size):
-            raise ValueError(
-                f"The readout reads states of shape (..., {self.readout_times}, "
-                f"{self.hidden_size}) (readout_times, hidden_size); got {ys.shape}."
-            )
-        return self.readout(ys.reshape(*ys.shape[:-2], -1))
+        return read_out(self.readout, ys, self.readout_times, self.hidden_size)
 
 
 def _at_spread_times(

@@ -75,6 +75,72 @@ def _encoded(cell: eqx.Module, encoder: Callable | None) -> eqx.Module:
     return _EncodedField(cell, encoder)
 
 
+def check_readout_times(readout_times: int) -> None:
+    """**Raises:** `ValueError` unless `readout_times` is a positive int."""
+    if isinstance(readout_times, bool) or not (
+        isinstance(readout_times, int) and readout_times >= 1
+    ):
+        raise ValueError(
+            f"readout_times must be a positive int; got {readout_times!r}."
+        )
+
+
+def check_solve(model: eqx.Module, path: InputPath, save: str) -> None:
+    """The checks of a sequence model's `solve` (the LTC's and the CfC's).
+
+    **Raises:** `ValueError` for a `save` other than `"final"` and
+    `"observations"`, inputs without the model's `input_size` channels, or
+    parameters whose float type is not the inputs'."""
+    if save not in ("final", "observations"):
+        raise ValueError(f"save must be 'final' or 'observations'; got {save!r}.")
+    if path.input_size != model.input_size:
+        raise ValueError(
+            f"The model takes {model.input_size} input channels; the input path "
+            f"has {path.input_size}."
+        )
+    parameters = jax.tree.leaves(eqx.filter(model, eqx.is_inexact_array))
+    if parameters and parameters[0].dtype != path.ts.dtype:
+        raise ValueError(
+            f"The model's parameters are {parameters[0].dtype} but the inputs "
+            f"are {path.ts.dtype}: cast one to the other, e.g. "
+            f"ltc_jax.make_input_path(data, dtype={parameters[0].dtype.name!r}), "
+            "or the model with jax.tree.map(lambda x: x.astype(dtype) if "
+            "eqx.is_inexact_array(x) else x, model)."
+        )
+
+
+def check_outputs_save(save: str, readout_times: int) -> None:
+    """**Raises:** `ValueError` for outputs at every observation
+    (`save="observations"`) from a readout of several times."""
+    if save == "observations" and readout_times > 1:
+        raise ValueError(
+            "Outputs at every observation read one state each; this model's "
+            f"readout reads {readout_times} times at once (readout_times)."
+        )
+
+
+def read_out(
+    readout: Callable,
+    ys: Float[Array, "*batch hidden_size"] | Float[Array, "*batch n hidden"],
+    readout_times: int,
+    hidden_size: int,
+) -> Float[Array, "... output_size"]:
+    """`readout` of states `ys`: `(*batch, hidden_size)`, or with
+    `readout_times=n > 1`, `(*batch, n, hidden_size)`, whose `n` states are
+    read together (concatenated in time order).
+
+    **Raises:** `ValueError` if `ys` does not end in `(n, hidden_size)` for
+    `readout_times=n > 1`."""
+    if readout_times == 1:
+        return readout(ys)
+    if ys.shape[-2:] != (readout_times, hidden_size):
+        raise ValueError(
+            f"The readout reads states of shape (..., {readout_times}, "
+            f"{hidden_size}) (readout_times, hidden_size); got {ys.shape}."
+        )
+    return readout(ys.reshape(*ys.shape[:-2], -1))
+
+
 class LinearReadout(eqx.Module):
     """`outputs = ys @ weight.T + bias` on the last axis, for states of any leading
     shape. Initialised as `eqx.nn.Linear`: U(-1/sqrt(hidden), 1/sqrt(hidden)).
@@ -212,12 +278,7 @@ class LTC(eqx.Module):
         above 1 with the biophysical cell), or `matmul_dtype` with another cell
         than `"ltc"`.
         """
-        if isinstance(readout_times, bool) or not (
-            isinstance(readout_times, int) and readout_times >= 1
-        ):
-            raise ValueError(
-                f"readout_times must be a positive int; got {readout_times!r}."
-            )
+        check_readout_times(readout_times)
         if matmul_dtype is not None and cell != "ltc":
             raise ValueError(
                 "matmul_dtype (mixed precision) is an option of the 'ltc' cell; "
@@ -291,22 +352,7 @@ class LTC(eqx.Module):
         `input_size` channels, or the model's parameters and the inputs have
         different float types; otherwise as [`ltc_jax.integrate`][].
         """
-        if save not in ("final", "observations"):
-            raise ValueError(f"save must be 'final' or 'observations'; got {save!r}.")
-        if path.input_size != self.input_size:
-            raise ValueError(
-                f"The model takes {self.input_size} input channels; the input path "
-                f"has {path.input_size}."
-            )
-        parameters = jax.tree.leaves(eqx.filter(self, eqx.is_inexact_array))
-        if parameters and parameters[0].dtype != path.ts.dtype:
-            raise ValueError(
-                f"The model's parameters are {parameters[0].dtype} but the inputs "
-                f"are {path.ts.dtype}: cast one to the other, e.g. "
-                f"ltc_jax.make_input_path(data, dtype={parameters[0].dtype.name!r}), "
-                "or the model with jax.tree.map(lambda x: x.astype(dtype) if "
-                "eqx.is_inexact_array(x) else x, model)."
-            )
+        check_solve(self, path, save)
         batch = path.lengths.shape[0]
         y0 = jnp.zeros((batch, self.hidden_size), path.ts.dtype)
         field = _encoded(self.cell, self.encoder)
@@ -324,11 +370,7 @@ class LTC(eqx.Module):
 
         **Raises:** as `solve`; `ValueError` for `save="observations"` with
         `readout_times > 1`, whose readout reads several times at once."""
-        if save == "observations" and self.readout_times > 1:
-            raise ValueError(
-                "Outputs at every observation read one state each; this model's "
-                f"readout reads {self.readout_times} times at once (readout_times)."
-            )
+        check_outputs_save(save, self.readout_times)
         return self.outputs(self.solve(path, integrator=integrator, save=save).ys)
 
     def outputs(
@@ -340,11 +382,4 @@ class LTC(eqx.Module):
 
         **Raises:** `ValueError` if `ys` does not end in `(n, hidden_size)` for
         `readout_times=n > 1`."""
-        if self.readout_times == 1:
-            return self.readout(ys)
-        if ys.shape[-2:] != (self.readout_times, self.hidden_size):
-            raise ValueError(
-                f"The readout reads states of shape (..., {self.readout_times}, "
-                f"{self.hidden_size}) (readout_times, hidden_size); got {ys.shape}."
-            )
-        return self.readout(ys.reshape(*ys.shape[:-2], -1))
+        return read_out(self.readout, ys, self.readout_times, self.hidden_size)

@@ -71,11 +71,15 @@ print(json.dumps(out))
 """
 
 
-def _start(role: str, port: int = 0) -> subprocess.Popen:
+def _spawn(args: list[str], devices: int | None = None) -> subprocess.Popen:
+    """`python ARGS` on CPU, its output captured; with `devices`, that many CPU
+    devices (`XLA_FLAGS`), else as the script sets them."""
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONWARNINGS="ignore")
     env.pop("XLA_FLAGS", None)
+    if devices is not None:
+        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
     return subprocess.Popen(
-        [sys.executable, "-c", SCRIPT, role, str(port)],
+        [sys.executable, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -83,10 +87,25 @@ def _start(role: str, port: int = 0) -> subprocess.Popen:
     )
 
 
-def _result(process: subprocess.Popen) -> dict:
+def _finished(process: subprocess.Popen) -> str:
+    """Its output, once it has succeeded."""
     stdout, stderr = process.communicate(timeout=600)
     assert process.returncode == 0, stderr[-3000:]
-    return json.loads(stdout.strip().splitlines()[-1])
+    return stdout
+
+
+def _start(role: str, port: int = 0) -> subprocess.Popen:
+    return _spawn(["-c", SCRIPT, role, str(port)])
+
+
+def _result(process: subprocess.Popen) -> dict:
+    return json.loads(_finished(process).strip().splitlines()[-1])
+
+
+def _free_port() -> int:
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        return free.getsockname()[1]
 
 
 def _relative(a: dict, b: dict) -> float:
@@ -116,9 +135,7 @@ def test_two_processes_on_loopback_train_as_one(alone):
     """`jax.distributed` with two CPU processes of one device each, joined on
     127.0.0.1: both end with the parameters of a single-process run on the
     same global batches, to float32 round-off."""
-    with socket.socket() as free:
-        free.bind(("127.0.0.1", 0))
-        port = free.getsockname()[1]
+    port = _free_port()
     processes = [_start(str(i), port) for i in range(2)]
     results = [_result(process) for process in processes]
     for result in results:
@@ -128,21 +145,7 @@ def test_two_processes_on_loopback_train_as_one(alone):
 
 
 def _cli(args: list[str], devices: int = 1) -> subprocess.Popen:
-    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONWARNINGS="ignore")
-    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
-    return subprocess.Popen(
-        [sys.executable, "-m", "ltc_jax", "train", "--no-progress", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-
-
-def _finished(process: subprocess.Popen) -> str:
-    stdout, stderr = process.communicate(timeout=600)
-    assert process.returncode == 0, stderr[-3000:]
-    return stdout
+    return _spawn(["-m", "ltc_jax", "train", "--no-progress", *args], devices)
 
 
 def test_the_main_job_on_two_devices_and_on_two_processes(tmp_path):
@@ -157,9 +160,7 @@ def test_the_main_job_on_two_devices_and_on_two_processes(tmp_path):
     common += ["--epochs", "2", "--no-memory-table"]
     _finished(_cli([*common, "--out", str(tmp_path / "one")]))
     _finished(_cli([*common, "--devices", "2", "--out", str(tmp_path / "two")], 2))
-    with socket.socket() as free:
-        free.bind(("127.0.0.1", 0))
-        port = free.getsockname()[1]
+    port = _free_port()
     hosts = [
         _cli(
             [
