@@ -10,9 +10,9 @@ Two traps of JAX 0.10 with diffrax 0.7.2 shape this module:
   never uses it: the step is the single-device program, compiled for sharded
   inputs (`jax.jit`'s automatic partitioning).
 
-Every array is placed with `jax.make_array_from_callback` from host values, so
-the same code serves one process and several (`jax.distributed`): each process
-supplies the rows its own devices hold.
+Within one process arrays move with `jax.device_put`; across several
+(`jax.distributed`) each is placed with `jax.make_array_from_callback` from its
+host value, each process supplying the rows its own devices hold.
 """
 
 from collections.abc import Sequence
@@ -83,13 +83,19 @@ def _host(leaf) -> np.ndarray:
 
 
 def _place(tree: PyTree, sharding_of) -> PyTree:
+    """Each array leaf placed with the sharding `sharding_of(leaf)` gives it:
+    within one process by `jax.device_put` (device to device, no copy through
+    the host); across processes from each process's host value."""
+    several = jax.process_count() > 1
+
     def place(leaf):
         if not eqx.is_array(leaf):
             return leaf
+        if not several:
+            return jax.device_put(leaf, sharding_of(leaf))
         value = _host(leaf)
-        sharding = sharding_of(value)
         return jax.make_array_from_callback(
-            value.shape, sharding, lambda index: value[index]
+            value.shape, sharding_of(value), lambda index: value[index]
         )
 
     return jax.tree.map(place, tree)
