@@ -4,12 +4,14 @@ compiled program up to 21.6 million steps (24 hours at 250 Hz).
 
 Task: an LTC reads a window of one ECG lead (millivolts, time in seconds) and
 forecasts the signal `horizon_seconds` after the window's end; windows grow with the
-number of steps (one fixed RK4 step per 1/360 s sample). Each configuration is
-measured in its own process ([`ltc_jax.call_in_subprocess`][]), so that its
-runtime peak is its own.
+number of steps (one fixed RK4 step per 1/360 s sample). Each configuration that
+runs a training step is measured in its own process
+([`ltc_jax.call_in_subprocess`][]), at every size, `--quick` included, so that its
+runtime peak is its own; the compile-only estimates and the mixed-precision
+comparison (compiled memory and one gradient, no runtime peak) run in this one.
 
     python -m experiments.memory_scaling          # default size, ~11 min on 2 cores
-    python -m experiments.memory_scaling --quick    # smoke test, under a minute
+    python -m experiments.memory_scaling --quick    # smoke test, ~2 min on 2 cores
 
 Writes `results/memory_scaling/<run>/`: `config.json`, `records/*.json` (one per
 measured or estimated configuration), `metrics.json` (all records, the tables and
@@ -103,8 +105,6 @@ class Config:
     """Steps of the mixed-precision comparison (0: skip it)."""
     precision_modes: tuple[Mode, ...] = ("full", "checkpoint", "backsolve", "windowed")
     """Gradient modes of that comparison."""
-    isolate: bool = True
-    """Measure each configuration in a fresh process (needed for runtime peaks)."""
 
 
 QUICK = dict(
@@ -123,7 +123,6 @@ QUICK = dict(
     cost_window_seconds=0.0,
     precision_steps=100,
     precision_modes=("checkpoint", "windowed"),
-    isolate=False,
 )
 
 
@@ -276,6 +275,7 @@ def measure_configuration(
         ),
         input_bytes=_input_bytes(batch),
         hidden_size=problem["hidden_size"],
+        process_id=os.getpid(),
     )
 
 
@@ -527,7 +527,6 @@ def main(config: Config) -> dict:
         print(f"reference gradient, {steps} steps: {reference['seconds']:.1f} s")
         for mode, option in measured_variants(steps):
             record = _call(
-                config,
                 "measure_configuration",
                 dict(
                     problem=problem,
@@ -551,7 +550,6 @@ def main(config: Config) -> dict:
         _reference(config, problem, steps, reference_file, interpolation="cubic")
         for mode in config.modes:
             record = _call(
-                config,
                 "measure_configuration",
                 dict(
                     problem=problem,
@@ -609,16 +607,10 @@ def main(config: Config) -> dict:
             _reference(config, problem, steps, reference_file)
         for mode in config.precision_modes:
             for matmul_dtype in (None, "bfloat16"):
-                record = _call(
-                    config,
-                    "precision_configuration",
-                    dict(
-                        mode=mode,
-                        matmul_dtype=matmul_dtype,
-                        steps=steps,
-                        problem=problem,
-                        reference_file=reference_file,
-                    ),
+                # Compiled memory and a gradient, no runtime peak: as the estimates,
+                # in this process.
+                record = precision_configuration(
+                    mode, matmul_dtype, steps, problem, reference_file
                 )
                 precision.append(record)
                 _write_record(run_dir, record)
@@ -667,15 +659,15 @@ def _reference(config, problem, steps, out_file, interpolation="linear") -> dict
         out_file=out_file,
         interpolation=interpolation,
     )
-    return _call(config, "reference_gradient", kwargs, env={"JAX_ENABLE_X64": "1"})
+    return _call("reference_gradient", kwargs, env={"JAX_ENABLE_X64": "1"})
 
 
-def _call(config: Config, function: str, kwargs: dict, env: dict | None = None):
-    if config.isolate:
-        return ltc_jax.call_in_subprocess(
-            f"{os.path.abspath(__file__)}:{function}", kwargs, env=env
-        )
-    return globals()[function](**kwargs)
+def _call(function: str, kwargs: dict, env: dict | None = None):
+    """`function(**kwargs)` in a fresh process, so that its runtime peak is its own
+    (at every size, `--quick` included)."""
+    return ltc_jax.call_in_subprocess(
+        f"{os.path.abspath(__file__)}:{function}", kwargs, env=env
+    )
 
 
 def _write_record(run_dir: str, record: dict) -> None:

@@ -37,6 +37,9 @@ def test_memory_scaling_quick(tmp_path):
         assert record["forward_evaluations"] == 4 * 100  # RK4: 4 per step
         assert record["gradient_relative_error"] < 1e-3
         assert record["temp_bytes"] > 0 and len(record["step_seconds_all"]) == 3
+    # Each configuration ran in a fresh process, so each runtime peak is its own.
+    processes = [r["process_id"] for r in written["records"]]
+    assert len(set(processes)) == len(processes) and os.getpid() not in processes
     day = {r["label"]: r for r in written["estimates"]}
     assert set(day) == {
         "checkpoint (default)",

@@ -84,6 +84,25 @@ def test_notebook_runs(name, tmp_path):
         if "image/png" in output.get("data", {})
     ]
     assert images, f"{name} drew no figure"
+    text = "".join(
+        output.get("text", "")
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+        for output in cell.get("outputs", [])
+    )
+    for pattern in PRINTED.get(name, ()):
+        assert re.search(pattern, text), f"{name} printed nothing like {pattern!r}"
+
+
+# What a notebook must print, beyond running without error.
+PRINTED = {
+    # One runtime peak per mode, each measured in its own process and named by
+    # its source (the CPU's high-water mark here).
+    "02_adjoint_vs_checkpoint.ipynb": [
+        rf"{mode}\s+runtime peak [^\n]*\((process high-water mark|no source)"
+        for mode in ("full", "checkpoint", "backsolve", "direct")
+    ],
+}
 
 
 ROOT = NOTEBOOKS.parent
