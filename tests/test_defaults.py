@@ -184,3 +184,32 @@ def test_the_main_job_steps_within_the_stability_bound_of_a_given_tau_init():
     derived = resolve_settings(TrainConfig(solver="rk4"), data)
     assert derived["dt0"] == pytest.approx(0.9 * rk4 * 0.1 / 1.1)
     assert derived["max_steps"] == ltc_jax.fixed_max_steps([data], derived["dt0"])
+
+
+@pytest.mark.parametrize(
+    "options, solver",
+    [
+        (dict(), "fused"),
+        (dict(adjoint="full"), "fused"),
+        (dict(rtol=1e-4), "tsit5"),
+        (dict(dtmin=1e-3), "tsit5"),
+        (dict(adjoint="windowed"), "tsit5"),
+        (dict(adjoint="backsolve", backward_solver="heun"), "fused"),
+        (dict(solver="rk4"), "rk4"),
+    ],
+)
+def test_the_main_job_derives_its_solver(options, solver):
+    """Without `--solver`: the fused step at one step per observation interval
+    (the median spacing, 0.5 here), unless error control or a reverse solve
+    without a backward solver asks for an adaptive ODE solver."""
+    from ltc_jax.app import TrainConfig
+    from ltc_jax.app.job import resolve_settings
+
+    data = _grid(32, 10, 0.5)
+    settings = resolve_settings(TrainConfig(**options), data)
+    assert settings["solver"] == solver
+    assert ("solver" in settings["derived"]) == ("solver" not in options)
+    assert settings["adaptive"] == (solver == "tsit5")
+    if solver == "fused":
+        assert settings["dt0"] == 0.5
+        assert settings["max_steps"] == ltc_jax.fixed_max_steps([data], 0.5)

@@ -55,8 +55,11 @@ class TrainConfig:
     authors' cell on a sparse wiring."""
     wiring: Literal["fc", "random", "ncp"] = "fc"
     """Wiring of the biophysical cell: fully connected, random, or NCP."""
-    solver: SolverName = "tsit5"
-    """ODE solver; fused is the original authors' semi-implicit step."""
+    solver: SolverName | None = None
+    """ODE solver; fused is the original authors' semi-implicit step. Default:
+    fused (one step per observation interval, stable whatever the time
+    constants); tsit5 where tolerances or --dtmin are given, or with --adjoint
+    backsolve or windowed and no --backward-solver."""
     ode_unfolds: int = 6
     """Sub-steps per step of the fused solver."""
     adjoint: AdjointName = "checkpoint"
@@ -67,9 +70,11 @@ class TrainConfig:
     data (one step per median observation interval, within the solver's
     stability bound)."""
     rtol: OptionalFloat = None
-    """Relative tolerance (adaptive steps). Default 1e-3 when dt0 is not given."""
+    """Relative tolerance (adaptive steps; giving it makes the default solver
+    tsit5). Default 1e-3 for an adaptive solver without --dt0."""
     atol: OptionalFloat = None
-    """Absolute tolerance (adaptive steps). Default 1e-4 when dt0 is not given."""
+    """Absolute tolerance (adaptive steps; giving it makes the default solver
+    tsit5). Default 1e-4 for an adaptive solver without --dt0."""
     dtmin: OptionalFloat = None
     """Smallest adaptive step (time units); reaching it is an error."""
     tighten_at: OptionalFloat = None
