@@ -11,7 +11,9 @@ index as time: the sequences share a time grid up to their lengths) and with
 half of each sequence's observations dropped at random, the ArrowHead series
 with the same drop, and that once more with each sequence's times rescaled to
 [0, 1] (per-sequence times that no two sequences share), all at the main job's
-settings (Tsit5 at rtol 1e-3, atol 1e-4, `checkpoint`, the derived batch size).
+adaptive settings (Tsit5 at rtol 1e-3, atol 1e-4, as with `--rtol 1e-3`;
+`checkpoint`, the derived batch size). The main job's default fused step takes
+fixed steps and is always batched.
 
     python -m benchmarks.batching           # a few minutes on 2 cores
     python -m benchmarks.batching --quick   # one small case, seconds

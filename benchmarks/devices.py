@@ -3,8 +3,8 @@
 Each device count that divides the batch runs in its own process (the count of
 CPU devices is fixed when JAX starts:
 `XLA_FLAGS=--xla_force_host_platform_device_count=N` on CPU; on GPU the first N
-GPUs). The step is the main job's on JapaneseVowels
-(`ltc_jax.fit`'s: Tsit5 at rtol 1e-3, atol 1e-4, `checkpoint`, 64 units, the
+GPUs). The step is a training step on JapaneseVowels (Tsit5 at rtol 1e-3,
+atol 1e-4, as with the main job's `--rtol 1e-3`; `checkpoint`, 64 units, the
 derived readout times and batching), on one batch split over a `ltc_jax.data_mesh` of N
 devices, with the model and optimiser state replicated.
 

@@ -85,12 +85,10 @@ def main(config: Config) -> dict:
     for cell in config.cells:
         for adjoint in config.adjoints:
             kwargs = dict(config=dataclasses.asdict(config), cell=cell, adjoint=adjoint)
-            if config.quick:
-                row = measure_configuration(**kwargs)
-            else:
-                row = ltc_jax.call_in_subprocess(
-                    "experiments.biophysical_benchmark:measure_configuration", kwargs
-                )
+            # Its own process at every size, so that its runtime peak is its own.
+            row = ltc_jax.call_in_subprocess(
+                "experiments.biophysical_benchmark:measure_configuration", kwargs
+            )
             rows.append(row)
             print(f"{cell}/{adjoint}: {row['step_seconds']:.2f} s/step")
     metrics = dict(

@@ -13,7 +13,9 @@ ODE solution, and the two models trained side by side.
    over the first k observations, relative to the RMS of the ODE's states.
 2. **Training side by side** on JapaneseVowels, 3 seeds, the main job's defaults
    otherwise (in a fresh process each, alternating the models): the LTC with
-   `checkpoint` and with the windowed adjoint, and the CfC (`--model cfc`):
+   `checkpoint` (the fused step, the main job's default) and with the windowed
+   adjoint (Tsit5, the main job's solver for a continuous adjoint), and the CfC
+   (`--model cfc`):
    test accuracy, median training-epoch seconds, and the compiled memory of one
    training step.
 3. **A long ECG window.** One forecasting training step (batch 4, 32 units, a
@@ -153,6 +155,7 @@ def run_main_job(model: str, adjoint: str, seed: int, epochs, out: str) -> dict:
     mode = "backprop" if model == "cfc" else adjoint
     return dict(
         test_accuracy=metrics["test_accuracy"],
+        solver=None if model == "cfc" else metrics["solver"],
         epoch_seconds=statistics.median(h["seconds"] for h in metrics["history"]),
         epochs_run=len(metrics["history"]),
         train_seconds=metrics["train_seconds"],

@@ -194,14 +194,15 @@ def test_the_main_job_steps_within_the_stability_bound_of_a_given_tau_init():
         (dict(rtol=1e-4), "tsit5"),
         (dict(dtmin=1e-3), "tsit5"),
         (dict(adjoint="windowed"), "tsit5"),
-        (dict(adjoint="backsolve", backward_solver="heun"), "fused"),
+        (dict(adjoint="backsolve", backward_solver="heun"), "tsit5"),
+        (dict(adjoint="windowed", seminorm=True), "tsit5"),
         (dict(solver="rk4"), "rk4"),
     ],
 )
 def test_the_main_job_derives_its_solver(options, solver):
     """Without `--solver`: the fused step at one step per observation interval
     (the median spacing, 0.5 here), unless error control or a reverse solve
-    without a backward solver asks for an adaptive ODE solver."""
+    (whatever its backward solver) asks for an adaptive ODE solver."""
     from ltc_jax.app import TrainConfig
     from ltc_jax.app.job import resolve_settings
 

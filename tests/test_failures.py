@@ -217,6 +217,9 @@ def test_killed_run_resumes_to_the_same_result(tmp_path):
     assert resumed["parameters_sha256"] == whole["parameters_sha256"]
     for key in ("test_accuracy", "test_loss"):
         assert resumed[key] == whole[key]
+    # The resumed run says why it has its solver, as the whole one does.
+    assert resumed["derived"] == whole["derived"]
+    assert resumed["derived"]["solver"]["value"] == "fused"
 
 
 def test_x64_switch(tmp_path):

@@ -25,8 +25,10 @@ OptionalInt = Annotated[int | None, tyro.conf.arg(metavar="INT")]
 class TrainConfig:
     """Train an LTC classifier (or regressor) on a `.ts` train/test pair.
 
-    Defaults are the main job: the bundled JapaneseVowels, 64 units, Tsit5 with
-    adaptive steps (rtol 1e-3, atol 1e-4), checkpointed gradients.
+    Defaults are the main job: the bundled JapaneseVowels, 64 units, the fused
+    step at one step per observation interval (Tsit5 with adaptive steps, rtol
+    1e-3 and atol 1e-4, where error control or a reverse solve is asked for),
+    checkpointed gradients.
     """
 
     data: File = None
@@ -58,8 +60,8 @@ class TrainConfig:
     solver: SolverName | None = None
     """ODE solver; fused is the original authors' semi-implicit step. Default:
     fused (one step per observation interval, stable whatever the time
-    constants); tsit5 where tolerances or --dtmin are given, or with --adjoint
-    backsolve or windowed and no --backward-solver."""
+    constants); tsit5 where tolerances, --dtmin or --tighten-at are given, or
+    with --adjoint backsolve or windowed."""
     ode_unfolds: int = 6
     """Sub-steps per step of the fused solver."""
     adjoint: AdjointName = "checkpoint"

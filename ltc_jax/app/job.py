@@ -136,9 +136,10 @@ def default_solver(config: TrainConfig) -> tuple[str, str]:
 
     - `"tsit5"` (adaptive) where the config asks for error control (`rtol`,
       `atol`, `dtmin` or a tolerance schedule), or for a continuous adjoint
-      (`backsolve`, `windowed`) without a `backward_solver`: the fused step
-      cannot run backwards in time. A CfC solves no ODE; it gets `"tsit5"` too,
-      unused.
+      (`backsolve`, `windowed`): the fused step cannot run backwards in time,
+      and an explicit reverse solve at its one step per observation interval
+      would lie far outside its stability region. A CfC solves no ODE; it
+      gets `"tsit5"` too, unused.
     - `"fused"` otherwise: the original authors' semi-implicit step (Hasani et
       al. 2021), one step per observation interval. The derived time constants
       reach down to a tenth of that interval, where an explicit solver's steps
@@ -157,10 +158,11 @@ def default_solver(config: TrainConfig) -> tuple[str, str]:
         return "tsit5", (
             "error control was asked for (tolerances, --dtmin or --tighten-at)"
         )
-    if has_reverse_solve(config.adjoint) and config.backward_solver is None:
+    if has_reverse_solve(config.adjoint):
         return "tsit5", (
             f"--adjoint {config.adjoint} solves backwards in time, which the fused "
-            "step cannot"
+            "step cannot, and an explicit reverse solve needs error control at "
+            "the derived time constants"
         )
     return "fused", (
         "the original authors' semi-implicit step: stable at one step per "
@@ -274,7 +276,7 @@ def make_config_integrator(
     backward_solver: str | None = None,
 ) -> ltc_jax.Integrator:
     """The [`ltc_jax.Integrator`][] a config asks for, with the `settings` of
-    `resolve_settings` (`dt0`, `max_steps`, `adaptive`): fixed steps when
+    `resolve_settings` (`solver`, `dt0`, `max_steps`, `adaptive`): fixed steps when
     `dt0` is given (or derived) without tolerances, adaptive otherwise (default
     tolerances 1e-3/1e-4)."""
     rtol = atol = None
@@ -283,7 +285,7 @@ def make_config_integrator(
         atol = DEFAULT_ATOL if config.atol is None else config.atol
     adjoint = config.adjoint if adjoint is None else adjoint
     return ltc_jax.make_integrator(
-        config.solver,
+        settings.get("solver", config.solver),  # runs saved before it was derived
         adjoint,
         dt0=settings["dt0"],
         rtol=rtol,
@@ -344,7 +346,7 @@ def memory_by_mode(
         memory = ltc_jax.compiled_memory(step, model, opt_state, batch)
         return dict(backprop=None if memory is None else memory.asdict())
     backward = config.backward_solver
-    if config.solver == "fused" and backward is None:
+    if settings.get("solver", config.solver) == "fused" and backward is None:
         backward = "heun"
     table = {}
     for mode in ltc_jax.ADJOINT_NAMES:
@@ -403,6 +405,13 @@ def _resumed_config(config: TrainConfig) -> TrainConfig:
     if saved.batching is None and "batching" not in derived:
         kept["batching"] = "vmap" if saved.solver == "kvaerno5" else "batched"
     return dataclasses.replace(saved, resume=None, **here, **kept)
+
+
+def _saved_derived(run_dir: str) -> dict[str, Any]:
+    """The `derived` record of a run's `config.json` (empty for runs that predate
+    it)."""
+    with open(os.path.join(run_dir, "config.json")) as file:
+        return json.load(file).get("derived", {})
 
 
 PLACEMENT = ("progress", "devices", "coordinator", "num_processes", "process_id")
@@ -486,6 +495,8 @@ def train_and_evaluate(
     train, validation, test = data["train"], data["validation"], data["test"]
     held = () if validation is None else (validation,)
     settings = resolve_settings(config, train, (*held, test))
+    if resume:  # what the run derived and kept (its solver, batch size) says why
+        settings["derived"] = _saved_derived(run_dir) | settings["derived"]
     config = dataclasses.replace(config, solver=settings["solver"])
     mesh = training_mesh(config, settings)
     for name, choice in settings["derived"].items():
