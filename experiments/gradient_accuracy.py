@@ -15,7 +15,7 @@ states stored at the ends of K windows; K derived from the model and the horizon
 input is the cubic (Hermite) interpolation of the samples, so adaptive solvers choose
 their own steps (with linear interpolation they would stop at every sample).
 
-    python -m experiments.gradient_accuracy          # default size, ~9 min on 2 cores
+    python -m experiments.gradient_accuracy          # default size, over an hour
     python -m experiments.gradient_accuracy --quick  # smoke test, under a minute
 
 Writes `results/gradient_accuracy/<run>/`: `config.json`, `metrics.json` (one record
