@@ -213,4 +213,4 @@ def test_the_main_job_derives_its_solver(options, solver):
     assert settings["adaptive"] == (solver == "tsit5")
     if solver == "fused":
         assert settings["dt0"] == 0.5
-        assert settings["max_steps"] == ltc_jax.fixed_max_steps([data], 0.5)
+        assert settings["max_steps"] == 9  # 10 observations 0.5 apart: 4.5 / 0.5

@@ -285,7 +285,7 @@ def make_config_integrator(
         atol = DEFAULT_ATOL if config.atol is None else config.atol
     adjoint = config.adjoint if adjoint is None else adjoint
     return ltc_jax.make_integrator(
-        settings.get("solver", config.solver),  # runs saved before it was derived
+        settings["solver"],
         adjoint,
         dt0=settings["dt0"],
         rtol=rtol,
@@ -346,7 +346,7 @@ def memory_by_mode(
         memory = ltc_jax.compiled_memory(step, model, opt_state, batch)
         return dict(backprop=None if memory is None else memory.asdict())
     backward = config.backward_solver
-    if settings.get("solver", config.solver) == "fused" and backward is None:
+    if settings["solver"] == "fused" and backward is None:
         backward = "heun"
     table = {}
     for mode in ltc_jax.ADJOINT_NAMES:
@@ -365,8 +365,9 @@ def memory_by_mode(
     return table
 
 
-def _resumed_config(config: TrainConfig) -> TrainConfig:
-    """The saved configuration of the run `config.resume` continues.
+def _resumed_config(config: TrainConfig) -> tuple[TrainConfig, dict[str, Any]]:
+    """The saved configuration of the run `config.resume` continues, and the
+    `derived` record saved with it (empty for runs that predate it).
 
     **Raises:** `FileNotFoundError` without a `config.json`; `ValueError` if
     `config` sets an option to a value the saved run does not have: a resumed
@@ -404,14 +405,7 @@ def _resumed_config(config: TrainConfig) -> TrainConfig:
         kept["readout_times"] = 1
     if saved.batching is None and "batching" not in derived:
         kept["batching"] = "vmap" if saved.solver == "kvaerno5" else "batched"
-    return dataclasses.replace(saved, resume=None, **here, **kept)
-
-
-def _saved_derived(run_dir: str) -> dict[str, Any]:
-    """The `derived` record of a run's `config.json` (empty for runs that predate
-    it)."""
-    with open(os.path.join(run_dir, "config.json")) as file:
-        return json.load(file).get("derived", {})
+    return dataclasses.replace(saved, resume=None, **here, **kept), derived
 
 
 PLACEMENT = ("progress", "devices", "coordinator", "num_processes", "process_id")
@@ -485,7 +479,7 @@ def train_and_evaluate(
     resume = config.resume is not None
     if resume:
         run_dir = config.resume
-        config = _resumed_config(config)
+        config, saved_derived = _resumed_config(config)
     if config.coordinator is not None:
         start_processes(config)
     writer = jax.process_index() == 0
@@ -496,7 +490,7 @@ def train_and_evaluate(
     held = () if validation is None else (validation,)
     settings = resolve_settings(config, train, (*held, test))
     if resume:  # what the run derived and kept (its solver, batch size) says why
-        settings["derived"] = _saved_derived(run_dir) | settings["derived"]
+        settings["derived"] = saved_derived | settings["derived"]
     config = dataclasses.replace(config, solver=settings["solver"])
     mesh = training_mesh(config, settings)
     for name, choice in settings["derived"].items():
@@ -793,6 +787,7 @@ def read_for_run(
             f"{stats['input_channels']}."
         )
     settings = dict(stats["settings"])
+    settings.setdefault("solver", config.solver)  # runs saved before it was derived
     if settings["adaptive"]:  # room for the new data's longest solve too
         widest = ltc_jax.derive_defaults([data]).max_steps
         settings["max_steps"] = max(settings["max_steps"], widest)
