@@ -4,7 +4,8 @@ next to the 1-NN baselines of the archives.
 
 By default: JapaneseVowels (bundled in the package) and the UCR datasets
 ArrowHead, OSULeaf and ACSF1 (`experiments/data/uea/`, with their provenance).
-Any `.ts` pairs can be given instead with `--pairs NAME=TRAIN.ts,TEST.ts ...`.
+Any `.ts` pairs can be given instead with `--pairs NAME=TRAIN.ts,TEST.ts ...`,
+and `--model cfc` or `--readout-pooling` change the main job's options.
 
 Each run is the main job itself (`ltc_jax.app.train_and_evaluate`) in its own
 process, writing its run folder under this run's. The table gives the test
@@ -82,6 +83,8 @@ class Config:
     """The main job's --model: the LTC or the CfC."""
     hidden_size: int | None = None
     """Override the main job's hidden size (default: its own)."""
+    readout_pooling: bool = False
+    """The main job's --readout-pooling: a pooled readout of the readout times."""
 
 
 QUICK = dict(seeds=(0,), epochs=2, hidden_size=8)
@@ -135,7 +138,10 @@ def main(config: Config) -> dict:
     if config.quick:
         pairs = pairs[:2]
     overrides = dict(
-        epochs=config.epochs, hidden_size=config.hidden_size, model=config.model
+        epochs=config.epochs,
+        hidden_size=config.hidden_size,
+        model=config.model,
+        readout_pooling=config.readout_pooling,
     )
     rows = []
     for pair in pairs:
@@ -204,8 +210,9 @@ def main(config: Config) -> dict:
             ],
         )
         env = metrics["environment"]
+        pooled = " --readout-pooling" if config.readout_pooling else ""
         return (
-            f"The main job's defaults (--model {config.model}), "
+            f"The main job's defaults (--model {config.model}{pooled}), "
             f"{len(config.seeds)} seed(s) ({env['backend']}, {env['cpu_count']} "
             f"CPUs):\n{table}"
         )

@@ -19,6 +19,7 @@ from ._model import (
     check_readout_times,
     check_solve,
     read_out,
+    readout_size,
 )
 from ._paths import InputPath
 from ._vector_field import LTCVectorField
@@ -187,7 +188,7 @@ class CfC(eqx.Module):
 
     **Fields:** `cell` ([`ltc_jax.CfCCell`][]), `readout`
     ([`ltc_jax.LinearReadout`][]), static `input_size`, `hidden_size`,
-    `output_size`, `readout_times`.
+    `output_size`, `readout_times`, `readout_pooling`.
     """
 
     cell: CfCCell
@@ -198,6 +199,7 @@ class CfC(eqx.Module):
     hidden_size: int = eqx.field(static=True)
     output_size: int = eqx.field(static=True)
     readout_times: int = eqx.field(static=True)
+    readout_pooling: bool = eqx.field(static=True)
 
     def __init__(
         self,
@@ -210,14 +212,16 @@ class CfC(eqx.Module):
         backbone_layers: int = 1,
         backbone_activation: str = "lecun_tanh",
         readout_times: int = 1,
+        readout_pooling: bool = False,
         dtype=None,
         key: PRNGKeyArray,
     ):
         """**Arguments:** as [`ltc_jax.CfCCell`][] (`input_size`, `hidden_size`,
         `mode`, the backbone's options, `dtype`); `output_size`: classes or
-        regression targets; `readout_times`: as [`ltc_jax.LTC`][]'s (the readout
-        reads the state at the last observation at or before each of `n` evenly
-        spread times); `key`.
+        regression targets; `readout_times`, `readout_pooling`: as
+        [`ltc_jax.LTC`][]'s (the readout reads the state at the last observation
+        at or before each of `n` evenly spread times, side by side or pooled);
+        `key`.
 
         **Raises:** `ValueError` as [`ltc_jax.CfCCell`][], or for `readout_times`
         not a positive int.
@@ -234,8 +238,12 @@ class CfC(eqx.Module):
             dtype=dtype,
             key=cell_key,
         )
+        self.readout_pooling = bool(readout_pooling)
         self.readout = LinearReadout(
-            readout_times * hidden_size, output_size, dtype=dtype, key=readout_key
+            readout_size(readout_times, hidden_size, self.readout_pooling),
+            output_size,
+            dtype=dtype,
+            key=readout_key,
         )
         self.input_size, self.hidden_size = input_size, hidden_size
         self.output_size, self.readout_times = output_size, readout_times
@@ -307,7 +315,13 @@ class CfC(eqx.Module):
 
         **Raises:** `ValueError` if `ys` does not end in `(n, hidden_size)` for
         `readout_times=n > 1`."""
-        return read_out(self.readout, ys, self.readout_times, self.hidden_size)
+        return read_out(
+            self.readout,
+            ys,
+            self.readout_times,
+            self.hidden_size,
+            self.readout_pooling,
+        )
 
 
 def _at_spread_times(

@@ -128,6 +128,7 @@ def derive_defaults(
     adaptive: bool = True,
     batch_size: int | None = None,
     interpolation: str = "linear",
+    readout_pooling: bool = False,
 ) -> DataDefaults:
     """Settings derived from the data rather than guessed, so that a model's
     defaults work whatever the unit of the timestamps (seconds, milliseconds or
@@ -161,7 +162,10 @@ def derive_defaults(
     - `readout_times = min(16, median observations per training sequence)`:
       the readout sees the states at that many evenly spread times, so that
       the shape of a series reaches it (see [`ltc_jax.LTC`][]), but never more
-      finely than the data are observed.
+      finely than the data are observed. For a pooled readout
+      (`readout_pooling=True`), at most 64: it reads `3 * hidden_size`
+      features however many times, so more times cost only their saved
+      states.
 
     **Arguments:** `datasets`: the training set first, then any others the model
     will be solved on; `train_size`: sequences of the training set (default:
@@ -170,7 +174,8 @@ def derive_defaults(
     steps; `adaptive`: whether the solve takes adaptive steps; `batch_size`:
     the batch size that will be used, if already chosen (then returned as it
     is; the batching is judged on it); `interpolation`: the input path's
-    (`"cubic"` has no stops at the observations, so it is always batched).
+    (`"cubic"` has no stops at the observations, so it is always batched);
+    `readout_pooling`: whether the model's readout pools its readout times.
 
     **Raises:** `ValueError` as [`ltc_jax.observation_spacing`][].
     """
@@ -233,10 +238,13 @@ def derive_defaults(
             + (")" if on_grid else "; above: a solve per sequence)")
         )
     typical = int(np.median(train.lengths))
-    readout_times = max(1, min(16, typical))
+    most = 64 if readout_pooling else 16
+    readout_times = max(1, min(most, typical))
     reasons["readout_times"] = (
-        f"the states at {readout_times} evenly spread times: at most 16, and no "
-        f"more than the median sequence's {typical} observations"
+        f"the states at {readout_times} evenly spread times"
+        + (", pooled" if readout_pooling else "")
+        + f": at most {most}, and no more than the median sequence's {typical} "
+        "observations"
     )
     return DataDefaults(
         spacing=spacing,

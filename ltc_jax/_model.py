@@ -119,15 +119,34 @@ def check_outputs_save(save: str, readout_times: int) -> None:
         )
 
 
+POOLING_EPS = 1e-5
+"""The variance floor of the pooled readout's standardisation (as
+`eqx.nn.LayerNorm`'s `eps`)."""
+
+
+def readout_size(readout_times: int, hidden_size: int, readout_pooling: bool) -> int:
+    """The number of features a readout reads: `hidden_size` for the final
+    state, `readout_times * hidden_size` for the states at `readout_times`
+    times side by side, `3 * hidden_size` for their pooled summary."""
+    if readout_times == 1:
+        return hidden_size
+    return 3 * hidden_size if readout_pooling else readout_times * hidden_size
+
+
 def read_out(
     readout: Callable,
     ys: Float[Array, "*batch hidden_size"] | Float[Array, "*batch n hidden"],
     readout_times: int,
     hidden_size: int,
+    readout_pooling: bool = False,
 ) -> Float[Array, "... output_size"]:
     """`readout` of states `ys`: `(*batch, hidden_size)`, or with
     `readout_times=n > 1`, `(*batch, n, hidden_size)`, whose `n` states are
-    read together (concatenated in time order).
+    read together: side by side in time order, or with `readout_pooling` as
+    their summary `[final, mean over the n, max over the n]` of shape
+    `(*batch, 3 * hidden_size)`, standardised across its features (a layer
+    norm without parameters, Ba et al. 2016, with variance floor
+    `POOLING_EPS`).
 
     **Raises:** `ValueError` if `ys` does not end in `(n, hidden_size)` for
     `readout_times=n > 1`."""
@@ -138,6 +157,12 @@ def read_out(
             f"The readout reads states of shape (..., {readout_times}, "
             f"{hidden_size}) (readout_times, hidden_size); got {ys.shape}."
         )
+    if readout_pooling:
+        parts = [ys[..., -1, :], jnp.mean(ys, axis=-2), jnp.max(ys, axis=-2)]
+        features = jnp.concatenate(parts, axis=-1)
+        centred = features - jnp.mean(features, axis=-1, keepdims=True)
+        variance = jnp.mean(centred**2, axis=-1, keepdims=True)
+        return readout(centred * jax.lax.rsqrt(variance + POOLING_EPS))
     return readout(ys.reshape(*ys.shape[:-2], -1))
 
 
@@ -207,7 +232,17 @@ class LTC(eqx.Module):
     constants, and its slow units average the input out: on z-normalised series
     whose class lies in the shape (the UCR archive's, say) the final states of
     different classes barely differ and training does not start. Reading the
-    states at several times gives the readout the shape.
+    states at several times gives the readout the shape. With
+    `readout_pooling=True` the readout sees a summary of those states instead,
+    the final state next to their mean and maximum over time, as a
+    convolutional classifier's global pooling does (Wang et al. 2017, "Time
+    series classification from scratch with deep neural networks", IJCNN),
+    standardised across the features: it reads `3 * hidden_size` features
+    however many times, and what it sees of a pattern does not depend on where
+    in the sequence the pattern occurs. The standardisation removes what all
+    units share, so the readout, and through it the gradient, sees how
+    sequences differ from the start of training, when their states differ by
+    little.
 
     Two cells: `"ltc"`, the simplified [`ltc_jax.LTCVectorField`][] with a linear
     readout of all units; and `"biophysical"`, the original authors'
@@ -220,7 +255,8 @@ class LTC(eqx.Module):
 
     **Fields:** `cell` (the vector field), `encoder` (`None` or a module applied to
     $x(t)$ inside the vector field), `readout`, and static ints `input_size`,
-    `hidden_size`, `output_size`, `readout_times`.
+    `hidden_size`, `output_size`, `readout_times`, and the static bool
+    `readout_pooling`.
     """
 
     cell: eqx.Module
@@ -230,6 +266,7 @@ class LTC(eqx.Module):
     input_size: int = eqx.field(static=True)
     output_size: int = eqx.field(static=True)
     readout_times: int = eqx.field(static=True)
+    readout_pooling: bool = eqx.field(static=True)
 
     def __init__(
         self,
@@ -244,6 +281,7 @@ class LTC(eqx.Module):
         tau_init: tuple[float, float] = (0.1, 10.0),
         tau_min: float = 0.0,
         readout_times: int = 1,
+        readout_pooling: bool = False,
         matmul_dtype: str | None = None,
         key: PRNGKeyArray,
     ):
@@ -271,6 +309,10 @@ class LTC(eqx.Module):
             duration (default 1: the final state only); its linear readout then
             takes `readout_times * hidden_size` inputs. Not for the biophysical
             cell, which reads its motor neurons' final state.
+        - `readout_pooling`: with `readout_times > 1`, read the summary
+            `[final, mean, max]` of the states at those times (per unit,
+            `3 * hidden_size` inputs, standardised across them) rather than
+            the states side by side (default `False`; see above).
         - `key`: a `jax.random.PRNGKey`.
 
         **Raises:** `ValueError` for an unknown cell or wiring name, a wiring
@@ -290,7 +332,8 @@ class LTC(eqx.Module):
                 f"readout_times must be 1; got {readout_times}."
             )
         self.readout_times = readout_times
-        read = readout_times * hidden_size
+        self.readout_pooling = bool(readout_pooling)
+        read = readout_size(readout_times, hidden_size, self.readout_pooling)
         cell_key, readout_key, wiring_key = jr.split(key, 3)
         cell_input = input_size if encoded_size is None else encoded_size
         self.input_size, self.output_size = input_size, output_size
@@ -382,4 +425,10 @@ class LTC(eqx.Module):
 
         **Raises:** `ValueError` if `ys` does not end in `(n, hidden_size)` for
         `readout_times=n > 1`."""
-        return read_out(self.readout, ys, self.readout_times, self.hidden_size)
+        return read_out(
+            self.readout,
+            ys,
+            self.readout_times,
+            self.hidden_size,
+            self.readout_pooling,
+        )

@@ -108,9 +108,12 @@ def test_ltc_closed_form_step_matches_its_equation(getkey):
 
 
 def test_cfc_gradient_matches_finite_differences(getkey):
-    """Float64: the directional derivative of a loss of the outputs along a
-    random direction in parameter space, by central differences."""
-    model = ltc_jax.CfC(2, 4, 2, backbone_units=6, readout_times=2, key=getkey())
+    """Float64: the directional derivative of a loss of the outputs (pooled
+    readout, whose maximum is differentiated too) along a random direction in
+    parameter space, by central differences."""
+    model = ltc_jax.CfC(
+        2, 4, 2, backbone_units=6, readout_times=2, readout_pooling=True, key=getkey()
+    )
     ts, xs, lengths = ragged_batch(getkey(), 3, 6, 2)
     path = ltc_jax.InputPath(ts, xs, lengths)
     params, static = eqx.partition(model, eqx.is_inexact_array)

@@ -123,6 +123,10 @@ def _bad(tmp_path, capsys, *args):
         (("--drop-rate", "1"), "--drop-rate must lie in [0, 1)"),
         (("--data", "x.ts"), "--data and --test-data go together"),
         (("--resume", "no-such-run"), "--resume no-such-run: no such folder"),
+        (
+            ("--cell", "biophysical", "--readout-pooling"),
+            "--readout-pooling pools several readout times",
+        ),
     ],
 )
 def test_cli_user_errors_are_one_line_with_status_2(
@@ -250,7 +254,10 @@ def test_cli_mixed_precision_trains_and_reloads_in_bfloat16(tmp_path):
 def test_cli_cfc_trains_evaluates_and_records_one_memory_entry(tmp_path, capsys):
     """`--model cfc`: no ODE, so only the batch size and readout times are
     derived, the memory table has the one `backprop` entry, and `evaluate`
-    reproduces the run's test accuracy from the saved model."""
+    reproduces the run's test accuracy from the saved model, pooled readout
+    (`--readout-pooling`) included."""
+    from ltc_jax.app.job import load_run
+
     _, test, out, metrics = _train_toy(
         tmp_path,
         24,
@@ -263,10 +270,13 @@ def test_cli_cfc_trains_evaluates_and_records_one_memory_entry(tmp_path, capsys)
         "4",
         "--backbone-units",
         "8",
+        "--readout-pooling",
         "--epochs",
         "2",
     )
     assert metrics["model"] == "cfc" and metrics["gradient_mode"] == "backprop"
+    model = load_run(str(out))[1]
+    assert model.readout_pooling and model.readout.weight.shape == (2, 3 * 4)
     assert set(metrics["memory_bytes_by_mode"]) == {"backprop"}
     assert set(metrics["derived"]) == {"batch_size", "readout_times"}
     assert "cell updates" in capsys.readouterr().out

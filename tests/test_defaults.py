@@ -49,8 +49,10 @@ def test_derived_defaults_follow_the_time_scale(spacing, unit):
         "batching",
         "readout_times",
     }
-    # One grid: one batched solve; readout at 16 of the 100 observations' times.
+    # One grid: one batched solve; readout at 16 of the 100 observations' times,
+    # or at 64 for a pooled readout.
     assert defaults.batching == "batched" and defaults.readout_times == 16
+    assert ltc_jax.derive_defaults([data], readout_pooling=True).readout_times == 64
 
 
 def test_derived_defaults_of_short_irregular_data():

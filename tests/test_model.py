@@ -124,6 +124,34 @@ def test_readout_times_read_the_states_at_even_fractions_of_the_sequence(getkey)
     )
 
 
+def test_pooled_readout_reads_final_mean_and_max_of_the_readout_times(getkey):
+    """With `readout_pooling`, the readout of the states at observations 2, 4,
+    6 and 8 (as above) reads [the last, their mean, their maximum], per unit,
+    standardised across those features: a NumPy transcription of the summary,
+    through the same linear readout."""
+    model = ltc_jax.LTC(2, 4, 3, readout_times=4, readout_pooling=True, key=getkey())
+    assert model.readout.weight.shape == (3, 12)
+    ts = 0.25 * jnp.arange(9.0)
+    xs = jr.normal(getkey(), (2, 9, 2))
+    path = ltc_jax.InputPath(ts, xs)
+    integrator = ltc_jax.make_integrator("rk4", dt0=0.05, max_steps=200)
+    every = np.asarray(model.solve(path, integrator=integrator, save="observations").ys)
+    read = every[:, [2, 4, 6, 8]]
+    summary = np.concatenate([read[:, -1], read.mean(1), read.max(1)], axis=1)
+    mean, std = summary.mean(1, keepdims=True), summary.std(1, keepdims=True)
+    summary = (summary - mean) / np.sqrt(std**2 + 1e-5)
+    weight, bias = np.asarray(model.readout.weight), np.asarray(model.readout.bias)
+    np.testing.assert_allclose(
+        model(path, integrator=integrator),
+        summary @ weight.T + bias,
+        rtol=1e-10,
+        atol=1e-12,
+    )
+    # One readout time: the pooled summary of one state is not taken.
+    single = ltc_jax.LTC(2, 4, 3, readout_pooling=True, key=getkey())
+    assert single.readout.weight.shape == (3, 4)
+
+
 def test_readout_times_are_checked(getkey):
     with pytest.raises(ValueError, match="positive int"):
         ltc_jax.LTC(2, 4, 3, readout_times=0, key=getkey())

@@ -127,7 +127,14 @@ class TrainConfig:
     readout_times: OptionalInt = None
     """The readout sees the states at this many evenly spread times of each
     sequence (1: the final state only). Default: derived from the data, the
-    median sequence's observations, at most 16 (1 for the biophysical cell)."""
+    median sequence's observations, at most 16, or 64 with --readout-pooling
+    (1 for the biophysical cell)."""
+    readout_pooling: bool = False
+    """Read the final state, the mean and the maximum of the states at the
+    readout times (standardised), not those states side by side: the same
+    features wherever in a series a pattern lies. Helps where the class does
+    not lie at fixed positions, hurts where it does (see the docs' benchmark
+    page)."""
     epochs: int = 100
     """Passes over the training set."""
     batch_size: OptionalInt = None
@@ -254,6 +261,11 @@ class TrainConfig:
         if self.cell == "biophysical" and self.precision != "float32":
             raise ValueError(
                 "--precision bf16 is an option of --cell ltc; got --cell biophysical."
+            )
+        if self.cell == "biophysical" and self.readout_pooling:
+            raise ValueError(
+                "--readout-pooling pools several readout times; --cell "
+                "biophysical reads its motor neurons' final state."
             )
         if self.cell == "biophysical" and (self.readout_times or 1) > 1:
             raise ValueError(

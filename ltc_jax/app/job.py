@@ -199,6 +199,7 @@ def resolve_settings(
         adaptive=adaptive,
         batch_size=config.batch_size,
         interpolation=config.interpolation,
+        readout_pooling=config.readout_pooling,
     )
     every = (train, *others)
     reasons = dict(defaults.reasons)
@@ -418,7 +419,8 @@ def make_model(
 ) -> ltc_jax.LTC | ltc_jax.CfC:
     """The freshly initialised LTC (or CfC) a config describes, with the
     `tau_init` and `readout_times` of `settings` (from `resolve_settings`; a
-    run saved before readout times existed reads its final state)."""
+    run saved before readout times existed reads its final state) and the
+    config's `readout_pooling`."""
     if config.model == "cfc":
         return ltc_jax.CfC(
             input_size,
@@ -428,6 +430,7 @@ def make_model(
             backbone_units=config.backbone_units,
             backbone_layers=config.backbone_layers,
             readout_times=settings.get("readout_times", 1),
+            readout_pooling=config.readout_pooling,
             key=jr.PRNGKey(config.seed),
         )
     return ltc_jax.LTC(
@@ -439,6 +442,7 @@ def make_model(
         tau_init=tuple(settings["tau_init"]),
         tau_min=config.tau_min,
         readout_times=settings.get("readout_times", 1),
+        readout_pooling=config.readout_pooling,
         matmul_dtype="bfloat16" if config.precision == "bf16" else None,
         key=jr.PRNGKey(config.seed),
     )
