@@ -21,13 +21,22 @@ ODE solution, and the two models trained side by side.
 3. **A long ECG window.** One forecasting training step (batch 4, 32 units, a
    window of 1e4 and of 1e5 samples): the LTC with RK4 at one step per sample
    under `checkpoint` and `windowed`, and the CfC: the step's median seconds and
-   compiled temp memory (not trained to convergence).
+   compiled temp memory.
+4. **Trained on a long ECG window.** The same three, 32 units, trained to
+   forecast the signal 0.1 s (36 samples) past the end of 1e4-sample windows
+   (28 s): training windows from the first 70% of the recording, test windows
+   from the rest, none overlapping a training window. `ltc_jax.fit` with Adam
+   at 1e-2 (cosine decay), batch 8, a fixed number of epochs; the test mean
+   squared error (mV^2) next to two baselines computed on the same windows:
+   predicting the training targets' mean, and persistence (the window's last
+   sample).
 
 The UEA development benchmark with the CfC is `python -m
 experiments.uea_benchmark --model cfc`.
 
     python -m experiments.cfc_versus_ltc           # about 40 min on 2 shared cores
-    python -m experiments.cfc_versus_ltc --quick   # a minute
+    python -m experiments.cfc_versus_ltc --quick   # minutes
+    python -m experiments.cfc_versus_ltc --parts ecg_trained   # part 4 alone
 
 Writes `results/cfc_versus_ltc/<run>/`: `metrics.json`, `report.txt`,
 `cfc_versus_ltc.png` (the approximation error against the horizon).
@@ -36,6 +45,7 @@ Writes `results/cfc_versus_ltc/<run>/`: `metrics.json`, `report.txt`,
 import dataclasses
 import os
 import statistics
+from typing import Literal
 
 import equinox as eqx
 import jax
@@ -46,6 +56,9 @@ import tyro
 
 import ltc_jax
 from experiments import _problems, _report, _run
+
+
+Part = Literal["approximation", "training", "long_windows", "ecg_trained"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +81,18 @@ class Config:
     long_windows: tuple[int, ...] = (10_000, 100_000)
     """ECG windows (samples) of the one-step comparison."""
     timed_steps: int = 3
+    trained_window: int = 10_000
+    """ECG window (samples) of the trained comparison."""
+    trained_windows: tuple[int, int] = (24, 8)
+    """Training and test windows of the trained comparison."""
+    trained_epochs: int = 30
+    parts: tuple[Part, ...] = (
+        "approximation",
+        "training",
+        "long_windows",
+        "ecg_trained",
+    )
+    """Which of the four parts to run (all by default)."""
 
 
 QUICK = dict(
@@ -78,6 +103,9 @@ QUICK = dict(
     epochs=2,
     long_windows=(1_000,),
     timed_steps=1,
+    trained_window=400,
+    trained_windows=(8, 4),
+    trained_epochs=2,
 )
 
 
@@ -259,70 +287,213 @@ def long_windows(config: Config) -> list[dict]:
     return rows
 
 
-def main(config: Config) -> dict:
-    config, run_dir = _run.start_run(config, "cfc_versus_ltc", QUICK)
-    metrics = dict(
-        approximation=approximation(config),
-        training=training(config, run_dir),
-        long_windows=long_windows(config),
+# --- 4. trained on a long ECG window -------------------------------------------
+
+
+def ecg_split(window: int, train_count: int, test_count: int, horizon: int = 36):
+    """Training windows spread over the first 70% of the MIT-BIH 208 recording,
+    test windows over the rest (none overlaps a training window or its target);
+    times in seconds from each window's start."""
+    ts, millivolts = ltc_jax.datasets.load_mitbih_208()
+    boundary = int(0.7 * ts.shape[0])
+    last = boundary - window - horizon
+    if last < 0 or ts.shape[0] - boundary - window - horizon < 0:
+        raise ValueError(f"{window}-sample windows do not fit on both sides.")
+    grid = (
+        np.arange(window, dtype=np.float64) / ltc_jax.datasets.MITBIH_208_SAMPLE_RATE_HZ
+    )
+    parts = []
+    for first, stop, count in (
+        (0, last, train_count),
+        (boundary, ts.shape[0] - window - horizon, test_count),
+    ):
+        starts = np.linspace(first, stop, count).astype(np.int64)
+        data = ltc_jax.datasets.forecast_windows(
+            ts, millivolts, window=window, horizon=horizon, starts=starts
+        )
+        parts.append(dataclasses.replace(data, ts=np.tile(grid, (count, 1))))
+    return parts
+
+
+def ecg_training(kind: str, window: int, counts: tuple, epochs: int, seed: int) -> dict:
+    """Train one model on the ECG split (in a fresh process): test mean squared
+    error, the baselines', and seconds per epoch."""
+    train, test = ecg_split(window, *counts)
+    with jax.enable_x64(False):
+        if kind == "cfc":
+            model = ltc_jax.CfC(1, 32, 1, key=jr.PRNGKey(seed))
+        else:
+            model = ltc_jax.LTC(1, 32, 1, key=jr.PRNGKey(seed))
+        rate = ltc_jax.datasets.MITBIH_208_SAMPLE_RATE_HZ
+        integrator = ltc_jax.make_integrator(
+            "rk4",
+            "checkpoint" if kind == "cfc" else kind,
+            dt0=(1 + 1e-6) / rate,
+            max_steps=window - 1,
+        )
+        integrator = ltc_jax.resolve_windows(
+            integrator, model.cell, (window - 1) / rate, dtype=jnp.float32
+        )
+        batch_size = 8
+        steps = epochs * -(-len(train) // batch_size)
+        model, history = ltc_jax.fit(
+            model,
+            train,
+            integrator=integrator,
+            optimizer=ltc_jax.make_optimizer(1e-2, steps),
+            epochs=epochs,
+            batch_size=batch_size,
+            seed=seed,
+            progress=ltc_jax.NoFitProgress(),
+        )
+        result = ltc_jax.evaluate(model, test, integrator=integrator, batch_size=8)
+    targets = test.labels[:, 0]
+    return dict(
+        kind=kind,
+        window=window,
+        seed=seed,
+        test_mse=result["loss"],
+        mean_mse=float(np.mean((targets - train.labels[:, 0].mean()) ** 2)),
+        persistence_mse=float(np.mean((targets - test.xs[:, -1, 0]) ** 2)),
+        first_loss=history[0]["loss"],
+        last_loss=history[-1]["loss"],
+        epoch_seconds=statistics.median(h["seconds"] for h in history[1:] or history),
     )
 
-    def report(metrics):
-        horizons = config.horizons
-        approx = _report.format_table(
-            metrics["approximation"],
-            [
-                ("input", lambda r: r["source"]),
-                ("tau (intervals)", lambda r: f"{r['typical_tau']:g}"),
-                *[
-                    (
-                        f"k={k}",
-                        lambda r, k=k: (
-                            _report.error(r["errors"][str(k)])
-                            if str(k) in r["errors"]
-                            else "-"
-                        ),
-                    )
-                    for k in horizons
-                ],
-            ],
+
+def ecg_trained(config: Config) -> list[dict]:
+    rows = []
+    for kind in ("checkpoint", "windowed", "cfc"):
+        row = ltc_jax.call_in_subprocess(
+            "experiments.cfc_versus_ltc:ecg_training",
+            dict(
+                kind=kind,
+                window=config.trained_window,
+                counts=config.trained_windows,
+                epochs=config.trained_epochs,
+                seed=config.seeds[0],
+            ),
         )
-        train = _report.format_table(
-            metrics["training"],
-            [
-                ("model", lambda r: r["label"]),
+        rows.append(row)
+        print(f"{kind} trained: test MSE {row['test_mse']:.4g}")
+    return rows
+
+
+PARTS = {
+    "approximation": lambda config, run_dir: approximation(config),
+    "training": training,
+    "long_windows": lambda config, run_dir: long_windows(config),
+    "ecg_trained": lambda config, run_dir: ecg_trained(config),
+}
+"""The four parts, each run as `part(config, run_dir)`."""
+
+
+def _approximation_report(config: Config, rows: list[dict]) -> str:
+    table = _report.format_table(
+        rows,
+        [
+            ("input", lambda r: r["source"]),
+            ("tau (intervals)", lambda r: f"{r['typical_tau']:g}"),
+            *[
                 (
-                    "test accuracy",
-                    lambda r: f"{r['accuracy_mean']:.4f} +- {r['accuracy_std']:.4f}",
-                ),
-                ("epoch s (median)", lambda r: f"{r['epoch_seconds']:.3f}"),
-                ("step temp MiB", lambda r: _report.mib(r["temp_bytes"])),
+                    f"k={k}",
+                    lambda r, k=k: (
+                        _report.error(r["errors"][str(k)])
+                        if str(k) in r["errors"]
+                        else "-"
+                    ),
+                )
+                for k in config.horizons
             ],
-        )
-        cfc = next(r for r in metrics["training"] if r["label"] == "CfC")
-        ltc = next(r for r in metrics["training"] if r["label"] == "LTC checkpoint")
-        ratio = ltc["epoch_seconds"] / cfc["epoch_seconds"]
-        long = _report.format_table(
-            metrics["long_windows"],
-            [
-                ("model", lambda r: {"cfc": "CfC"}.get(r["kind"], "LTC " + r["kind"])),
-                ("samples", lambda r: f"{r['samples']:,}"),
-                ("step s", lambda r: f"{r['step_seconds']:.3f}"),
-                ("temp MiB", lambda r: _report.mib(r["temp_bytes"])),
-            ],
-        )
-        env = metrics["environment"]
-        return (
-            "Relative RMS error of the LTC's direct closed form against its ODE "
-            "solution over the first k observations:\n"
-            f"{approx}\n\nJapaneseVowels, the main job's defaults, "
-            f"{len(config.seeds)} seed(s) ({env['backend']}, {env['cpu_count']} "
-            f"CPUs; the LTC's epoch took {ratio:.1f}x the CfC's):\n{train}\n\n"
-            f"One ECG forecasting training step (batch 4, 32 units):\n{long}"
-        )
+        ],
+    )
+    return (
+        "Relative RMS error of the LTC's direct closed form against its ODE "
+        f"solution over the first k observations:\n{table}"
+    )
+
+
+def _training_report(config: Config, rows: list[dict], env: dict) -> str:
+    table = _report.format_table(
+        rows,
+        [
+            ("model", lambda r: r["label"]),
+            (
+                "test accuracy",
+                lambda r: f"{r['accuracy_mean']:.4f} +- {r['accuracy_std']:.4f}",
+            ),
+            ("epoch s (median)", lambda r: f"{r['epoch_seconds']:.3f}"),
+            ("step temp MiB", lambda r: _report.mib(r["temp_bytes"])),
+        ],
+    )
+    cfc = next(r for r in rows if r["label"] == "CfC")
+    ltc = next(r for r in rows if r["label"] == "LTC checkpoint")
+    ratio = ltc["epoch_seconds"] / cfc["epoch_seconds"]
+    return (
+        f"JapaneseVowels, the main job's defaults, {len(config.seeds)} seed(s) "
+        f"({env['backend']}, {env['cpu_count']} CPUs; the LTC's epoch took "
+        f"{ratio:.1f}x the CfC's):\n{table}"
+    )
+
+
+def _model_name(row: dict) -> str:
+    return {"cfc": "CfC"}.get(row["kind"], "LTC " + row["kind"])
+
+
+def _long_windows_report(rows: list[dict]) -> str:
+    table = _report.format_table(
+        rows,
+        [
+            ("model", _model_name),
+            ("samples", lambda r: f"{r['samples']:,}"),
+            ("step s", lambda r: f"{r['step_seconds']:.3f}"),
+            ("temp MiB", lambda r: _report.mib(r["temp_bytes"])),
+        ],
+    )
+    return f"One ECG forecasting training step (batch 4, 32 units):\n{table}"
+
+
+def _ecg_trained_report(config: Config, rows: list[dict]) -> str:
+    table = _report.format_table(
+        rows,
+        [
+            ("model", _model_name),
+            ("test MSE", lambda r: f"{r['test_mse']:.4f}"),
+            ("train loss first", lambda r: f"{r['first_loss']:.4f}"),
+            ("last", lambda r: f"{r['last_loss']:.4f}"),
+            ("epoch s", lambda r: f"{r['epoch_seconds']:.2f}"),
+            ("mean MSE", lambda r: f"{r['mean_mse']:.4f}"),
+            ("persistence MSE", lambda r: f"{r['persistence_mse']:.4f}"),
+        ],
+    )
+    train, test = config.trained_windows
+    return (
+        f"Trained on {config.trained_window:,}-sample ECG windows ({train} "
+        f"training, {test} test; {config.trained_epochs} epochs; seed "
+        f"{config.seeds[0]}; forecast 0.1 s ahead, mV^2):\n{table}"
+    )
+
+
+def main(config: Config) -> dict:
+    config, run_dir = _run.start_run(config, "cfc_versus_ltc", QUICK)
+    metrics = {name: PARTS[name](config, run_dir) for name in config.parts}
+
+    def report(metrics):
+        sections = {
+            "approximation": lambda: _approximation_report(
+                config, metrics["approximation"]
+            ),
+            "training": lambda: _training_report(
+                config, metrics["training"], metrics["environment"]
+            ),
+            "long_windows": lambda: _long_windows_report(metrics["long_windows"]),
+            "ecg_trained": lambda: _ecg_trained_report(config, metrics["ecg_trained"]),
+        }
+        return "\n\n".join(sections[name]() for name in config.parts)
 
     metrics = _run.finish(run_dir, metrics, report)
-    plot(metrics, os.path.join(run_dir, "cfc_versus_ltc.png"))
+    if "approximation" in metrics:
+        plot(metrics, os.path.join(run_dir, "cfc_versus_ltc.png"))
     return metrics
 
 

@@ -306,3 +306,43 @@ def test_uea_benchmark_quick(tmp_path):
         (run,) = row["runs"]
         assert (out / name / "seed0" / "metrics.json").exists()
         assert run["epochs_run"] == 2 and 0 <= run["test_accuracy"] <= 1
+
+
+def test_cfc_versus_ltc_trained_ecg_windows_split_by_time(tmp_path):
+    """The trained ECG comparison (its part alone, `--quick`): its windows by
+    hand from the recording, training windows evenly spread over its first 70%
+    (75,600 samples), test windows over the rest, each target 36 samples past
+    its window; the persistence baseline recomputed from the recording; the
+    CfC's training loss falls in two epochs; the LTC's two gradient modes start
+    from the same loss."""
+    import numpy as np
+
+    import ltc_jax
+    from experiments import cfc_versus_ltc
+
+    _, millivolts = ltc_jax.datasets.load_mitbih_208()
+    train, test = cfc_versus_ltc.ecg_split(400, 8, 4)
+    train_starts = np.linspace(0, 75_600 - 436, 8).astype(int)
+    test_starts = np.linspace(75_600, 108_000 - 436, 4).astype(int)
+    assert train_starts[-1] + 436 <= test_starts[0]
+    for data, starts in ((train, train_starts), (test, test_starts)):
+        for i, start in enumerate(starts):
+            np.testing.assert_array_equal(
+                data.xs[i, :, 0], millivolts[start : start + 400]
+            )
+            assert data.labels[i, 0] == millivolts[start + 435]
+    np.testing.assert_allclose(train.ts[3], np.arange(400) / 360)
+    out = tmp_path / "run"
+    config = cfc_versus_ltc.Config(quick=True, parts=("ecg_trained",), out=str(out))
+    metrics = cfc_versus_ltc.main(config)
+    rows = {row["kind"]: row for row in metrics["ecg_trained"]}
+    assert "CfC" in (out / "report.txt").read_text()
+    assert rows["checkpoint"]["first_loss"] == pytest.approx(
+        rows["windowed"]["first_loss"], rel=1e-5
+    )
+    row = rows["cfc"]
+    persistence = np.mean(
+        (millivolts[test_starts + 435] - millivolts[test_starts + 399]) ** 2
+    )
+    assert row["persistence_mse"] == pytest.approx(persistence, rel=1e-12)
+    assert np.isfinite(row["test_mse"]) and row["last_loss"] < row["first_loss"]
