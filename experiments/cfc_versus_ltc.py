@@ -34,7 +34,7 @@ ODE solution, and the two models trained side by side.
 The UEA development benchmark with the CfC is `python -m
 experiments.uea_benchmark --model cfc`.
 
-    python -m experiments.cfc_versus_ltc           # about 40 min on 2 shared cores
+    python -m experiments.cfc_versus_ltc           # about an hour on 2 shared cores
     python -m experiments.cfc_versus_ltc --quick   # minutes
     python -m experiments.cfc_versus_ltc --parts ecg_trained   # part 4 alone
 
