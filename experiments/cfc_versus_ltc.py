@@ -38,8 +38,9 @@ experiments.uea_benchmark --model cfc`.
     python -m experiments.cfc_versus_ltc --quick   # minutes
     python -m experiments.cfc_versus_ltc --parts ecg_trained   # part 4 alone
 
-Writes `results/cfc_versus_ltc/<run>/`: `metrics.json`, `report.txt`,
-`cfc_versus_ltc.png` (the approximation error against the horizon).
+Writes `results/cfc_versus_ltc/<run>/`: `metrics.json`, `report.txt`, and
+with the approximation part `cfc_versus_ltc.png` (its error against the
+horizon).
 """
 
 import dataclasses
@@ -475,6 +476,8 @@ def _ecg_trained_report(config: Config, rows: list[dict]) -> str:
 
 
 def main(config: Config) -> dict:
+    if not config.parts or len(set(config.parts)) != len(config.parts):
+        raise ValueError(f"--parts names each part once; got {config.parts}.")
     config, run_dir = _run.start_run(config, "cfc_versus_ltc", QUICK)
     metrics = {name: PARTS[name](config, run_dir) for name in config.parts}
 

@@ -165,7 +165,8 @@ def derive_defaults(
       finely than the data are observed. For a pooled readout
       (`readout_pooling=True`), at most 64: it reads `3 * hidden_size`
       features however many times, so more times cost only their saved
-      states.
+      states (`batch * n` of them on one grid; with per-sequence times a
+      batched solve saves at the union of the batch's readout times).
 
     **Arguments:** `datasets`: the training set first, then any others the model
     will be solved on; `train_size`: sequences of the training set (default:

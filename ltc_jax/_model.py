@@ -233,13 +233,13 @@ class LTC(eqx.Module):
     whose class lies in the shape (the UCR archive's, say) the final states of
     different classes barely differ and training does not start. Reading the
     states at several times gives the readout the shape. With
-    `readout_pooling=True` the readout sees a summary of those states instead,
-    the final state next to their mean and maximum over time, as a
-    convolutional classifier's global pooling does (Wang et al. 2017, "Time
-    series classification from scratch with deep neural networks", IJCNN),
-    standardised across the features: it reads `3 * hidden_size` features
-    however many times, and what it sees of a pattern does not depend on where
-    in the sequence the pattern occurs. The standardisation removes what all
+    `readout_pooling=True` the readout sees a summary of those states instead:
+    the final state next to their mean over the readout times (the global
+    average pooling of Wang et al. 2017, "Time series classification from
+    scratch with deep neural networks", IJCNN) and their maximum, standardised
+    across the features. It reads `3 * hidden_size` features however many
+    times, and what it sees of a pattern depends less on where in the sequence
+    the pattern occurs. The standardisation removes what all
     units share, so the readout, and through it the gradient, sees how
     sequences differ from the start of training, when their states differ by
     little.
@@ -312,19 +312,25 @@ class LTC(eqx.Module):
         - `readout_pooling`: with `readout_times > 1`, read the summary
             `[final, mean, max]` of the states at those times (per unit,
             `3 * hidden_size` inputs, standardised across them) rather than
-            the states side by side (default `False`; see above).
+            the states side by side (default `False`; see above). With one
+            readout time there is nothing to pool: the final state is read.
         - `key`: a `jax.random.PRNGKey`.
 
         **Raises:** `ValueError` for an unknown cell or wiring name, a wiring
         whose sizes do not match, `readout_times` not a positive int (or
-        above 1 with the biophysical cell), or `matmul_dtype` with another cell
-        than `"ltc"`.
+        above 1, or `readout_pooling`, with the biophysical cell), or
+        `matmul_dtype` with another cell than `"ltc"`.
         """
         check_readout_times(readout_times)
         if matmul_dtype is not None and cell != "ltc":
             raise ValueError(
                 "matmul_dtype (mixed precision) is an option of the 'ltc' cell; "
                 f"got cell={cell!r}."
+            )
+        if cell == "biophysical" and readout_pooling:
+            raise ValueError(
+                "The biophysical cell reads its motor neurons' final state: "
+                "readout_pooling must be False."
             )
         if cell == "biophysical" and readout_times != 1:
             raise ValueError(

@@ -308,13 +308,15 @@ def test_uea_benchmark_quick(tmp_path):
         assert run["epochs_run"] == 2 and 0 <= run["test_accuracy"] <= 1
 
 
+@pytest.mark.slow
 def test_cfc_versus_ltc_trained_ecg_windows_split_by_time(tmp_path):
     """The trained ECG comparison (its part alone, `--quick`): its windows by
     hand from the recording, training windows evenly spread over its first 70%
     (75,600 samples), test windows over the rest, each target 36 samples past
     its window; the persistence baseline recomputed from the recording; the
-    CfC's training loss falls in two epochs; the LTC's two gradient modes start
-    from the same loss."""
+    CfC's training loss falls in two epochs; the LTC's two gradient modes
+    (checkpoint, windowed) give the same second-epoch loss, after an update by
+    each one's gradient."""
     import numpy as np
 
     import ltc_jax
@@ -337,8 +339,9 @@ def test_cfc_versus_ltc_trained_ecg_windows_split_by_time(tmp_path):
     metrics = cfc_versus_ltc.main(config)
     rows = {row["kind"]: row for row in metrics["ecg_trained"]}
     assert "CfC" in (out / "report.txt").read_text()
-    assert rows["checkpoint"]["first_loss"] == pytest.approx(
-        rows["windowed"]["first_loss"], rel=1e-5
+    assert rows["checkpoint"]["last_loss"] != rows["checkpoint"]["first_loss"]
+    assert rows["checkpoint"]["last_loss"] == pytest.approx(
+        rows["windowed"]["last_loss"], rel=1e-4
     )
     row = rows["cfc"]
     persistence = np.mean(

@@ -147,9 +147,15 @@ def test_pooled_readout_reads_final_mean_and_max_of_the_readout_times(getkey):
         rtol=1e-10,
         atol=1e-12,
     )
-    # One readout time: the pooled summary of one state is not taken.
-    single = ltc_jax.LTC(2, 4, 3, readout_pooling=True, key=getkey())
+    # One readout time: the pooled summary of one state is not taken; the
+    # outputs are those of the final-state readout with the same parameters.
+    key = getkey()
+    single = ltc_jax.LTC(2, 4, 3, readout_pooling=True, key=key)
+    final = ltc_jax.LTC(2, 4, 3, key=key)
     assert single.readout.weight.shape == (3, 4)
+    np.testing.assert_array_equal(
+        single(path, integrator=integrator), final(path, integrator=integrator)
+    )
 
 
 def test_readout_times_are_checked(getkey):
@@ -157,6 +163,8 @@ def test_readout_times_are_checked(getkey):
         ltc_jax.LTC(2, 4, 3, readout_times=0, key=getkey())
     with pytest.raises(ValueError, match="motor neurons"):
         ltc_jax.LTC(2, 8, 2, cell="biophysical", readout_times=2, key=getkey())
+    with pytest.raises(ValueError, match="readout_pooling must be False"):
+        ltc_jax.LTC(2, 8, 2, cell="biophysical", readout_pooling=True, key=getkey())
     model = ltc_jax.LTC(2, 4, 3, readout_times=2, key=getkey())
     path = ltc_jax.InputPath(jnp.arange(3.0), jnp.ones((1, 3, 2)))
     integrator = ltc_jax.make_integrator("rk4", dt0=0.5, max_steps=16)
