@@ -363,6 +363,7 @@ def ecg_training(kind: str, window: int, counts: tuple, epochs: int, seed: int) 
 
 
 def ecg_trained(config: Config) -> list[dict]:
+    """Part 4: each model trained on the ECG split, in its own process."""
     rows = []
     for kind in ("checkpoint", "windowed", "cfc"):
         row = ltc_jax.call_in_subprocess(

@@ -315,13 +315,7 @@ class CfC(eqx.Module):
 
         **Raises:** `ValueError` if `ys` does not end in `(n, hidden_size)` for
         `readout_times=n > 1`."""
-        return read_out(
-            self.readout,
-            ys,
-            self.readout_times,
-            self.hidden_size,
-            self.readout_pooling,
-        )
+        return read_out(self, ys)
 
 
 def _at_spread_times(

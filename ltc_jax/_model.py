@@ -134,13 +134,12 @@ def readout_size(readout_times: int, hidden_size: int, readout_pooling: bool) ->
 
 
 def read_out(
-    readout: Callable,
+    model: eqx.Module,
     ys: Float[Array, "*batch hidden_size"] | Float[Array, "*batch n hidden"],
-    readout_times: int,
-    hidden_size: int,
-    readout_pooling: bool = False,
 ) -> Float[Array, "... output_size"]:
-    """`readout` of states `ys`: `(*batch, hidden_size)`, or with
+    """A sequence model's readout (`model.readout`, with its static
+    `readout_times`, `hidden_size` and `readout_pooling`: the LTC's and the
+    CfC's) of states `ys`: `(*batch, hidden_size)`, or with
     `readout_times=n > 1`, `(*batch, n, hidden_size)`, whose `n` states are
     read together: side by side in time order, or with `readout_pooling` as
     their summary `[final, mean over the n, max over the n]` of shape
@@ -150,6 +149,8 @@ def read_out(
 
     **Raises:** `ValueError` if `ys` does not end in `(n, hidden_size)` for
     `readout_times=n > 1`."""
+    readout, readout_times = model.readout, model.readout_times
+    hidden_size = model.hidden_size
     if readout_times == 1:
         return readout(ys)
     if ys.shape[-2:] != (readout_times, hidden_size):
@@ -157,7 +158,7 @@ def read_out(
             f"The readout reads states of shape (..., {readout_times}, "
             f"{hidden_size}) (readout_times, hidden_size); got {ys.shape}."
         )
-    if readout_pooling:
+    if model.readout_pooling:
         parts = [ys[..., -1, :], jnp.mean(ys, axis=-2), jnp.max(ys, axis=-2)]
         features = jnp.concatenate(parts, axis=-1)
         centred = features - jnp.mean(features, axis=-1, keepdims=True)
@@ -431,10 +432,4 @@ class LTC(eqx.Module):
 
         **Raises:** `ValueError` if `ys` does not end in `(n, hidden_size)` for
         `readout_times=n > 1`."""
-        return read_out(
-            self.readout,
-            ys,
-            self.readout_times,
-            self.hidden_size,
-            self.readout_pooling,
-        )
+        return read_out(self, ys)
