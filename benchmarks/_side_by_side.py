@@ -3,12 +3,13 @@ alternated, so that a shared machine's load falls on each alike."""
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
 
 import ltc_jax
+from experiments import _run
 
 
 Calls = dict[Any, tuple[Callable[..., Any], tuple]]
@@ -45,6 +46,25 @@ def ratio_figures(numerator: list[float], denominator: list[float]) -> dict:
     )
 
 
+def timed_figures(
+    calls: Calls, repeats: int, compile_seconds: dict, unit: str = "step"
+) -> dict:
+    """Time `repeats` calls of each step alternately (`time_alternately`).
+
+    **Returns:** `compile_and_first_<unit>_seconds` (`compile_seconds`, from
+    `compile_and_run`), `<unit>_seconds` (every timed call, in seconds),
+    `median_<unit>_seconds`, each per name, and the `ratio_figures` of the
+    first step's seconds over the second's."""
+    seconds = time_alternately(calls, repeats)
+    first, second = list(seconds.values())[:2]
+    return {
+        f"compile_and_first_{unit}_seconds": compile_seconds,
+        f"{unit}_seconds": seconds,
+        f"median_{unit}_seconds": {k: statistics.median(v) for k, v in seconds.items()},
+        **ratio_figures(first, second),
+    }
+
+
 def ratio_column(title: str, digits: int = 2) -> tuple[str, Callable[[dict], str]]:
     """A report column `median (min-max)` of a row holding `ratio_figures`."""
 
@@ -67,3 +87,22 @@ def pair_column(
         return f"{row[field][first]:.{digits}f} / {row[field][second]:.{digits}f}"
 
     return f"{unit}: {first} / {second}", cell
+
+
+def finish(
+    run_dir: str,
+    rows: list[dict],
+    columns: Sequence[tuple[str, Callable[[dict], str]]],
+    title: str,
+) -> dict:
+    """`_run.finish_table` under the title `"<title> (float32, <backend>, <n>
+    CPUs, <CPU model>)"`: the rows written, the table printed; return the
+    metrics."""
+
+    def machine(env):
+        return (
+            f"{title} (float32, {env['backend']}, {env['cpu_count']} CPUs, "
+            f"{_run.cpu_name()})"
+        )
+
+    return _run.finish_table(run_dir, rows, columns, machine)

@@ -27,7 +27,6 @@ chooses from it; writes `results/batching/<run>/`.
 
 import dataclasses
 import os
-import statistics
 
 import equinox as eqx
 import jax
@@ -36,7 +35,7 @@ import tyro
 
 import ltc_jax
 from benchmarks import _side_by_side
-from experiments import _report, _run
+from experiments import _run
 
 
 UEA = os.path.join(os.path.dirname(__file__), "..", "experiments", "data", "uea")
@@ -141,7 +140,6 @@ def measure_case(config: Config, case: str) -> dict:
             )
         )
     compile_seconds, _ = _side_by_side.compile_and_run(calls)
-    seconds = _side_by_side.time_alternately(calls, config.repeats)
     return dict(
         case=case,
         sequences=len(train),
@@ -154,11 +152,26 @@ def measure_case(config: Config, case: str) -> dict:
         ),
         derived_batching=defaults.batching,
         mean_solver_steps_per_batch=steps,
-        compile_and_first_epoch_seconds=compile_seconds,
-        epoch_seconds=seconds,
-        median_epoch_seconds={k: statistics.median(v) for k, v in seconds.items()},
-        **_side_by_side.ratio_figures(seconds["batched"], seconds["vmap"]),
+        **_side_by_side.timed_figures(
+            calls, config.repeats, compile_seconds, unit="epoch"
+        ),
     )
+
+
+COLUMNS = [
+    ("case", lambda r: r["case"]),
+    ("batch", lambda r: r["batch_size"]),
+    _side_by_side.pair_column(
+        "median_epoch_seconds", "batched", "vmap", unit="epoch s"
+    ),
+    _side_by_side.ratio_column("batched / vmap (min-max)"),
+    _side_by_side.pair_column(
+        "mean_solver_steps_per_batch", "batched", "vmap", unit="steps", digits=0
+    ),
+    ("stop ratio", lambda r: f"{r['stop_ratio']:.2f}"),
+    ("derived", lambda r: r["derived_batching"]),
+]
+"""The report's columns, as `(header, cell of a row)`."""
 
 
 def main(config: Config) -> dict:
@@ -166,36 +179,11 @@ def main(config: Config) -> dict:
     config, run_dir = _run.start_run(config, "batching", QUICK)
     with jax.enable_x64(False):
         rows = [measure_case(config, case) for case in config.cases]
-
-    def report(metrics):
-        env = metrics["environment"]
-        table = _report.format_table(
-            metrics["rows"],
-            [
-                ("case", lambda r: r["case"]),
-                ("batch", lambda r: r["batch_size"]),
-                _side_by_side.pair_column(
-                    "median_epoch_seconds", "batched", "vmap", unit="epoch s"
-                ),
-                _side_by_side.ratio_column("batched / vmap (min-max)"),
-                _side_by_side.pair_column(
-                    "mean_solver_steps_per_batch",
-                    "batched",
-                    "vmap",
-                    unit="steps",
-                    digits=0,
-                ),
-                ("stop ratio", lambda r: f"{r['stop_ratio']:.2f}"),
-                ("derived", lambda r: r["derived_batching"]),
-            ],
-        )
-        return (
-            f"One epoch of training steps, Tsit5 rtol 1e-3, checkpoint, "
-            f"{config.hidden_size} units (float32, {env['backend']}, "
-            f"{env['cpu_count']} CPUs, {_run.cpu_name()}):\n{table}"
-        )
-
-    return _run.finish(run_dir, dict(rows=rows), report)
+    title = (
+        "One epoch of training steps, Tsit5 rtol 1e-3, checkpoint, "
+        f"{config.hidden_size} units"
+    )
+    return _side_by_side.finish(run_dir, rows, COLUMNS, title)
 
 
 if __name__ == "__main__":

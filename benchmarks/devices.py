@@ -26,7 +26,7 @@ import statistics
 import tyro
 
 import ltc_jax
-from experiments import _report, _run
+from experiments import _run
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,25 +115,22 @@ def main(config: Config) -> dict:
         rows.append(row)
     one = rows[0]["median_step_seconds"]
 
-    def report(metrics):
-        env = metrics["environment"]
-        table = _report.format_table(
-            metrics["rows"],
-            [
-                ("devices", lambda r: r["devices"]),
-                ("step s (median)", lambda r: f"{r['median_step_seconds']:.4f}"),
-                ("steps / s", lambda r: f"{1 / r['median_step_seconds']:.2f}"),
-                ("vs 1 device", lambda r: f"{one / r['median_step_seconds']:.2f}x"),
-            ],
-        )
+    columns = [
+        ("devices", lambda r: r["devices"]),
+        ("step s (median)", lambda r: f"{r['median_step_seconds']:.4f}"),
+        ("steps / s", lambda r: f"{1 / r['median_step_seconds']:.2f}"),
+        ("vs 1 device", lambda r: f"{one / r['median_step_seconds']:.2f}x"),
+    ]
+
+    def title(env):
         return (
             f"Training steps, JapaneseVowels, batch {config.batch_size}, "
             f"{config.hidden_size} units, Tsit5 checkpoint ({config.backend}: "
             f"{rows[0]['device_kind']}; {os.cpu_count()} CPU cores, "
-            f"{_run.cpu_name()}; jax {env['jax']}):\n{table}"
+            f"{_run.cpu_name()}; jax {env['jax']})"
         )
 
-    return _run.finish(run_dir, dict(rows=rows), report)
+    return _run.finish_table(run_dir, rows, columns, title)
 
 
 if __name__ == "__main__":

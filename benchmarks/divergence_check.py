@@ -18,7 +18,6 @@ spread over the repeats, and writes `results/divergence_check/<run>/metrics.json
 """
 
 import dataclasses
-import statistics
 from typing import Literal
 
 import equinox as eqx
@@ -27,7 +26,7 @@ import tyro
 
 import ltc_jax
 from benchmarks import _side_by_side
-from experiments import _problems, _report, _run
+from experiments import _problems, _run
 
 
 Case = Literal["vowels", "ecg"]
@@ -93,35 +92,34 @@ def measure_case(config: Config, case: Case) -> dict:
     ](config)
     optimizer = ltc_jax.make_optimizer(1e-3, total_steps=100)
     opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
-    steps = {
-        checked: eqx.filter_jit(
-            ltc_jax.make_train_step(
-                optimizer, dataclasses.replace(integrator, check_state=checked)
-            )
-        )
-        for checked in (True, False)
-    }
     calls = {
-        checked: (step, (model, opt_state, batch)) for checked, step in steps.items()
+        name: (
+            eqx.filter_jit(
+                ltc_jax.make_train_step(
+                    optimizer, dataclasses.replace(integrator, check_state=checked)
+                )
+            ),
+            (model, opt_state, batch),
+        )
+        for name, checked in (("checked", True), ("unchecked", False))
     }
     compile_seconds, losses = _side_by_side.compile_and_run(calls)
-    if losses[True] != losses[False]:
+    if losses["checked"] != losses["unchecked"]:
         raise RuntimeError(f"The check changed the loss: {losses}.")
-    seconds = _side_by_side.time_alternately(calls, config.repeats)
     return dict(
         case=case,
         label=label,
-        loss=losses[True],
-        compile_and_first_step_seconds=dict(
-            checked=compile_seconds[True], unchecked=compile_seconds[False]
-        ),
-        step_seconds=dict(checked=seconds[True], unchecked=seconds[False]),
-        median_step_seconds=dict(
-            checked=statistics.median(seconds[True]),
-            unchecked=statistics.median(seconds[False]),
-        ),
-        **_side_by_side.ratio_figures(seconds[True], seconds[False]),
+        loss=losses["checked"],
+        **_side_by_side.timed_figures(calls, config.repeats, compile_seconds),
     )
+
+
+COLUMNS = [
+    ("case", lambda r: r["label"]),
+    _side_by_side.pair_column("median_step_seconds", "checked", "unchecked"),
+    _side_by_side.ratio_column("ratio (min-max)", digits=3),
+]
+"""The report's columns, as `(header, cell of a row)`."""
 
 
 def main(config: Config) -> dict:
@@ -129,25 +127,8 @@ def main(config: Config) -> dict:
     config, run_dir = _run.start_run(config, "divergence_check", QUICK)
     with jax.enable_x64(False), jax.numpy_dtype_promotion("standard"):
         rows = [measure_case(config, case) for case in config.cases]
-
-    def report(metrics):
-        env = metrics["environment"]
-        table = _report.format_table(
-            metrics["rows"],
-            [
-                ("case", lambda r: r["label"]),
-                _side_by_side.pair_column(
-                    "median_step_seconds", "checked", "unchecked"
-                ),
-                _side_by_side.ratio_column("ratio (min-max)", digits=3),
-            ],
-        )
-        return (
-            f"Training step with and without the state-bound check (float32, "
-            f"{env['backend']}, {env['cpu_count']} CPUs, {_run.cpu_name()}):\n{table}"
-        )
-
-    return _run.finish(run_dir, dict(rows=rows), report)
+    title = "Training step with and without the state-bound check"
+    return _side_by_side.finish(run_dir, rows, COLUMNS, title)
 
 
 if __name__ == "__main__":

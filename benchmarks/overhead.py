@@ -20,7 +20,6 @@ the repeats, and writes `results/overhead/<run>/metrics.json`.
 """
 
 import dataclasses
-import statistics
 from typing import Literal
 
 import diffrax
@@ -33,7 +32,7 @@ import tyro
 
 import ltc_jax
 from benchmarks import _side_by_side
-from experiments import _report, _run
+from experiments import _run
 
 
 Mode = Literal["checkpoint", "full", "backsolve"]
@@ -140,15 +139,26 @@ def measure_mode(config: Config, mode: Mode) -> dict:
     compile_seconds, losses = _side_by_side.compile_and_run(calls)
     if abs(losses["ltc_jax"] - losses["hand-written"]) > 1e-5 * abs(losses["ltc_jax"]):
         raise RuntimeError(f"The two steps compute different losses: {losses}.")
-    seconds = _side_by_side.time_alternately(calls, config.repeats)
     return dict(
         mode=mode,
         loss=losses,
-        compile_and_first_step_seconds=compile_seconds,
-        step_seconds=seconds,
-        median_step_seconds={k: statistics.median(v) for k, v in seconds.items()},
-        **_side_by_side.ratio_figures(seconds["ltc_jax"], seconds["hand-written"]),
+        **_side_by_side.timed_figures(calls, config.repeats, compile_seconds),
     )
+
+
+COLUMNS = [
+    ("mode", lambda r: r["mode"]),
+    _side_by_side.pair_column("median_step_seconds", "ltc_jax", "hand-written"),
+    _side_by_side.ratio_column("ratio (min-max)"),
+    _side_by_side.pair_column(
+        "compile_and_first_step_seconds",
+        "ltc_jax",
+        "hand-written",
+        unit="compile s",
+        digits=1,
+    ),
+]
+"""The report's columns, as `(header, cell of a row)`."""
 
 
 def main(config: Config) -> dict:
@@ -156,34 +166,11 @@ def main(config: Config) -> dict:
     config, run_dir = _run.start_run(config, "overhead", QUICK)
     with jax.enable_x64(False):
         rows = [measure_mode(config, mode) for mode in config.modes]
-
-    def report(metrics):
-        env = metrics["environment"]
-        table = _report.format_table(
-            metrics["rows"],
-            [
-                ("mode", lambda r: r["mode"]),
-                _side_by_side.pair_column(
-                    "median_step_seconds", "ltc_jax", "hand-written"
-                ),
-                _side_by_side.ratio_column("ratio (min-max)"),
-                _side_by_side.pair_column(
-                    "compile_and_first_step_seconds",
-                    "ltc_jax",
-                    "hand-written",
-                    unit="compile s",
-                    digits=1,
-                ),
-            ],
-        )
-        return (
-            f"Training step, batch {config.batch_size}, {config.input_size} inputs, "
-            f"{config.hidden_size} units, {config.knots} knots, RK4 x {config.steps}"
-            f" (float32, {env['backend']}, {env['cpu_count']} CPUs, "
-            f"{_run.cpu_name()}):\n{table}"
-        )
-
-    return _run.finish(run_dir, dict(rows=rows), report)
+    title = (
+        f"Training step, batch {config.batch_size}, {config.input_size} inputs, "
+        f"{config.hidden_size} units, {config.knots} knots, RK4 x {config.steps}"
+    )
+    return _side_by_side.finish(run_dir, rows, COLUMNS, title)
 
 
 if __name__ == "__main__":

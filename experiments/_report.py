@@ -71,3 +71,11 @@ def pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def save_figure(figure, path: str, dpi: int = 110, **layout: Any) -> None:
+    """Lay `figure` out (`tight_layout(**layout)`), write it to `path` at `dpi`
+    dots per inch, and close it."""
+    figure.tight_layout(**layout)
+    figure.savefig(path, dpi=dpi)
+    pyplot().close(figure)

@@ -5,12 +5,13 @@
 import dataclasses
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 import ltc_jax
+from experiments import _report
 from ltc_jax.app import make_run_dir
 
 
@@ -54,6 +55,23 @@ def finish(run_dir: str, metrics: dict, report: Callable[[dict], str]) -> dict:
     print(text)
     print(f"\nrun folder {run_dir}")
     return metrics
+
+
+def finish_table(
+    run_dir: str,
+    rows: list[dict],
+    columns: Sequence[tuple[str, Callable[[dict], Any]]],
+    title: Callable[[dict], str],
+) -> dict:
+    """`finish` with the metrics `dict(rows=rows)` and the report
+    `"<title(environment)>:"` over the table of `columns` of the rows
+    (`_report.format_table`); return the metrics."""
+
+    def report(metrics):
+        table = _report.format_table(metrics["rows"], columns)
+        return f"{title(metrics['environment'])}:\n{table}"
+
+    return finish(run_dir, dict(rows=rows), report)
 
 
 def cpu_name() -> str | None:

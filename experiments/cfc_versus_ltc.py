@@ -514,9 +514,7 @@ def plot(metrics: dict, path: str) -> None:
     axes.set_ylabel("relative RMS error over the first k")
     axes.set_title("The LTC's direct closed form against its ODE")
     axes.legend(fontsize=7)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
+    _report.save_figure(figure, path, dpi=120)
 
 
 if __name__ == "__main__":

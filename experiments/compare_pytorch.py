@@ -1029,9 +1029,7 @@ def plot(rows: list[dict], path: str) -> None:
     unique = dict(zip(labels, handles, strict=True))
     fig.legend(unique.values(), unique.keys(), loc="lower center", ncol=3, fontsize=8)
     axes[0].set_title("ltc_jax vs PyTorch (torchdiffeq, ncps): one training step")
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _report.save_figure(fig, path, dpi=120, rect=(0, 0.08, 1, 1))
 
 
 def _series(row: dict) -> str:

@@ -537,9 +537,7 @@ def plot(rows: list[dict], sweep: list[dict], config: Config, path: str) -> None
         f"(x at {ceiling:g}: non-finite; red: failure threshold)",
         fontsize=10,
     )
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    _report.save_figure(figure, path)
 
 
 if __name__ == "__main__":

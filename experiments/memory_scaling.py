@@ -520,28 +520,39 @@ def main(config: Config) -> dict:
         seed=config.seed,
     )
 
+    def measure(mode, option, steps, solver, reference_file, **options) -> dict:
+        # `measure_configuration` in its own process.
+        return _call(
+            "measure_configuration",
+            dict(
+                problem=problem,
+                mode=mode,
+                option=option,
+                steps=steps,
+                solver=solver,
+                timed_steps=config.timed_steps,
+                reference_file=reference_file,
+                **options,
+            ),
+        )
+
+    def keep(into: list, record: dict) -> None:
+        # Add the record to its list, write it to records/ and print its line.
+        into.append(record)
+        _write_record(run_dir, record)
+        print(_progress(record))
+
     records = []
     for steps in config.steps:
         reference_file = os.path.join(run_dir, "records", f"reference-{steps}.npy")
         reference = _reference(config, problem, steps, reference_file)
         print(f"reference gradient, {steps} steps: {reference['seconds']:.1f} s")
         for mode, option in measured_variants(steps):
-            record = _call(
-                "measure_configuration",
-                dict(
-                    problem=problem,
-                    mode=mode,
-                    option=option,
-                    steps=steps,
-                    solver="rk4",
-                    timed_steps=config.timed_steps,
-                    reference_file=reference_file,
-                    count_evaluations=steps <= config.count_evaluations_up_to,
-                ),
+            count = steps <= config.count_evaluations_up_to
+            record = measure(
+                mode, option, steps, "rk4", reference_file, count_evaluations=count
             )
-            records.append(record)
-            _write_record(run_dir, record)
-            print(_progress(record))
+            keep(records, record)
 
     adaptive_cost = []
     if config.cost_window_seconds > 0:
@@ -549,22 +560,15 @@ def main(config: Config) -> dict:
         reference_file = os.path.join(run_dir, "records", "reference-adaptive.npy")
         _reference(config, problem, steps, reference_file, interpolation="cubic")
         for mode in config.modes:
-            record = _call(
-                "measure_configuration",
-                dict(
-                    problem=problem,
-                    mode=mode,
-                    option=None,
-                    steps=steps,
-                    solver=config.cost_solver,
-                    timed_steps=config.timed_steps,
-                    reference_file=reference_file,
-                    rtol=config.cost_rtol,
-                ),
+            record = measure(
+                mode,
+                None,
+                steps,
+                config.cost_solver,
+                reference_file,
+                rtol=config.cost_rtol,
             )
-            adaptive_cost.append(record)
-            _write_record(run_dir, record)
-            print(_progress(record))
+            keep(adaptive_cost, record)
 
     estimates = []
     for steps in config.estimate_steps:
@@ -580,9 +584,7 @@ def main(config: Config) -> dict:
             )
             for budget in config.budgets_gib:
                 record[f"fits_{budget:g}_gib"] = record["peak_bytes"] <= budget * GIB
-            estimates.append(record)
-            _write_record(run_dir, record)
-            print(_progress(record))
+            keep(estimates, record)
 
     window_memory = []
     if "windowed" in config.modes:
@@ -973,9 +975,7 @@ def plot(metrics: dict, config: Config, path: str) -> None:
         f"Time ({backend}, {metrics['environment']['device']})", fontsize=10
     )
     time_axis.legend(fontsize=7)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    _report.save_figure(figure, path)
 
 
 if __name__ == "__main__":

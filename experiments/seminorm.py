@@ -228,9 +228,7 @@ def plot(rows: list[dict], path: str) -> None:
     )
     ax.set(xticks=x, xticklabels=labels, ylabel="backward evaluations")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _report.save_figure(fig, path)
 
 
 if __name__ == "__main__":

@@ -359,9 +359,7 @@ def plot(rows: list[dict], stiff: list[dict], path: str) -> None:
     )
     ax_err.legend(fontsize=8, ncol=2)
     ax_acc.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _report.save_figure(fig, path)
 
 
 if __name__ == "__main__":

@@ -282,9 +282,7 @@ def plot(metrics: dict, path: str) -> None:
                 f"{r['train_seconds_mean']:.0f} s", (i, 5), ha="center", color="white"
             )
     ax_sched.tick_params(axis="x", labelsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _report.save_figure(fig, path)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ import numpy as np
 import tyro
 
 import ltc_jax
-from experiments import _report, _run
+from experiments import _run
 from ltc_jax.datasets import read_ts
 
 
@@ -181,43 +181,38 @@ def main(config: Config) -> dict:
             )
         )
 
-    def report(metrics):
-        def published(row, key):
-            return "-" if row["published"] is None else f"{row['published'][key]:.3f}"
+    def published(row, key):
+        return "-" if row["published"] is None else f"{row['published'][key]:.3f}"
 
-        table = _report.format_table(
-            metrics["rows"],
-            [
-                ("dataset", lambda r: r["dataset"]),
-                ("train/test", lambda r: f"{r['train_size']}/{r['test_size']}"),
-                ("length", lambda r: str(r["longest"])),
-                (
-                    f"{config.model.upper()} accuracy",
-                    lambda r: f"{r['accuracy_mean']:.3f} +- {r['accuracy_std']:.3f}",
-                ),
-                ("train s", lambda r: f"{r['train_seconds_mean']:.0f}"),
-                ("steps/seq", lambda r: f"{r['steps_per_sequence']:.0f}"),
-                (
-                    "1-NN ED here",
-                    lambda r: (
-                        "-"
-                        if r["euclidean_1nn"] is None
-                        else f"{r['euclidean_1nn']:.3f}"
-                    ),
-                ),
-                ("1-NN ED publ.", lambda r: published(r, "euclidean")),
-                ("1-NN DTW publ.", lambda r: published(r, "dtw")),
-            ],
-        )
-        env = metrics["environment"]
-        pooled = " --readout-pooling" if config.readout_pooling else ""
+    columns = [
+        ("dataset", lambda r: r["dataset"]),
+        ("train/test", lambda r: f"{r['train_size']}/{r['test_size']}"),
+        ("length", lambda r: str(r["longest"])),
+        (
+            f"{config.model.upper()} accuracy",
+            lambda r: f"{r['accuracy_mean']:.3f} +- {r['accuracy_std']:.3f}",
+        ),
+        ("train s", lambda r: f"{r['train_seconds_mean']:.0f}"),
+        ("steps/seq", lambda r: f"{r['steps_per_sequence']:.0f}"),
+        (
+            "1-NN ED here",
+            lambda r: (
+                "-" if r["euclidean_1nn"] is None else f"{r['euclidean_1nn']:.3f}"
+            ),
+        ),
+        ("1-NN ED publ.", lambda r: published(r, "euclidean")),
+        ("1-NN DTW publ.", lambda r: published(r, "dtw")),
+    ]
+    pooled = " --readout-pooling" if config.readout_pooling else ""
+
+    def title(env):
         return (
             f"The main job's defaults (--model {config.model}{pooled}), "
             f"{len(config.seeds)} seed(s) ({env['backend']}, {env['cpu_count']} "
-            f"CPUs):\n{table}"
+            "CPUs)"
         )
 
-    return _run.finish(run_dir, dict(rows=rows), report)
+    return _run.finish_table(run_dir, rows, columns, title)
 
 
 if __name__ == "__main__":

@@ -13,12 +13,12 @@ from jaxtyping import Array, Float, PRNGKeyArray
 
 from ._integrate import Trajectory
 from ._model import (
+    AbstractSequenceModel,
     LinearReadout,
     ModelSave,
     check_outputs_save,
     check_readout_times,
     check_solve,
-    read_out,
     readout_size,
 )
 from ._paths import InputPath
@@ -166,7 +166,7 @@ class CfCCell(eqx.Module):
         return f1 * (1 - gate) + gate * f2
 
 
-class CfC(eqx.Module):
+class CfC(AbstractSequenceModel):
     """The CfC as a sequence model, with [`ltc_jax.LTC`][]'s interface: `solve`,
     `outputs` and `__call__` on an [`ltc_jax.InputPath`][], so that
     [`ltc_jax.fit`][], [`ltc_jax.evaluate`][], checkpoints and the command line
@@ -195,11 +195,6 @@ class CfC(eqx.Module):
     readout: LinearReadout
     solves_ode: ClassVar[bool] = False
     """No ODE solve: `fit` issues no warnings about solver steps for it."""
-    input_size: int = eqx.field(static=True)
-    hidden_size: int = eqx.field(static=True)
-    output_size: int = eqx.field(static=True)
-    readout_times: int = eqx.field(static=True)
-    readout_pooling: bool = eqx.field(static=True)
 
     def __init__(
         self,
@@ -305,17 +300,6 @@ class CfC(eqx.Module):
         `readout_times > 1`."""
         check_outputs_save(save, self.readout_times)
         return self.outputs(self.solve(path, save=save).ys)
-
-    def outputs(
-        self, ys: Float[Array, "*batch hidden_size"] | Float[Array, "*batch n hidden"]
-    ) -> Float[Array, "... output_size"]:
-        """The readout applied to states `ys`: `(*batch, hidden_size)`, or with
-        `readout_times=n > 1`, `(*batch, n, hidden_size)` (as `solve` returns
-        them), whose `n` states are read together.
-
-        **Raises:** `ValueError` if `ys` does not end in `(n, hidden_size)` for
-        `readout_times=n > 1`."""
-        return read_out(self, ys)
 
 
 def _at_spread_times(

@@ -1,5 +1,6 @@
 """The LTC sequence model: optional encoder -> LTC solve -> linear readout."""
 
+import abc
 import math
 from collections.abc import Callable
 from typing import Literal
@@ -133,38 +134,61 @@ def readout_size(readout_times: int, hidden_size: int, readout_pooling: bool) ->
     return 3 * hidden_size if readout_pooling else readout_times * hidden_size
 
 
-def read_out(
-    model: eqx.Module,
-    ys: Float[Array, "*batch hidden_size"] | Float[Array, "*batch n hidden"],
-) -> Float[Array, "... output_size"]:
-    """A sequence model's readout (`model.readout`, with its static
-    `readout_times`, `hidden_size` and `readout_pooling`: the LTC's and the
-    CfC's) of states `ys`: `(*batch, hidden_size)`, or with
-    `readout_times=n > 1`, `(*batch, n, hidden_size)`, whose `n` states are
-    read together: side by side in time order, or with `readout_pooling` as
-    their summary `[final, mean over the n, max over the n]` of shape
-    `(*batch, 3 * hidden_size)`, standardised across its features (a layer
-    norm without parameters, Ba et al. 2016, with variance floor
-    `POOLING_EPS`).
+class AbstractSequenceModel(eqx.Module):
+    """What the sequence models ([`ltc_jax.LTC`][], [`ltc_jax.CfC`][]) share:
+    their static sizes and readout options, and `outputs`, their readout of
+    states. Subclasses provide the `readout` module, `__init__` (setting every
+    field) and `solve`.
 
-    **Raises:** `ValueError` if `ys` does not end in `(n, hidden_size)` for
-    `readout_times=n > 1`."""
-    readout, readout_times = model.readout, model.readout_times
-    hidden_size = model.hidden_size
-    if readout_times == 1:
-        return readout(ys)
-    if ys.shape[-2:] != (readout_times, hidden_size):
-        raise ValueError(
-            f"The readout reads states of shape (..., {readout_times}, "
-            f"{hidden_size}) (readout_times, hidden_size); got {ys.shape}."
-        )
-    if model.readout_pooling:
-        parts = [ys[..., -1, :], jnp.mean(ys, axis=-2), jnp.max(ys, axis=-2)]
-        features = jnp.concatenate(parts, axis=-1)
-        centred = features - jnp.mean(features, axis=-1, keepdims=True)
-        variance = jnp.mean(centred**2, axis=-1, keepdims=True)
-        return readout(centred * jax.lax.rsqrt(variance + POOLING_EPS))
-    return readout(ys.reshape(*ys.shape[:-2], -1))
+    **Fields:** static ints `input_size`, `hidden_size`, `output_size`,
+    `readout_times`, the static bool `readout_pooling`; `readout`, the module
+    mapping the features read to the outputs (abstract).
+    """
+
+    readout: eqx.AbstractVar[eqx.Module]
+    input_size: int = eqx.field(static=True)
+    hidden_size: int = eqx.field(static=True)
+    output_size: int = eqx.field(static=True)
+    readout_times: int = eqx.field(static=True)
+    readout_pooling: bool = eqx.field(static=True)
+
+    @abc.abstractmethod
+    def solve(
+        self, path: InputPath, *, integrator: Integrator, save: ModelSave = "final"
+    ) -> Trajectory:
+        """The state over the batch: `ys` of shape `(batch, hidden_size)` at
+        each sequence's last observation, `(batch, n, hidden_size)` at the
+        readout times (`readout_times=n > 1`), or `(batch, times, hidden_size)`
+        at every observation (`save="observations"`)."""
+
+    def outputs(
+        self, ys: Float[Array, "*batch hidden_size"] | Float[Array, "*batch n hidden"]
+    ) -> Float[Array, "... output_size"]:
+        """The readout applied to states `ys`: `(*batch, hidden_size)`, or with
+        `readout_times=n > 1`, `(*batch, n, hidden_size)` (as `solve` returns
+        them), whose `n` states are read together: side by side in time order,
+        or with `readout_pooling` as their summary `[final, mean over the n,
+        max over the n]` of shape `(*batch, 3 * hidden_size)`, standardised
+        across its features (a layer norm without parameters, Ba et al. 2016,
+        with variance floor `POOLING_EPS`).
+
+        **Raises:** `ValueError` if `ys` does not end in `(n, hidden_size)` for
+        `readout_times=n > 1`."""
+        readout_times, hidden_size = self.readout_times, self.hidden_size
+        if readout_times == 1:
+            return self.readout(ys)
+        if ys.shape[-2:] != (readout_times, hidden_size):
+            raise ValueError(
+                f"The readout reads states of shape (..., {readout_times}, "
+                f"{hidden_size}) (readout_times, hidden_size); got {ys.shape}."
+            )
+        if self.readout_pooling:
+            parts = [ys[..., -1, :], jnp.mean(ys, axis=-2), jnp.max(ys, axis=-2)]
+            features = jnp.concatenate(parts, axis=-1)
+            centred = features - jnp.mean(features, axis=-1, keepdims=True)
+            variance = jnp.mean(centred**2, axis=-1, keepdims=True)
+            return self.readout(centred * jax.lax.rsqrt(variance + POOLING_EPS))
+        return self.readout(ys.reshape(*ys.shape[:-2], -1))
 
 
 class LinearReadout(eqx.Module):
@@ -217,7 +241,7 @@ class MotorReadout(eqx.Module):
         return over_batch(lambda y: y[:size] * self.weight + self.bias, ys)
 
 
-class LTC(eqx.Module):
+class LTC(AbstractSequenceModel):
     r"""A continuous-time sequence model built on an LTC vector field.
 
     For each sequence of a batch, the hidden state starts at zero at the first
@@ -263,11 +287,6 @@ class LTC(eqx.Module):
     cell: eqx.Module
     encoder: Callable | None
     readout: eqx.Module
-    hidden_size: int = eqx.field(static=True)
-    input_size: int = eqx.field(static=True)
-    output_size: int = eqx.field(static=True)
-    readout_times: int = eqx.field(static=True)
-    readout_pooling: bool = eqx.field(static=True)
 
     def __init__(
         self,
@@ -422,14 +441,3 @@ class LTC(eqx.Module):
         `readout_times > 1`, whose readout reads several times at once."""
         check_outputs_save(save, self.readout_times)
         return self.outputs(self.solve(path, integrator=integrator, save=save).ys)
-
-    def outputs(
-        self, ys: Float[Array, "*batch hidden_size"] | Float[Array, "*batch n hidden"]
-    ) -> Float[Array, "... output_size"]:
-        """The readout applied to states `ys`: `(*batch, hidden_size)`, or with
-        `readout_times=n > 1`, `(*batch, n, hidden_size)` (as `solve` returns
-        them), whose `n` states are read together.
-
-        **Raises:** `ValueError` if `ys` does not end in `(n, hidden_size)` for
-        `readout_times=n > 1`."""
-        return read_out(self, ys)

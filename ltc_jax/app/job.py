@@ -421,30 +421,28 @@ def make_model(
     `tau_init` and `readout_times` of `settings` (from `resolve_settings`; a
     run saved before readout times existed reads its final state) and the
     config's `readout_pooling`."""
+    sizes = (input_size, config.hidden_size, output_size)
+    shared = dict(
+        readout_times=settings.get("readout_times", 1),
+        readout_pooling=config.readout_pooling,
+        key=jr.PRNGKey(config.seed),
+    )
     if config.model == "cfc":
         return ltc_jax.CfC(
-            input_size,
-            config.hidden_size,
-            output_size,
+            *sizes,
             mode=config.cfc_mode,
             backbone_units=config.backbone_units,
             backbone_layers=config.backbone_layers,
-            readout_times=settings.get("readout_times", 1),
-            readout_pooling=config.readout_pooling,
-            key=jr.PRNGKey(config.seed),
+            **shared,
         )
     return ltc_jax.LTC(
-        input_size,
-        config.hidden_size,
-        output_size,
+        *sizes,
         cell=config.cell,
         wiring=config.wiring,
         tau_init=tuple(settings["tau_init"]),
         tau_min=config.tau_min,
-        readout_times=settings.get("readout_times", 1),
-        readout_pooling=config.readout_pooling,
         matmul_dtype="bfloat16" if config.precision == "bf16" else None,
-        key=jr.PRNGKey(config.seed),
+        **shared,
     )
 
 
