@@ -91,17 +91,23 @@ class TqdmFitProgress(AbstractFitProgress):
 _DEFAULT_PROGRESS = TqdmFitProgress()
 
 
+# What an epoch sums over its batches (`_accumulate`): the loss's weight, the
+# loss and the correct predictions, the solver steps (all, rejected, and the most
+# in one batch), the batches done and the batches that failed.
+_TOTALS = (
+    "weight",
+    "loss",
+    "correct",
+    "num_steps",
+    "rejected",
+    "max_num_steps",
+    "batches",
+    "failures",
+)
+
+
 def _new_totals() -> dict[str, float]:
-    return dict(
-        weight=0.0,
-        loss=0.0,
-        correct=0.0,
-        num_steps=0.0,
-        rejected=0.0,
-        max_num_steps=0.0,
-        batches=0.0,
-        failures=0.0,
-    )
+    return dict.fromkeys(_TOTALS, 0.0)
 
 
 def fit(

@@ -1,5 +1,7 @@
 """Test helpers: independent reference implementations and tolerant comparisons."""
 
+import math
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -164,3 +166,23 @@ def toy_ts_file(path, n, seed):
         lines.append(f"{values}:{'up' if sign > 0 else 'down'}")
     path.write_text("\n".join(lines) + "\n")
     return str(path)
+
+
+def quiet_fit(model, data, integrator, *, epochs=1, batch_size=2, **kwargs):
+    """`ltc_jax.fit` without a progress bar. Unless `optimizer` is given, Adam
+    at 1e-2 (`ltc_jax.make_optimizer`) with its schedule over the run's steps.
+    **Returns:** what `fit` returns, `(model, history)`."""
+    import ltc_jax
+
+    if "optimizer" not in kwargs:
+        steps = epochs * math.ceil(len(data) / batch_size)
+        kwargs["optimizer"] = ltc_jax.make_optimizer(1e-2, steps)
+    return ltc_jax.fit(
+        model,
+        data,
+        integrator=integrator,
+        epochs=epochs,
+        batch_size=batch_size,
+        progress=ltc_jax.NoFitProgress(),
+        **kwargs,
+    )

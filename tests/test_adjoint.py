@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 import pytest
-from helpers import max_relative_error, ragged_batch
+from helpers import max_relative_error, quiet_fit, ragged_batch
 
 import ltc_jax
 
@@ -162,15 +162,7 @@ def test_fit_derives_and_records_the_windows(getkey):
     )
     model = ltc_jax.LTC(2, 4, 2, tau_init=(0.5, 2.0), key=getkey())
     integrator = ltc_jax.make_integrator("rk4", "windowed", dt0=0.05, max_steps=120)
-    _, history = ltc_jax.fit(
-        model,
-        train,
-        integrator=integrator,
-        optimizer=ltc_jax.make_optimizer(1e-2, 4),
-        epochs=2,
-        batch_size=2,
-        progress=ltc_jax.NoFitProgress(),
-    )
+    _, history = quiet_fit(model, train, integrator, epochs=2)
     expected = ltc_jax.resolve_windows(
         integrator, model.cell, 6.0, dtype=jnp.float64
     ).adjoint.windows

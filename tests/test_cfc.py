@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from helpers import ragged_batch
+from helpers import quiet_fit, ragged_batch
 
 import ltc_jax
 
@@ -185,14 +185,9 @@ def test_cfc_trains_with_fit_and_checks_its_options(getkey):
         class_names=("a", "b"),
     )
     model = ltc_jax.CfC(1, 8, 2, backbone_units=8, key=getkey())
-    _, history = ltc_jax.fit(
-        model,
-        data,
-        integrator=ltc_jax.make_integrator("tsit5", rtol=1e-3, atol=1e-4),
-        optimizer=optax.adam(1e-2),
-        epochs=3,
-        batch_size=8,
-        progress=ltc_jax.NoFitProgress(),
+    integrator = ltc_jax.make_integrator("tsit5", rtol=1e-3, atol=1e-4)
+    _, history = quiet_fit(
+        model, data, integrator, optimizer=optax.adam(1e-2), epochs=3, batch_size=8
     )
     assert history[-1]["loss"] < history[0]["loss"]
     assert history[0]["num_steps"] == times

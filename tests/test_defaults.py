@@ -4,7 +4,7 @@ stopping and the non-learning warning."""
 import numpy as np
 import optax
 import pytest
-from helpers import max_relative_error
+from helpers import max_relative_error, quiet_fit
 
 import ltc_jax
 from ltc_jax.datasets import SequenceDataset, stratified_split
@@ -110,15 +110,17 @@ def test_stratified_split_keeps_class_shares_and_is_disjoint():
         stratified_split(data, 1.0)
 
 
+HEUN = dict(dt0=0.125, max_steps=64)
+
+
 def _fit(model, data, validation, **kwargs):
-    return ltc_jax.fit(
+    return quiet_fit(
         model,
         data,
-        integrator=ltc_jax.make_integrator("heun", dt0=0.125, max_steps=64),
+        ltc_jax.make_integrator("heun", **HEUN),
         optimizer=ltc_jax.make_optimizer(5e-2, 40),
         batch_size=8,
         validation=validation,
-        progress=ltc_jax.NoFitProgress(),
         **kwargs,
     )
 
@@ -159,14 +161,9 @@ def test_a_run_that_does_not_learn_says_so(getkey):
     data = _grid(16, 5, 1.0)
     model = ltc_jax.LTC(2, 4, 2, key=getkey())
     with pytest.warns(UserWarning, match="did not lower the loss"):
-        _, history = ltc_jax.fit(
-            model,
-            data,
-            integrator=ltc_jax.make_integrator("heun", dt0=0.125, max_steps=64),
-            optimizer=optax.sgd(0.0),
-            epochs=2,
-            batch_size=8,
-            progress=ltc_jax.NoFitProgress(),
+        integrator = ltc_jax.make_integrator("heun", **HEUN)
+        _, history = quiet_fit(
+            model, data, integrator, optimizer=optax.sgd(0.0), epochs=2, batch_size=8
         )
     assert history[-1]["learned"] is False
 

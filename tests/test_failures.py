@@ -10,7 +10,7 @@ import time
 import jax
 import numpy as np
 import pytest
-from helpers import max_relative_error, toy_ts_file
+from helpers import max_relative_error, quiet_fit, toy_ts_file
 
 import ltc_jax
 from ltc_jax._batch import epoch_order
@@ -33,10 +33,8 @@ def _dataset(lengths, seed=0, channels=2):
 def _fit(data, integrator, **kwargs):
     model = ltc_jax.LTC(2, 4, 2, key=jr_key(0))
     optimizer = ltc_jax.make_optimizer(1e-2, total_steps=100)
-    defaults = dict(epochs=1, batch_size=1, progress=ltc_jax.NoFitProgress())
-    return ltc_jax.fit(
-        model, data, integrator=integrator, optimizer=optimizer, **(defaults | kwargs)
-    )
+    kwargs = dict(batch_size=1) | kwargs
+    return quiet_fit(model, data, integrator, optimizer=optimizer, **kwargs)
 
 
 def jr_key(seed):

@@ -10,22 +10,10 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 import pytest
+from helpers import quiet_fit
 
 import ltc_jax
 from ltc_jax.datasets import SequenceDataset
-
-
-def _fit_one_epoch(model, data, integrator, batch_size=2):
-    """One epoch of `ltc_jax.fit` without a progress bar."""
-    return ltc_jax.fit(
-        model,
-        data,
-        integrator=integrator,
-        optimizer=ltc_jax.make_optimizer(1e-2, len(data) // batch_size),
-        epochs=1,
-        batch_size=batch_size,
-        progress=ltc_jax.NoFitProgress(),
-    )
 
 
 def _unstable_problem():
@@ -72,7 +60,7 @@ def test_training_stops_with_a_divergence_error_not_at_chance():
     integrator = ltc_jax.make_integrator("rk4", dt0=0.5, max_steps=16)
     with pytest.warns(ltc_jax.StabilityWarning):
         with pytest.raises(ltc_jax.DivergenceError, match="epoch 0, batch 0"):
-            _fit_one_epoch(model, data, integrator)
+            quiet_fit(model, data, integrator)
 
 
 def test_the_biophysical_state_bound_is_its_reversal_potentials(getkey):
@@ -142,7 +130,7 @@ def test_a_nan_parameter_is_named_before_the_solve_is_blamed(solver):
         class_names=("a", "b"),
     )
     with pytest.raises(ValueError, match=r"\.cell\.weight_rec"):
-        _fit_one_epoch(broken, data, integrator)
+        quiet_fit(broken, data, integrator)
 
 
 def test_a_huge_finite_model_is_named_as_diverged():
@@ -160,7 +148,7 @@ def test_a_huge_finite_model_is_named_as_diverged():
     )
     integrator = ltc_jax.make_integrator("tsit5", rtol=1e-3, atol=1e-4, max_steps=64)
     with pytest.raises(ltc_jax.SolverFailureError, match="finite but large"):
-        _fit_one_epoch(huge, data, integrator)
+        quiet_fit(huge, data, integrator)
 
 
 def peak_in_fresh_process() -> dict:
@@ -284,15 +272,7 @@ def test_far_fewer_steps_than_max_steps_is_warned_about():
         "tsit5", "full", rtol=1e-3, atol=1e-4, max_steps=65_536
     )
     with pytest.warns(UserWarning, match="allocates memory, and spends time, for"):
-        ltc_jax.fit(
-            model,
-            _two_sequences(),
-            integrator=integrator,
-            optimizer=ltc_jax.make_optimizer(1e-2, 1),
-            epochs=1,
-            batch_size=2,
-            progress=ltc_jax.NoFitProgress(),
-        )
+        quiet_fit(model, _two_sequences(), integrator)
 
 
 def test_an_epoch_of_failed_solves_reports_no_steps_used():
@@ -300,15 +280,8 @@ def test_an_epoch_of_failed_solves_reports_no_steps_used():
     on a linear input, max_steps is 3): no step count is reported as 0."""
     model = ltc_jax.LTC(2, 4, 2, key=jr.PRNGKey(0))
     integrator = ltc_jax.make_integrator("tsit5", rtol=1e-3, atol=1e-4, max_steps=3)
-    _, history = ltc_jax.fit(
-        model,
-        _two_sequences(),
-        integrator=integrator,
-        optimizer=ltc_jax.make_optimizer(1e-2, 2),
-        epochs=1,
-        batch_size=1,
-        on_failure="skip",
-        progress=ltc_jax.NoFitProgress(),
+    _, history = quiet_fit(
+        model, _two_sequences(), integrator, batch_size=1, on_failure="skip"
     )
     assert history[0]["failures"] == 2
     assert math.isnan(history[0]["max_steps_used"])

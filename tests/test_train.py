@@ -4,7 +4,7 @@ import os
 import equinox as eqx
 import numpy as np
 import pytest
-from helpers import max_relative_error
+from helpers import max_relative_error, quiet_fit
 
 import ltc_jax
 from ltc_jax._batch import epoch_order
@@ -26,14 +26,8 @@ def test_short_training_lowers_the_loss(small_vowels, getkey):
     integrator = ltc_jax.make_integrator("rk4", dt0=0.25, max_steps=128)
     before = ltc_jax.evaluate(model, train, integrator=integrator)["loss"]
     optimizer = ltc_jax.make_optimizer(5e-2, total_steps=40)
-    model, history = ltc_jax.fit(
-        model,
-        train,
-        integrator=integrator,
-        optimizer=optimizer,
-        epochs=10,
-        batch_size=16,
-        progress=ltc_jax.NoFitProgress(),
+    model, history = quiet_fit(
+        model, train, integrator, optimizer=optimizer, epochs=10, batch_size=16
     )
     after = ltc_jax.evaluate(model, train, integrator=integrator)["loss"]
     assert after < 0.7 * before
@@ -82,14 +76,12 @@ def test_unstable_fixed_step_is_detected_and_named(getkey, tmp_path):
             match=r"solver Euler, dt0=1.0\): The solve diverged",
         ),
     ):
-        ltc_jax.fit(
+        quiet_fit(
             model,
             _long_sequences(),
-            integrator=integrator,
+            integrator,
             optimizer=optimizer,
-            epochs=1,
             batch_size=8,
-            progress=ltc_jax.NoFitProgress(),
             checkpoint_dir=tmp_path,
         )
     assert ltc_jax.list_checkpoints(tmp_path) == []  # nothing broken was saved
@@ -135,15 +127,7 @@ def test_tolerance_schedule_changes_the_tolerances_used(small_vowels, getkey):
     )
     assert schedule.final.stepsize_controller.rtol == 1e-6
     model = ltc_jax.LTC(12, 8, 9, key=getkey())
-    _, history = ltc_jax.fit(
-        model,
-        train,
-        integrator=schedule,
-        optimizer=ltc_jax.make_optimizer(1e-2, 12),
-        epochs=3,
-        batch_size=32,
-        progress=ltc_jax.NoFitProgress(),
-    )
+    _, history = quiet_fit(model, train, schedule, epochs=3, batch_size=32)
     assert [(h["rtol"], h["atol"]) for h in history] == [
         (1e-2, 1e-3),
         (1e-2, 1e-3),
@@ -171,12 +155,4 @@ def test_backsolve_blow_up_is_named(getkey):
     )
     data = _long_sequences()
     with pytest.raises(ltc_jax.NonFiniteLossError, match="expansive backwards"):
-        ltc_jax.fit(
-            model,
-            data,
-            integrator=integrator,
-            optimizer=ltc_jax.make_optimizer(1e-2, total_steps=10),
-            epochs=1,
-            batch_size=8,
-            progress=ltc_jax.NoFitProgress(),
-        )
+        quiet_fit(model, data, integrator, batch_size=8)
