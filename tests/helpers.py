@@ -169,8 +169,9 @@ def toy_ts_file(path, n, seed):
 
 
 def quiet_fit(model, data, integrator, *, epochs=1, batch_size=2, **kwargs):
-    """`ltc_jax.fit` without a progress bar. Unless `optimizer` is given, Adam
-    at 1e-2 (`ltc_jax.make_optimizer`) with its schedule over the run's steps.
+    """`ltc_jax.fit` without a progress bar. Unless `optimizer` is given,
+    `ltc_jax.make_optimizer(1e-2, steps)`, its schedule spanning the run's
+    `steps` (`epochs` times the batches of `data`).
     **Returns:** what `fit` returns, `(model, history)`."""
     import ltc_jax
 

@@ -52,9 +52,13 @@ def execute(name: str, overrides: dict, workdir: pathlib.Path) -> nbformat.Noteb
     notebook.cells.insert(tagged[0] + 1, nbformat.v4.new_code_cell("\n".join(lines)))
     client = nbclient.NotebookClient(
         notebook,
-        timeout=900,
+        timeout=600,  # per cell; pytest's own limit (900 s) is per test
         kernel_name="python3",
         resources={"metadata": {"path": str(workdir)}},
+        # Stop the kernel at once when the last cell is done: jupyter_client's
+        # graceful shutdown (request, then wait) has failed inside its own event
+        # loop handling (asyncio.InvalidStateError) on a loaded machine.
+        shutdown_kernel="immediate",
     )
     client.execute()
     return notebook
