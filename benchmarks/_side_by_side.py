@@ -47,16 +47,20 @@ def ratio_figures(numerator: list[float], denominator: list[float]) -> dict:
 
 
 def timed_figures(
-    calls: Calls, repeats: int, compile_seconds: dict, unit: str = "step"
+    calls: Calls,
+    repeats: int,
+    compile_seconds: dict,
+    ratio: tuple[Any, Any],
+    unit: str = "step",
 ) -> dict:
     """Time `repeats` calls of each step alternately (`time_alternately`).
 
     **Returns:** `compile_and_first_<unit>_seconds` (`compile_seconds`, from
     `compile_and_run`), `<unit>_seconds` (every timed call, in seconds),
     `median_<unit>_seconds`, each per name, and the `ratio_figures` of the
-    first step's seconds over the second's."""
+    seconds of the call named `ratio[0]` over those of `ratio[1]`."""
     seconds = time_alternately(calls, repeats)
-    first, second = list(seconds.values())[:2]
+    first, second = (seconds[name] for name in ratio)
     return {
         f"compile_and_first_{unit}_seconds": compile_seconds,
         f"{unit}_seconds": seconds,

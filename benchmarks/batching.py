@@ -153,7 +153,7 @@ def measure_case(config: Config, case: str) -> dict:
         derived_batching=defaults.batching,
         mean_solver_steps_per_batch=steps,
         **_side_by_side.timed_figures(
-            calls, config.repeats, compile_seconds, unit="epoch"
+            calls, config.repeats, compile_seconds, ("batched", "vmap"), unit="epoch"
         ),
     )
 

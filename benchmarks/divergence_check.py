@@ -110,7 +110,9 @@ def measure_case(config: Config, case: Case) -> dict:
         case=case,
         label=label,
         loss=losses["checked"],
-        **_side_by_side.timed_figures(calls, config.repeats, compile_seconds),
+        **_side_by_side.timed_figures(
+            calls, config.repeats, compile_seconds, ("checked", "unchecked")
+        ),
     )
 
 

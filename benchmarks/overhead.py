@@ -142,7 +142,9 @@ def measure_mode(config: Config, mode: Mode) -> dict:
     return dict(
         mode=mode,
         loss=losses,
-        **_side_by_side.timed_figures(calls, config.repeats, compile_seconds),
+        **_side_by_side.timed_figures(
+            calls, config.repeats, compile_seconds, ("ltc_jax", "hand-written")
+        ),
     )
 
 
