@@ -31,6 +31,10 @@ def test_runtime_peak_sees_a_large_temporary():
 
     compiled = fn.lower(jnp.ones(())).compile()
     peak = ltc_jax.runtime_peak_bytes(compiled, jnp.ones(()))
-    assert peak is not None and 0.9 * n * 8 < peak < 3 * n * 8
+    # The compiled temp is one n-vector; XLA's CPU sort works outside it on
+    # two more (a copy and a merge buffer), so the call peaks at about 3 n * 8
+    # bytes (measured 2.9996 to 3.0025 n * 8). A measure of the whole process,
+    # or of nothing, falls outside these bounds.
+    assert peak is not None and 0.9 * n * 8 < peak < 3.5 * n * 8
     assert ltc_jax.device_memory_stats() is None
     assert np.isfinite(ltc_jax.process_peak_bytes())
