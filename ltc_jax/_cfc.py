@@ -195,11 +195,6 @@ class CfC(AbstractSequenceModel):
     readout: LinearReadout
     solves_ode: ClassVar[bool] = False
     """No ODE solve: `fit` issues no warnings about solver steps for it."""
-    input_size: int = eqx.field(static=True)
-    hidden_size: int = eqx.field(static=True)
-    output_size: int = eqx.field(static=True)
-    readout_times: int = eqx.field(static=True)
-    readout_pooling: bool = eqx.field(static=True)
 
     def __init__(
         self,

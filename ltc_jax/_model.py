@@ -137,21 +137,21 @@ def readout_size(readout_times: int, hidden_size: int, readout_pooling: bool) ->
 class AbstractSequenceModel(eqx.Module):
     """What the sequence models ([`ltc_jax.LTC`][], [`ltc_jax.CfC`][]) share:
     their sizes and readout options, and `outputs`, their readout of states.
-    As Equinox's abstract/final pattern asks, the fields are declared (static,
-    but for `readout`) and set where `__init__` is: in each model. Subclasses
-    provide them, `__init__` and `solve`.
+    The static fields are declared once, here; each model declares its modules
+    (`readout` is abstract here), and its `__init__` sets them all. Subclasses
+    provide `readout`, `__init__` and `solve`.
 
-    **Fields (abstract):** ints `input_size`, `hidden_size`, `output_size`,
-    `readout_times`, the bool `readout_pooling`, and `readout`, the module
-    mapping the features read to the outputs.
+    **Fields:** static ints `input_size`, `hidden_size`, `output_size`,
+    `readout_times`, the static bool `readout_pooling`, and (abstract)
+    `readout`, the module mapping the features read to the outputs.
     """
 
     readout: eqx.AbstractVar[eqx.Module]
-    input_size: eqx.AbstractVar[int]
-    hidden_size: eqx.AbstractVar[int]
-    output_size: eqx.AbstractVar[int]
-    readout_times: eqx.AbstractVar[int]
-    readout_pooling: eqx.AbstractVar[bool]
+    input_size: int = eqx.field(static=True)
+    hidden_size: int = eqx.field(static=True)
+    output_size: int = eqx.field(static=True)
+    readout_times: int = eqx.field(static=True)
+    readout_pooling: bool = eqx.field(static=True)
 
     @abc.abstractmethod
     def solve(
@@ -288,11 +288,6 @@ class LTC(AbstractSequenceModel):
     cell: eqx.Module
     encoder: Callable | None
     readout: eqx.Module
-    hidden_size: int = eqx.field(static=True)
-    input_size: int = eqx.field(static=True)
-    output_size: int = eqx.field(static=True)
-    readout_times: int = eqx.field(static=True)
-    readout_pooling: bool = eqx.field(static=True)
 
     def __init__(
         self,
