@@ -363,20 +363,32 @@ class BiophysicalLTCVectorField(AbstractLTCField):
     """
 
     gleak_raw: Float[Array, " hidden_size"]
+    """Leak conductance before the softplus: `gleak = softplus(gleak_raw)`."""
     vleak: Float[Array, " hidden_size"]
+    """Leak reversal potential."""
     cm_raw: Float[Array, " hidden_size"]
+    """Membrane capacitance before the softplus: `cm = softplus(cm_raw)`."""
     w_raw: Float[Array, "hidden_size hidden_size"]
+    """Maximal synaptic conductances `w[pre, post]` before the softplus."""
     sigma: Float[Array, "hidden_size hidden_size"]
+    """Steepness of each recurrent synapse's sigmoid."""
     mu: Float[Array, "hidden_size hidden_size"]
+    """Midpoint (in presynaptic potential) of each recurrent synapse's sigmoid."""
     erev: Float[Array, "hidden_size hidden_size"]
+    """Reversal potential of each recurrent synapse; starts at its polarity."""
     sensory_w_raw: Float[Array, "input_size hidden_size"]
     sensory_sigma: Float[Array, "input_size hidden_size"]
     sensory_mu: Float[Array, "input_size hidden_size"]
     sensory_erev: Float[Array, "input_size hidden_size"]
+    """The sensory synapses' four parameters, as the recurrent ones, indexed
+    `[channel, post]`."""
     input_w: Float[Array, " input_size"]
     input_b: Float[Array, " input_size"]
+    """The affine input mapping `x * input_w + input_b`."""
     mask: Array
     sensory_mask: Array
+    """The wiring's recurrent and sensory synapses: 1 where one exists, else 0
+    (integers, never trained)."""
     input_size: int = eqx.field(static=True)
     hidden_size: int = eqx.field(static=True)
 
