@@ -42,13 +42,12 @@ UEA = os.path.join(os.path.dirname(__file__), "..", "experiments", "data", "uea"
 
 
 @dataclasses.dataclass(frozen=True)
-class Config:
-    """One batched solve against a solve per sequence, per epoch."""
+class Config(_run.RunConfig):
+    """One batched solve against a solve per sequence, per epoch.
 
-    out: str | None = None
-    """Run folder. Default: results/batching/<date>-<time>. Never overwritten."""
-    quick: bool = False
-    """One case at 8 units and two timed epochs (seconds)."""
+    `--quick`: one case at 8 units and two timed epochs (seconds).
+    """
+
     cases: tuple[str, ...] = (
         "JapaneseVowels",
         "JapaneseVowels@0.5",

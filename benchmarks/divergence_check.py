@@ -33,24 +33,28 @@ Case = Literal["vowels", "ecg"]
 
 
 @dataclasses.dataclass(frozen=True)
-class Config:
-    """The divergence check's share of a training step."""
+class Config(_run.RunConfig):
+    """The divergence check's share of a training step.
 
-    out: str | None = None
-    """Run folder. Default: results/divergence_check/<date>-<time>. Never
-    overwritten."""
-    quick: bool = False
-    """Tiny sizes (seconds): 8 units, batch 4, ECG windows of 1,000 samples."""
+    `--quick`: tiny sizes (seconds): 8 units, batch 4, ECG windows of 1,000 samples.
+    """
+
     cases: tuple[Case, ...] = ("vowels", "ecg")
+    """JapaneseVowels with Tsit5 (the main job), the ECG with fixed-step RK4."""
     hidden_size: int = 64
+    """LTC units of the JapaneseVowels case."""
     batch_size: int = 16
+    """Utterances per JapaneseVowels training batch."""
     ecg_window: int = 100_000
     """ECG samples per window: as many RK4 steps of 1/250 s."""
     ecg_batch_size: int = 4
+    """Windows per ECG training batch."""
     ecg_hidden_size: int = 32
+    """LTC units of the ECG case."""
     repeats: int = 10
     """Timed steps of each variant (alternated), after one warm-up."""
     seed: int = 0
+    """Seeds the model's parameters."""
 
 
 QUICK = dict(

@@ -39,17 +39,20 @@ Mode = Literal["checkpoint", "full", "backsolve"]
 
 
 @dataclasses.dataclass(frozen=True)
-class Config:
-    """ltc_jax's training step against a hand-written one of the same model."""
+class Config(_run.RunConfig):
+    """ltc_jax's training step against a hand-written one of the same model.
 
-    out: str | None = None
-    """Run folder. Default: results/overhead/<date>-<time>. Never overwritten."""
-    quick: bool = False
-    """Tiny sizes (seconds): batch 4, 8 inputs, 16 units, 100 knots and steps."""
+    `--quick`: tiny sizes (seconds): batch 4, 8 inputs, 16 units, 100 knots and steps.
+    """
+
     batch_size: int = 32
+    """Sequences per training step (random inputs and labels)."""
     input_size: int = 64
+    """Input channels."""
     hidden_size: int = 128
+    """LTC units."""
     output_size: int = 10
+    """Classes."""
     knots: int = 1000
     """Input observations per sequence, equally spaced on [0, 1]."""
     steps: int = 1000
@@ -58,6 +61,7 @@ class Config:
     repeats: int = 10
     """Timed steps of each implementation (alternated), after one warm-up."""
     seed: int = 0
+    """Seeds the model's parameters and the random batch."""
 
 
 QUICK = dict(

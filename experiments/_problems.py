@@ -11,6 +11,7 @@ import jax.random as jr
 import numpy as np
 
 import ltc_jax
+from experiments import _run
 
 
 SAMPLE_RATE_HZ = ltc_jax.datasets.MITBIH_208_SAMPLE_RATE_HZ
@@ -56,7 +57,7 @@ def ecg_problem(
 
 
 @dataclasses.dataclass(frozen=True)
-class VowelsTraining:
+class VowelsTraining(_run.RunConfig):
     """The JapaneseVowels training budget shared by the solver and tolerance
     studies: the same for every setting they compare."""
 

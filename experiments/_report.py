@@ -63,6 +63,22 @@ def count(value: int | None) -> str:
     return "-" if value is None else f"{value:,}"
 
 
+def measurement_columns(
+    mib_digits: int, seconds_format: str
+) -> list[tuple[str, Callable[[dict], str]]]:
+    """The memory and time columns of a `ltc_jax.Measurement` record (as a dict):
+    compiled temp and argument MiB and the runtime peak MiB to `mib_digits`
+    places, then the training step's and the forward pass's seconds in
+    `seconds_format` (say `".3f"`)."""
+    return [
+        ("temp MiB", lambda r: mib(r["temp_bytes"], mib_digits)),
+        ("args MiB", lambda r: mib(r["argument_bytes"], mib_digits)),
+        ("runtime peak MiB", lambda r: mib(r["runtime_peak_bytes"], mib_digits)),
+        ("step s", lambda r: format(r["step_seconds"], seconds_format)),
+        ("forward s", lambda r: format(r["forward_seconds"], seconds_format)),
+    ]
+
+
 def pyplot():
     """matplotlib's pyplot on the non-interactive Agg backend (no screen)."""
     import matplotlib

@@ -15,6 +15,19 @@ from experiments import _report
 from ltc_jax.app import make_run_dir
 
 
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """The options every experiment and benchmark starts with; each one's `Config`
+    adds its own and says in its description what `--quick` runs."""
+
+    out: str | None = None
+    """Run folder. Default: results/<experiment>/<date>-<time>. A folder that
+    already holds files is never overwritten."""
+    quick: bool = False
+    """Smoke-test sizes: the experiment's small `QUICK` preset (its description
+    says what that runs)."""
+
+
 def start_run(
     config: Any, experiment: str, quick: dict | None = None
 ) -> tuple[Any, str]:

@@ -29,13 +29,12 @@ TARGET_BYTES = 2**30
 
 
 @dataclasses.dataclass(frozen=True)
-class Config:
-    """Train-step memory and time of the biophysical and the simplified LTC."""
+class Config(_run.RunConfig):
+    """Train-step memory and time of the biophysical and the simplified LTC.
 
-    out: str | None = None
-    """Run folder. Default: results/biophysical_benchmark/<date>-<time>."""
-    quick: bool = False
-    """Smoke-test sizes (under a minute), measured in this process."""
+    `--quick`: smoke-test sizes (under a minute), measured in this process.
+    """
+
     steps: int = 1000
     """Sequence steps: windows of `steps + 1` ECG samples, one fused step each."""
     batch_size: int = 32
@@ -102,10 +101,6 @@ def main(config: Config) -> dict:
     return metrics
 
 
-def _mib(value) -> str:
-    return _report.mib(value, digits=1)
-
-
 def _target(row: dict) -> str:
     peaks = [row["temp_bytes"] + row["argument_bytes"] + row["output_bytes"]]
     if row["runtime_peak_bytes"] is not None:
@@ -120,11 +115,7 @@ def format_report(metrics: dict, config: Config) -> str:
             ("cell", lambda r: r["cell"]),
             ("gradient", lambda r: r["adjoint"]),
             ("steps", lambda r: r["num_steps"]),
-            ("compiled temp MiB", lambda r: _mib(r["temp_bytes"])),
-            ("arguments MiB", lambda r: _mib(r["argument_bytes"])),
-            ("runtime peak MiB", lambda r: _mib(r["runtime_peak_bytes"])),
-            ("s/step", lambda r: f"{r['step_seconds']:.2f}"),
-            ("forward s", lambda r: f"{r['forward_seconds']:.2f}"),
+            *_report.measurement_columns(mib_digits=1, seconds_format=".2f"),
             (
                 "evaluations fwd + bwd",
                 lambda r: (

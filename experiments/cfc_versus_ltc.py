@@ -63,13 +63,12 @@ Part = Literal["approximation", "training", "long_windows", "ecg_trained"]
 
 
 @dataclasses.dataclass(frozen=True)
-class Config:
-    """The CfC against the LTC it approximates."""
+class Config(_run.RunConfig):
+    """The CfC against the LTC it approximates.
 
-    out: str | None = None
-    """Run folder. Default: results/cfc_versus_ltc/<date>-<time>."""
-    quick: bool = False
-    """Tiny sizes: one seed, 2 epochs, short windows."""
+    `--quick`: tiny sizes: one seed, 2 epochs, short windows.
+    """
+
     typical_taus: tuple[float, ...] = (1.0, 10.0, 100.0, 1000.0)
     """Typical time constants, in observation intervals."""
     ecg_samples: int = 3_600

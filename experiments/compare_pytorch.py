@@ -65,21 +65,18 @@ TARGET_SPEEDUP = {"backsolve": 8.0, "full": 3.0}
 
 
 @dataclasses.dataclass(frozen=True)
-class Config:
+class Config(_run.RunConfig):
     """ltc_jax against PyTorch + torchdiffeq and ncps: time, memory, function
     evaluations and gradient agreement of one training step, per configuration.
 
     Defaults are the sizes of the original write-up and finish in about 20 minutes
     on a 2-core CPU.
+
+    `--quick`: smoke run (a few minutes): the options of the small `QUICK` preset that
+    are left at their defaults take the preset's values; options given explicitly keep
+    theirs.
     """
 
-    out: str | None = None
-    """Run folder. Default: results/compare_pytorch/<date>-<time>. A folder that
-    already holds files is never overwritten."""
-    quick: bool = False
-    """Smoke run (a few minutes): the options of the small `QUICK` preset that are
-    left at their defaults take the preset's values; options given explicitly
-    keep theirs."""
     seed: int = 0
     """Seeds the weights (ltc_jax initialisation, copied into PyTorch), the batch,
     and ncps's initialisation."""

@@ -36,12 +36,11 @@ from experiments import _problems, _report, _run
 
 @dataclasses.dataclass(frozen=True)
 class Config(_problems.VowelsTraining):
-    """A dt0 x tau sweep of fixed-step RK4 training on JapaneseVowels."""
+    """A dt0 x tau sweep of fixed-step RK4 training on JapaneseVowels.
 
-    out: str | None = None
-    """Run folder. Default: results/divergence_sweep/<date>-<time>."""
-    quick: bool = False
-    """Tiny sizes: 2 x 2 settings, 64 training series, 2 epochs."""
+    `--quick`: tiny sizes: 2 x 2 settings, 64 training series, 2 epochs.
+    """
+
     dt0s: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0)
     """RK4 steps, in frames."""
     taus: tuple[float, ...] = (0.25, 1.0, 4.0, 16.0)

@@ -46,14 +46,13 @@ Dtype = Literal["float32", "float64"]
 
 
 @dataclasses.dataclass(frozen=True)
-class Config:
-    """Backsolve against exact backpropagation on the MIT-BIH ECG."""
+class Config(_run.RunConfig):
+    """Backsolve against exact backpropagation on the MIT-BIH ECG.
 
-    out: str | None = None
-    """Run folder. Default: results/gradient_accuracy/<date>-<time>. Never
-    overwritten."""
-    quick: bool = False
-    """Smoke-test sizes (under a minute): replaces the sweep below by a tiny one."""
+    `--quick`: smoke-test sizes (under a minute): replaces the sweep below by a tiny
+    one.
+    """
+
     seed: int = 0
     """Seeds the model's parameters."""
     hidden_size: int = 16

@@ -46,14 +46,13 @@ STEP_SLACK = 1.0 + 1e-6
 
 
 @dataclasses.dataclass(frozen=True)
-class Config:
-    """Measure the gradient modes on the MIT-BIH ECG, from short windows to a day."""
+class Config(_run.RunConfig):
+    """Measure the gradient modes on the MIT-BIH ECG, from short windows to a day.
 
-    out: str | None = None
-    """Run folder. Default: results/memory_scaling/<date>-<time>. Never overwritten."""
-    quick: bool = False
-    """Smoke-test sizes (under a minute): replaces the sizes and lists below by tiny
-    ones, and measures in this process instead of one process per configuration."""
+    `--quick`: smoke-test sizes (under a minute): replaces the sizes and lists below by
+    tiny ones, and measures in this process instead of one process per configuration.
+    """
+
     seed: int = 0
     """Seeds the model's parameters."""
     hidden_size: int = 32
@@ -741,12 +740,8 @@ MEASURED_COLUMNS = [
     ("mode", lambda r: r["label"]),
     ("steps", lambda r: r["num_steps"]),
     ("observations", lambda r: r["num_observations"]),
-    ("temp MiB", lambda r: _mib(r["temp_bytes"])),
-    ("args MiB", lambda r: _mib(r["argument_bytes"])),
-    ("runtime peak MiB", lambda r: _mib(r["runtime_peak_bytes"])),
     ("compile s", lambda r: f"{r['compile_seconds']:.1f}"),
-    ("step s", lambda r: f"{r['step_seconds']:.3f}"),
-    ("forward s", lambda r: f"{r['forward_seconds']:.3f}"),
+    *_report.measurement_columns(mib_digits=2, seconds_format=".3f"),
     ("bwd/fwd time", lambda r: f"{r['backward_forward_time_ratio']:.2f}"),
     ("fwd evals", lambda r: r["forward_evaluations"] or "-"),
     ("bwd evals", lambda r: r["backward_evaluations"] or "-"),

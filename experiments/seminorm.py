@@ -29,13 +29,12 @@ from experiments import _problems, _report, _run
 
 
 @dataclasses.dataclass(frozen=True)
-class Config:
-    """Backsolve's reverse solve with and without the seminorm."""
+class Config(_run.RunConfig):
+    """Backsolve's reverse solve with and without the seminorm.
 
-    out: str | None = None
-    """Run folder. Default: results/seminorm/<date>-<time>. Never overwritten."""
-    quick: bool = False
-    """Smoke-test sizes (under a minute)."""
+    `--quick`: smoke-test sizes (under a minute).
+    """
+
     windows: tuple[int, ...] = (90, 360, 1440)
     """Window lengths in samples (360 Hz): 0.25 s, 1 s, 4 s."""
     interpolations: tuple[str, ...] = ("linear", "cubic")

@@ -23,13 +23,12 @@ from experiments import _report, _run, memory_scaling
 
 
 @dataclasses.dataclass(frozen=True)
-class Config:
-    """Time forward solves on one shared time grid against per-sequence times."""
+class Config(_run.RunConfig):
+    """Time forward solves on one shared time grid against per-sequence times.
 
-    out: str | None = None
-    """Run folder. Default: results/shared_grid/<date>-<time>. Never overwritten."""
-    quick: bool = False
-    """Smoke-test size: windows of 101 samples, one timed solve."""
+    `--quick`: smoke-test size: windows of 101 samples, one timed solve.
+    """
+
     steps: tuple[int, ...] = (10_000, 100_000)
     """Solver steps per solve (windows of steps + 1 samples at 360 Hz)."""
     batch_size: int = 4

@@ -33,12 +33,11 @@ ADAPTIVE = ("heun", "bosh3", "tsit5", "dopri5", "dopri8", "kvaerno5")
 
 @dataclasses.dataclass(frozen=True)
 class Config(_problems.VowelsTraining):
-    """Compare the solvers on JapaneseVowels, and on a stiff initialisation."""
+    """Compare the solvers on JapaneseVowels, and on a stiff initialisation.
 
-    out: str | None = None
-    """Run folder. Default: results/solvers/<date>-<time>. Never overwritten."""
-    quick: bool = False
-    """Smoke-test sizes (under a minute)."""
+    `--quick`: smoke-test sizes (under a minute).
+    """
+
     solvers: tuple[str, ...] = FIXED + ADAPTIVE + ("fused",)
     adjoints: tuple[str, ...] = ("checkpoint", "backsolve")
     fixed_dt0: float = 0.1

@@ -28,12 +28,11 @@ from experiments import _problems, _report, _run
 
 @dataclasses.dataclass(frozen=True)
 class Config(_problems.VowelsTraining):
-    """Sweep the tolerances, and compare a tolerance schedule with fixed ones."""
+    """Sweep the tolerances, and compare a tolerance schedule with fixed ones.
 
-    out: str | None = None
-    """Run folder. Default: results/tolerances/<date>-<time>. Never overwritten."""
-    quick: bool = False
-    """Smoke-test sizes (under a minute)."""
+    `--quick`: smoke-test sizes (under a minute).
+    """
+
     tolerances: tuple[tuple[float, float], ...] = (
         (1e-3, 1e-4),
         (1e-4, 1e-5),

@@ -67,13 +67,12 @@ def default_pairs() -> tuple[str, ...]:
 
 
 @dataclasses.dataclass(frozen=True)
-class Config:
-    """The main job's defaults on a list of datasets."""
+class Config(_run.RunConfig):
+    """The main job's defaults on a list of datasets.
 
-    out: str | None = None
-    """Run folder. Default: results/uea_benchmark/<date>-<time>."""
-    quick: bool = False
-    """Smoke test: JapaneseVowels and ArrowHead, one seed, 2 epochs, 8 units."""
+    `--quick`: smoke test: JapaneseVowels and ArrowHead, one seed, 2 epochs, 8 units.
+    """
+
     pairs: tuple[str, ...] = default_pairs()
     """Datasets as NAME=TRAIN.ts,TEST.ts."""
     seeds: tuple[int, ...] = (0, 1, 2)
