@@ -212,7 +212,7 @@ def test_cli_irregular_protocol_with_mask_and_time_channels(tmp_path):
 
 def test_tighten_at_switches_to_the_tight_tolerances():
     """`--tighten-at 0.7` of 10 epochs: loose for epochs 0-6, tight from epoch 7."""
-    from ltc_jax.app.job import training_schedule
+    from ltc_jax.app.settings import training_schedule
 
     config = app.TrainConfig(epochs=10, tighten_at=0.7, rtol=1e-3, atol=1e-4)
     integrator = ltc_jax.make_integrator("tsit5", rtol=1e-3, atol=1e-4)
@@ -231,7 +231,7 @@ def test_tighten_at_switches_to_the_tight_tolerances():
 def test_cli_mixed_precision_trains_and_reloads_in_bfloat16(tmp_path):
     """`--precision bf16`: the run trains, and the saved model reloads with its
     gate's products in bfloat16 (the parameters keep the default float)."""
-    from ltc_jax.app.job import load_run
+    from ltc_jax.app.runs import load_run
 
     _, _, out, metrics = _train_toy(
         tmp_path,
@@ -256,7 +256,7 @@ def test_cli_cfc_trains_evaluates_and_records_one_memory_entry(tmp_path, capsys)
     derived, the memory table has the one `backprop` entry, and `evaluate`
     reproduces the run's test accuracy from the saved model, pooled readout
     (`--readout-pooling`) included."""
-    from ltc_jax.app.job import load_run
+    from ltc_jax.app.runs import load_run
 
     _, test, out, metrics = _train_toy(
         tmp_path,
@@ -289,7 +289,7 @@ def test_cli_resumes_a_run_saved_before_readout_times_were_derived(tmp_path):
     """A `config.json` without `readout_times` (and without the derived
     readout times and batching) is an older run: it resumes reading its final
     state, not with the readout the data would derive now (6 times here)."""
-    from ltc_jax.app.job import load_run
+    from ltc_jax.app.runs import load_run
 
     _, _, out, _ = _train_toy(
         tmp_path,

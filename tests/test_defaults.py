@@ -173,7 +173,7 @@ def test_the_main_job_steps_within_the_stability_bound_of_a_given_tau_init():
     """`--solver rk4 --tau-init 0.001 1` without `--dt0`: the derived step is
     0.9 x RK4's bound over the fastest decay 1/0.001 + 1, not the data's."""
     from ltc_jax.app import TrainConfig
-    from ltc_jax.app.job import resolve_settings
+    from ltc_jax.app.settings import resolve_settings
 
     data = _grid(32, 10, 1.0)
     config = TrainConfig(solver="rk4", tau_init=(0.001, 1.0))
@@ -204,7 +204,7 @@ def test_the_main_job_derives_its_solver(options, solver):
     (the median spacing, 0.5 here), unless error control or a reverse solve
     (whatever its backward solver) asks for an adaptive ODE solver."""
     from ltc_jax.app import TrainConfig
-    from ltc_jax.app.job import resolve_settings
+    from ltc_jax.app.settings import resolve_settings
 
     data = _grid(32, 10, 0.5)
     settings = resolve_settings(TrainConfig(**options), data)

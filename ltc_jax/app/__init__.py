@@ -4,7 +4,8 @@ parses options or prints."""
 
 from .cli import main as main
 from .config import TrainConfig as TrainConfig
-from .job import make_run_dir as make_run_dir, train_and_evaluate as train_and_evaluate
+from .job import train_and_evaluate as train_and_evaluate
+from .runs import make_run_dir as make_run_dir
 
 
 __all__ = ["TrainConfig", "main", "make_run_dir", "train_and_evaluate"]

@@ -12,7 +12,8 @@ import tyro
 import ltc_jax
 
 from .config import TrainConfig
-from .job import RunInterrupted, evaluate_run, predict_run, train_and_evaluate
+from .job import RunInterrupted, train_and_evaluate
+from .runs import evaluate_run, predict_run
 
 
 def _mib(value: int | None) -> str:

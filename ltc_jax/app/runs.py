@@ -1,0 +1,231 @@
+"""A run folder of the main job: the parameters and data statistics it writes at
+the end, and a finished run read back to evaluate or predict on new data."""
+
+import csv
+import datetime
+import json
+import os
+from typing import Any
+
+import equinox as eqx
+import jax
+import numpy as np
+
+import ltc_jax
+from ltc_jax.datasets import SequenceDataset, read_ts, standardize_with
+
+from .config import TrainConfig
+from .settings import (
+    make_config_integrator,
+    make_model,
+    path_options,
+    training_schedule,
+)
+
+
+def make_run_dir(out: str | None, parent: str) -> str:
+    """Create a fresh run folder: `out`, or `<parent>/<date>-<time>` (with a
+    numeric suffix if that exists already).
+
+    **Raises:** `FileExistsError` if `out` exists and is not empty (an earlier run
+    is never overwritten).
+    """
+    if out is None:
+        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+        out = base = os.path.join(parent, stamp)
+        suffix = 1
+        while os.path.exists(out):
+            suffix += 1
+            out = f"{base}-{suffix}"
+    elif os.path.isdir(out) and os.listdir(out):
+        raise FileExistsError(
+            f"{out} already holds files; choose a new folder (runs are never "
+            "overwritten)."
+        )
+    os.makedirs(out, exist_ok=True)
+    return out
+
+
+def output_size_of(train: SequenceDataset) -> int:
+    """The model's outputs for a training set: its classes, or its targets."""
+    return train.num_classes if train.is_classification else train.labels.shape[1]
+
+
+def save_model(
+    run_dir: str,
+    model: ltc_jax.LTC | ltc_jax.CfC,
+    train: SequenceDataset,
+    statistics: tuple[np.ndarray, np.ndarray],
+    settings: dict[str, Any],
+) -> None:
+    """Write `model.eqx` (the parameters, `eqx.tree_serialise_leaves`) and
+    `data.json` (what reading new data needs: the training set's per-channel mean
+    and standard deviation, class names, and output size)."""
+    eqx.tree_serialise_leaves(os.path.join(run_dir, "model.eqx"), model)
+    mean, std = statistics
+    data = dict(
+        mean=mean.tolist(),
+        std=std.tolist(),
+        class_names=list(train.class_names) if train.is_classification else None,
+        output_size=output_size_of(train),
+        input_channels=train.num_channels,
+        input_size=model.input_size,
+        settings={k: v for k, v in settings.items() if k != "derived"},
+    )
+    with open(os.path.join(run_dir, "data.json"), "w") as file:
+        json.dump(data, file, indent=2)
+
+
+def write_history(run_dir: str, history: list[dict]) -> None:
+    """Write the per-epoch history as `history.csv`, and its loss and training
+    accuracy curves as `history.png` where matplotlib is installed."""
+    if not history:
+        return
+    columns = [k for k, v in history[0].items() if np.isscalar(v) or v is None]
+    with open(os.path.join(run_dir, "history.csv"), "w", newline="") as file:
+        writer = csv.DictWriter(file, columns, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(history)
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:  # the plot needs the experiments extra
+        return
+    epochs = [record["epoch"] + 1 for record in history]
+    figure, (loss_axis, accuracy_axis) = plt.subplots(1, 2, figsize=(9, 3.2))
+    loss_axis.plot(epochs, [record["loss"] for record in history], marker=".")
+    loss_axis.set(xlabel="epoch", ylabel="training loss", yscale="log")
+    accuracy_axis.plot(epochs, [record["accuracy"] for record in history], marker=".")
+    accuracy_axis.set(xlabel="epoch", ylabel="training accuracy")
+    figure.tight_layout()
+    figure.savefig(os.path.join(run_dir, "history.png"), dpi=120)
+    plt.close(figure)
+
+
+def config_from_json(saved: dict) -> TrainConfig:
+    """A run's `config.json` as a `TrainConfig` (without the `derived` record;
+    lists back to tuples)."""
+    saved = {k: v for k, v in saved.items() if k != "derived"}
+    if saved.get("tau_init") is not None:
+        saved["tau_init"] = tuple(saved["tau_init"])
+    return TrainConfig(**saved)
+
+
+def load_run(run_dir: str) -> tuple[TrainConfig, ltc_jax.LTC | ltc_jax.CfC, dict]:
+    """The configuration, trained model and data statistics of a finished run.
+
+    **Raises:** `FileNotFoundError` if `run_dir` lacks `config.json`, `model.eqx`
+    or `data.json` (an unfinished run: resume it first).
+    """
+    files = {
+        name: os.path.join(run_dir, name)
+        for name in ("config.json", "model.eqx", "data.json")
+    }
+    missing = [name for name, path in files.items() if not os.path.isfile(path)]
+    if missing:
+        raise FileNotFoundError(
+            f"{run_dir} has no {', '.join(missing)}: not a finished run of ltc-jax "
+            "train (resume it with ltc-jax train --resume first)."
+        )
+    with open(files["config.json"]) as file:
+        config = config_from_json(json.load(file))
+    with open(files["data.json"]) as file:
+        data = json.load(file)
+    if config.x64:
+        jax.config.update("jax_enable_x64", True)
+    like = make_model(config, data["input_size"], data["output_size"], data["settings"])
+    model = eqx.tree_deserialise_leaves(files["model.eqx"], like)
+    return config, model, data
+
+
+def read_for_run(
+    run_dir: str, path: str
+) -> tuple[TrainConfig, ltc_jax.LTC | ltc_jax.CfC, SequenceDataset, dict[str, Any]]:
+    """A finished run and the `.ts` file `path` read and standardised as its
+    training data was.
+
+    **Raises:** `FileNotFoundError` for a missing file; `ValueError` if the file's
+    channels or labels do not match the run's.
+    """
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"--data {path}: no such file.")
+    config, model, stats = load_run(run_dir)
+    class_names = stats["class_names"]
+    data = read_ts(path, class_names=tuple(class_names) if class_names else None)
+    if data.num_channels != stats["input_channels"]:
+        raise ValueError(
+            f"{path} has {data.num_channels} channels; the run was trained on "
+            f"{stats['input_channels']}."
+        )
+    settings = dict(stats["settings"])
+    settings.setdefault("solver", config.solver)  # runs saved before it was derived
+    if settings["adaptive"]:  # room for the new data's longest solve too
+        widest = ltc_jax.derive_defaults([data]).max_steps
+        settings["max_steps"] = max(settings["max_steps"], widest)
+    else:
+        steps = ltc_jax.fixed_max_steps([data], settings["dt0"])
+        settings["max_steps"] = max(settings["max_steps"], steps)
+    data = standardize_with(data, stats["mean"], stats["std"])
+    return config, model, data, settings
+
+
+def _final_integrator(config: TrainConfig, settings: dict) -> ltc_jax.Integrator:
+    """The integrator a run was tested with: its tolerance schedule's last phase."""
+    integrator = make_config_integrator(config, settings)
+    schedule = training_schedule(config, integrator)
+    return integrator if schedule is None else schedule.final
+
+
+def evaluate_run(run_dir: str, path: str) -> dict[str, Any]:
+    """Evaluate a finished run's model on a labelled `.ts` file, read and
+    standardised as its training data was. **Returns:** the dict of
+    [`ltc_jax.evaluate`][]. **Raises:** as `read_for_run`."""
+    config, model, data, settings = read_for_run(run_dir, path)
+    integrator = _final_integrator(config, settings)
+    return ltc_jax.evaluate(
+        model,
+        data,
+        integrator=integrator,
+        batch_size=settings["batch_size"],
+        path=ltc_jax.make_input_path(data, **path_options(config)),
+    )
+
+
+def predict_run(run_dir: str, path: str, out: str) -> int:
+    """Write a finished run's predictions for the series of a `.ts` file to the
+    CSV file `out`: one row per series, its index, the predicted class and each
+    class's probability (for regression, the predicted targets). Labels in the
+    file are read but not used. **Returns:** the number of series. **Raises:** as
+    `read_for_run`; `FileExistsError` if `out` exists."""
+    if os.path.exists(out):
+        raise FileExistsError(f"--out {out} exists; choose a new file.")
+    config, model, data, settings = read_for_run(run_dir, path)
+    integrator = _final_integrator(config, settings)
+    options = path_options(config)
+    forward = eqx.filter_jit(lambda m, p: m(p, integrator=integrator))
+    outputs = np.concatenate(
+        [
+            np.asarray(forward(model, ltc_jax.make_input_path(chunk, **options)))
+            for chunk in (
+                data.take(np.arange(i, min(i + settings["batch_size"], len(data))))
+                for i in range(0, len(data), settings["batch_size"])
+            )
+        ]
+    )
+    with open(out, "w", newline="") as file:
+        writer = csv.writer(file)
+        if data.is_classification:
+            probabilities = np.asarray(jax.nn.softmax(outputs, axis=-1))
+            writer.writerow(["index", "prediction", *data.class_names])
+            for i, row in enumerate(probabilities):
+                prediction = data.class_names[int(np.argmax(row))]
+                writer.writerow([i, prediction, *(f"{p:.6g}" for p in row)])
+        else:
+            writer.writerow(
+                ["index", *(f"target_{j}" for j in range(outputs.shape[1]))]
+            )
+            for i, row in enumerate(outputs):
+                writer.writerow([i, *(f"{v:.6g}" for v in row)])
+    return len(outputs)

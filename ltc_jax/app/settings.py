@@ -1,0 +1,246 @@
+"""What a run's configuration leaves to the data: the settings derived from the
+training set (solver, step, batch size, time constants, readout times), and the
+integrator and model they give."""
+
+from typing import Any
+
+import diffrax
+import jax.random as jr
+
+import ltc_jax
+from ltc_jax.datasets import SequenceDataset
+
+from .._names import has_reverse_solve
+from .config import DEFAULT_ATOL, DEFAULT_RTOL, TrainConfig
+
+
+FIXED_ONLY = ("euler", "rk4", "fused")
+"""Solvers without an error estimate: fixed steps only."""
+
+
+def default_solver(config: TrainConfig) -> tuple[str, str]:
+    """The solver of a config that names none, and why.
+
+    - `"tsit5"` (adaptive) where the config asks for error control (`rtol`,
+      `atol`, `dtmin` or a tolerance schedule), or for a continuous adjoint
+      (`backsolve`, `windowed`): the fused step cannot run backwards in time,
+      and an explicit reverse solve at its one step per observation interval
+      would lie far outside its stability region. A CfC solves no ODE; it
+      gets `"tsit5"` too, unused.
+    - `"fused"` otherwise: the original authors' semi-implicit step (Hasani et
+      al. 2021), one step per observation interval. The derived time constants
+      reach down to a tenth of that interval, where an explicit solver's steps
+      are limited by stability, not accuracy, while the fused step is stable at
+      any step: its decay sits in a denominator. The docs' training page
+      gives the measured trade-off.
+    """
+    if config.model == "cfc":
+        return "tsit5", "a CfC solves no ODE (unused)"
+    if (
+        config.rtol is not None
+        or config.atol is not None
+        or config.dtmin is not None
+        or config.tighten_at is not None
+    ):
+        return "tsit5", (
+            "error control was asked for (tolerances, --dtmin or --tighten-at)"
+        )
+    if has_reverse_solve(config.adjoint):
+        return "tsit5", (
+            f"--adjoint {config.adjoint} solves backwards in time, which the fused "
+            "step cannot, and an explicit reverse solve needs error control at "
+            "the derived time constants"
+        )
+    return "fused", (
+        "the original authors' semi-implicit step: stable at one step per "
+        "observation interval whatever the time constants, where an explicit "
+        "solver's steps shrink to the fastest of them"
+    )
+
+
+def resolve_settings(
+    config: TrainConfig,
+    train: SequenceDataset,
+    others: tuple[SequenceDataset, ...] = (),
+) -> dict[str, Any]:
+    """The settings a config leaves to the data ([`ltc_jax.derive_defaults`][] on
+    the training data; `others`, such as the test set, only widen `max_steps`
+    so that every solve fits), each given option kept: `solver`
+    ([`default_solver`][ltc_jax.app.settings.default_solver] where the config names
+    none), `dt0` (for fixed steps), `adaptive`, `max_steps`, `batch_size`,
+    `tau_init`, and `derived`, naming each setting the data chose and why; also
+    `batching` and `readout_times`."""
+    name, solver_reason = (
+        (config.solver, None) if config.solver is not None else default_solver(config)
+    )
+    adaptive = (
+        config.rtol is not None
+        or config.atol is not None
+        or (config.dt0 is None and name not in FIXED_ONLY)
+    )
+    solver = ltc_jax.make_solver(name, ode_unfolds=config.ode_unfolds)
+    bound = ltc_jax.real_stability_bound(solver)
+    defaults = ltc_jax.derive_defaults(
+        [train],
+        stability_bound=bound,
+        adaptive=adaptive,
+        batch_size=config.batch_size,
+        interpolation=config.interpolation,
+        readout_pooling=config.readout_pooling,
+    )
+    every = (train, *others)
+    reasons = dict(defaults.reasons)
+    implicit = isinstance(solver, diffrax.AbstractImplicitSolver)
+    batching = defaults.batching
+    if implicit:
+        batching = "vmap"
+        reasons["batching"] = (
+            "an implicit solver: a solve per sequence factorises a Jacobian per "
+            "sequence, not one of the whole batch"
+        )
+    readout_times = defaults.readout_times
+    if config.cell == "biophysical":
+        readout_times = 1
+        reasons["readout_times"] = "the biophysical cell reads its final state"
+    reasons["solver"] = solver_reason
+    chosen = dict(
+        solver=name,
+        dt0=config.dt0 if config.dt0 is not None or adaptive else defaults.dt0,
+        batch_size=config.batch_size or defaults.batch_size,
+        tau_init=tuple(config.tau_init or defaults.tau_init),
+        batching=config.batching or batching,
+        readout_times=config.readout_times or readout_times,
+    )
+    if config.dt0 is None and not adaptive and bound is not None:
+        # Stable on the time constants actually drawn (a given --tau-init too).
+        low = max(chosen["tau_init"][0], config.tau_min)
+        chosen["dt0"] = min(defaults.spacing, 0.9 * bound * low / (1 + low))
+    if adaptive:
+        over_every = ltc_jax.derive_defaults(every)
+        widest = over_every.max_steps
+        reasons["max_steps"] = (
+            over_every.reasons["max_steps"]
+            + " (over the training, validation and test sets)"
+        )
+        if config.tighten_at is not None:  # the tight phase takes more steps
+            widest *= 4
+        chosen["max_steps"] = config.max_steps or widest
+    else:
+        chosen["max_steps"] = ltc_jax.fixed_max_steps(every, chosen["dt0"])
+    names = (
+        "solver",
+        "dt0",
+        "batch_size",
+        "tau_init",
+        "max_steps",
+        "batching",
+        "readout_times",
+    )
+    if config.model == "cfc":  # no ODE solve: only the batches and the readout
+        names = ("batch_size", "readout_times")
+    derived = {
+        name: dict(value=chosen[name], reason=reasons[name])
+        for name in names
+        if getattr(config, name) is None and (name != "dt0" or not adaptive)
+    }
+    if not adaptive and config.max_steps is None:
+        derived["max_steps"]["reason"] = "the steps of dt0 the longest sequence needs"
+    return dict(chosen, adaptive=adaptive, derived=derived)
+
+
+def path_options(config: TrainConfig) -> dict[str, Any]:
+    """The `InputPath` options a config asks for."""
+    return dict(
+        interpolation=config.interpolation,
+        observation_mask=config.observation_mask,
+        time_since_observation=config.time_since_observation,
+    )
+
+
+def make_config_integrator(
+    config: TrainConfig,
+    settings: dict[str, Any],
+    adjoint: str | None = None,
+    backward_solver: str | None = None,
+) -> ltc_jax.Integrator:
+    """The [`ltc_jax.Integrator`][] a config asks for, with the `settings` of
+    `resolve_settings` (`solver`, `dt0`, `max_steps`, `adaptive`): fixed steps when
+    `dt0` is given (or derived) without tolerances, adaptive otherwise (default
+    tolerances 1e-3/1e-4)."""
+    rtol = atol = None
+    if settings["adaptive"]:
+        rtol = DEFAULT_RTOL if config.rtol is None else config.rtol
+        atol = DEFAULT_ATOL if config.atol is None else config.atol
+    adjoint = config.adjoint if adjoint is None else adjoint
+    return ltc_jax.make_integrator(
+        settings["solver"],
+        adjoint,
+        dt0=settings["dt0"],
+        rtol=rtol,
+        atol=atol,
+        dtmin=config.dtmin,
+        max_steps=settings["max_steps"],
+        checkpoints=config.checkpoints if adjoint == "checkpoint" else None,
+        windows=config.windows if adjoint == "windowed" else None,
+        backward_solver=(backward_solver or config.backward_solver)
+        if has_reverse_solve(adjoint)
+        else None,
+        seminorm=config.seminorm and has_reverse_solve(adjoint),
+        ode_unfolds=config.ode_unfolds,
+        batching=settings.get("batching", config.batching),
+    )
+
+
+def training_schedule(
+    config: TrainConfig, integrator: ltc_jax.Integrator
+) -> ltc_jax.ToleranceSchedule | None:
+    """The two-phase tolerance schedule of `--tighten-at`, or `None`.
+
+    **Raises:** `ValueError` if `tighten_at` is outside (0, 1) or steps are fixed.
+    """
+    if config.tighten_at is None:
+        return None
+    if not 0.0 < config.tighten_at < 1.0:
+        raise ValueError(f"--tighten-at must lie in (0, 1); got {config.tighten_at}.")
+    if not integrator.is_adaptive:
+        raise ValueError("--tighten-at needs adaptive steps (no --dt0 alone).")
+    switch = max(1, min(config.epochs - 1, round(config.tighten_at * config.epochs)))
+    controller = integrator.stepsize_controller
+    return ltc_jax.ToleranceSchedule(
+        integrator,
+        start_epochs=(0, switch),
+        rtols=(float(controller.rtol), config.tight_rtol),
+        atols=(float(controller.atol), config.tight_atol),
+    )
+
+
+def make_model(
+    config: TrainConfig, input_size: int, output_size: int, settings: dict[str, Any]
+) -> ltc_jax.LTC | ltc_jax.CfC:
+    """The freshly initialised LTC (or CfC) a config describes, with the
+    `tau_init` and `readout_times` of `settings` (from `resolve_settings`; a
+    run saved before readout times existed reads its final state) and the
+    config's `readout_pooling`."""
+    sizes = (input_size, config.hidden_size, output_size)
+    shared = dict(
+        readout_times=settings.get("readout_times", 1),
+        readout_pooling=config.readout_pooling,
+        key=jr.PRNGKey(config.seed),
+    )
+    if config.model == "cfc":
+        return ltc_jax.CfC(
+            *sizes,
+            mode=config.cfc_mode,
+            backbone_units=config.backbone_units,
+            backbone_layers=config.backbone_layers,
+            **shared,
+        )
+    return ltc_jax.LTC(
+        *sizes,
+        cell=config.cell,
+        wiring=config.wiring,
+        tau_init=tuple(settings["tau_init"]),
+        tau_min=config.tau_min,
+        matmul_dtype="bfloat16" if config.precision == "bf16" else None,
+        **shared,
+    )
