@@ -58,8 +58,9 @@ def ecg_problem(
 
 @dataclasses.dataclass(frozen=True)
 class VowelsTraining(_run.RunConfig):
-    """The JapaneseVowels training budget shared by the solver and tolerance
-    studies: the same for every setting they compare."""
+    """The run options and the JapaneseVowels training budget shared by the
+    solver, tolerance and divergence studies: the same for every setting they
+    compare."""
 
     seeds: tuple[int, ...] = (0, 1, 2)
     """One training run per seed (initialisation and data order)."""

@@ -21,23 +21,39 @@ class RunConfig:
     adds its own and says in its description what `--quick` runs."""
 
     out: str | None = None
-    """Run folder. Default: results/<experiment>/<date>-<time>. A folder that
-    already holds files is never overwritten."""
+    """Run folder. Default: results/<the script's name>/<date>-<time>. A folder
+    that already holds files is never overwritten."""
     quick: bool = False
-    """Smoke-test sizes: the experiment's small `QUICK` preset (its description
-    says what that runs)."""
+    """Smoke-test sizes: the options of the script's small `QUICK` preset that are
+    left at their defaults take the preset's values; options given explicitly
+    keep theirs (the description says what it runs)."""
+
+
+def apply_quick(config: Any, quick: dict) -> Any:
+    """`config` with the `quick` preset where `config.quick` asks for it: the
+    preset's values for the options left at their defaults; options given
+    explicitly keep theirs."""
+    if not config.quick:
+        return config
+    defaults = type(config)()
+    preset = {
+        name: value
+        for name, value in quick.items()
+        if getattr(config, name) == getattr(defaults, name)
+    }
+    return dataclasses.replace(config, **preset)
 
 
 def start_run(
     config: Any, experiment: str, quick: dict | None = None
 ) -> tuple[Any, str]:
-    """The configuration to run (`config` with the `quick` preset applied where
-    `config.quick` asks for it) and a fresh `results/<experiment>/<date>-<time>/`
-    (or `config.out`) holding it as `config.json`.
+    """The configuration to run (`config` with the `quick` preset applied, as
+    `apply_quick` does) and a fresh `results/<experiment>/<date>-<time>/` (or
+    `config.out`) holding it as `config.json`.
 
     **Raises:** `FileExistsError` for a non-empty `config.out`."""
-    if quick is not None and config.quick:
-        config = dataclasses.replace(config, **quick)
+    if quick is not None:
+        config = apply_quick(config, quick)
     run_dir = make_run_dir(config.out, os.path.join("results", experiment))
     write_json(os.path.join(run_dir, "config.json"), dataclasses.asdict(config))
     return config, run_dir

@@ -72,9 +72,7 @@ class Config(_run.RunConfig):
     Defaults are the sizes of the original write-up and finish in about 20 minutes
     on a 2-core CPU.
 
-    `--quick`: smoke run (a few minutes): the options of the small `QUICK` preset that
-    are left at their defaults take the preset's values; options given explicitly keep
-    theirs.
+    `--quick`: a smoke run of a few minutes.
     """
 
     seed: int = 0
@@ -1060,14 +1058,7 @@ def main(config: Config) -> dict:
     folder that holds files. A configuration that fails (out of memory, a
     timeout) is reported in its row, not raised.
     """
-    if config.quick:
-        defaults = Config()
-        preset = {
-            name: value
-            for name, value in QUICK.items()
-            if getattr(config, name) == getattr(defaults, name)
-        }
-        config = dataclasses.replace(config, **preset)
+    config = _run.apply_quick(config, QUICK)
     _check(config)
     config, run_dir = _run.start_run(config, EXPERIMENT)
     arrays, data = make_inputs(config)

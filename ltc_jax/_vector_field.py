@@ -360,35 +360,41 @@ class BiophysicalLTCVectorField(AbstractLTCField):
     never trained. The maths is written for one sequence and mapped over leading
     batch axes (`y`: `(*batch, hidden_size)`), so any batch size works, including
     one equal to `hidden_size`.
+
+    **Fields:** recurrent synapses are indexed `[pre, post]` (from unit `j` to
+    unit `i`), sensory ones `[channel, post]`; `*_raw` are the parameters before
+    the softplus (`gleak = softplus(gleak_raw)`, as the properties give them).
+
+    - `gleak_raw`, `vleak`, `cm_raw`: `(hidden_size,)`, the leak conductance, the
+        leak reversal potential and the membrane capacitance.
+    - `w_raw`, `sigma`, `mu`, `erev`: `(hidden_size, hidden_size)`, each
+        recurrent synapse's maximal conductance, the steepness and midpoint (in
+        presynaptic potential) of its sigmoid, and its reversal potential
+        (starting at the wiring's polarity).
+    - `sensory_w_raw`, `sensory_sigma`, `sensory_mu`, `sensory_erev`:
+        `(input_size, hidden_size)`, the same for the sensory synapses, whose
+        midpoint is in the mapped input `x * input_w + input_b`.
+    - `input_w`, `input_b`: `(input_size,)`, the affine input mapping.
+    - `mask`, `sensory_mask`: the wiring's synapses, 1 where one exists and 0
+        elsewhere (integers, never trained).
+    - static `input_size`, `hidden_size`.
     """
 
     gleak_raw: Float[Array, " hidden_size"]
-    """Leak conductance before the softplus: `gleak = softplus(gleak_raw)`."""
     vleak: Float[Array, " hidden_size"]
-    """Leak reversal potential."""
     cm_raw: Float[Array, " hidden_size"]
-    """Membrane capacitance before the softplus: `cm = softplus(cm_raw)`."""
     w_raw: Float[Array, "hidden_size hidden_size"]
-    """Maximal synaptic conductances `w[pre, post]` before the softplus."""
     sigma: Float[Array, "hidden_size hidden_size"]
-    """Steepness of each recurrent synapse's sigmoid."""
     mu: Float[Array, "hidden_size hidden_size"]
-    """Midpoint (in presynaptic potential) of each recurrent synapse's sigmoid."""
     erev: Float[Array, "hidden_size hidden_size"]
-    """Reversal potential of each recurrent synapse; starts at its polarity."""
     sensory_w_raw: Float[Array, "input_size hidden_size"]
     sensory_sigma: Float[Array, "input_size hidden_size"]
     sensory_mu: Float[Array, "input_size hidden_size"]
     sensory_erev: Float[Array, "input_size hidden_size"]
-    """The sensory synapses' four parameters, as the recurrent ones, indexed
-    `[channel, post]`."""
     input_w: Float[Array, " input_size"]
     input_b: Float[Array, " input_size"]
-    """The affine input mapping `x * input_w + input_b`."""
     mask: Array
     sensory_mask: Array
-    """The wiring's recurrent and sensory synapses: 1 where one exists, else 0
-    (integers, never trained)."""
     input_size: int = eqx.field(static=True)
     hidden_size: int = eqx.field(static=True)
 
