@@ -26,42 +26,29 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import jax.random as jr
 import optax
 import tyro
 
 import ltc_jax
 from benchmarks import _side_by_side
-from experiments import _run
+from experiments import _problems, _run
 
 
 Mode = Literal["checkpoint", "full", "backsolve"]
 
 
 @dataclasses.dataclass(frozen=True)
-class Config(_run.RunConfig):
+class Config(_problems.RandomClassification):
     """ltc_jax's training step against a hand-written one of the same model.
 
     `--quick`: tiny sizes (seconds): batch 4, 8 inputs, 16 units, 100 knots and steps.
     """
 
-    batch_size: int = 32
-    """Sequences per training step (random inputs and labels)."""
-    input_size: int = 64
-    """Input channels."""
-    hidden_size: int = 128
-    """LTC units."""
-    output_size: int = 10
-    """Classes."""
-    knots: int = 1000
-    """Input observations per sequence, equally spaced on [0, 1]."""
     steps: int = 1000
     """RK4 steps over [0, 1]."""
     modes: tuple[Mode, ...] = ("checkpoint", "full", "backsolve")
     repeats: int = 10
     """Timed steps of each implementation (alternated), after one warm-up."""
-    seed: int = 0
-    """Seeds the model's parameters and the random batch."""
 
 
 QUICK = dict(
@@ -71,15 +58,9 @@ QUICK = dict(
 
 def make_problem(config: Config):
     """The model, knot times `(knots,)`, values `(batch, knots, input_size)` and
-    integer labels, float32."""
-    model_key, x_key, y_key = jr.split(jr.PRNGKey(config.seed), 3)
-    model = ltc_jax.LTC(
-        config.input_size, config.hidden_size, config.output_size, key=model_key
-    )
-    ts = jnp.linspace(0.0, 1.0, config.knots, dtype=jnp.float32)
-    xs = jr.normal(x_key, (config.batch_size, config.knots, config.input_size))
-    labels = jr.randint(y_key, (config.batch_size,), 0, config.output_size)
-    return model, ts, xs, labels
+    integer labels, float32 on the default device."""
+    model, *batch = _problems.random_classification(config)
+    return model, *(jnp.asarray(x) for x in batch)
 
 
 def hand_written_step(config: Config, mode: Mode, optimizer):

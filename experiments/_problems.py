@@ -57,6 +57,44 @@ def ecg_problem(
 
 
 @dataclasses.dataclass(frozen=True)
+class RandomClassification(_run.RunConfig):
+    """The run options and the problem of the original write-up's measurements
+    (the overhead and PyTorch comparisons): an LTC classifying random sequences
+    observed on [0, 1], at the write-up's sizes by default."""
+
+    seed: int = 0
+    """Seeds the model's initialisation, the batch, and any other draw of the run."""
+    batch_size: int = 32
+    """Sequences per training step (standard-normal values, uniform labels)."""
+    input_size: int = 64
+    """Input channels."""
+    hidden_size: int = 128
+    """LTC units."""
+    output_size: int = 10
+    """Classes of the random labels (cross-entropy loss)."""
+    knots: int = 1000
+    """Input observations per sequence, equally spaced on [0, 1]."""
+
+
+def random_classification(
+    config: RandomClassification,
+) -> tuple[ltc_jax.LTC, np.ndarray, np.ndarray, np.ndarray]:
+    """The LTC of `config.seed` (JAX's default float) and one float32 batch as
+    NumPy arrays: knot times `(knots,)`, standard-normal values `(batch_size,
+    knots, input_size)` and uniform integer labels `(batch_size,)`."""
+    model_key, data_key = jr.split(jr.PRNGKey(config.seed))
+    model = ltc_jax.LTC(
+        config.input_size, config.hidden_size, config.output_size, key=model_key
+    )
+    rng = np.random.default_rng(np.asarray(jr.key_data(data_key)))
+    ts = np.linspace(0.0, 1.0, config.knots, dtype=np.float32)
+    shape = (config.batch_size, config.knots, config.input_size)
+    xs = rng.standard_normal(shape, dtype=np.float32)
+    labels = rng.integers(0, config.output_size, config.batch_size)
+    return model, ts, xs, labels
+
+
+@dataclasses.dataclass(frozen=True)
 class VowelsTraining(_run.RunConfig):
     """The run options and the JapaneseVowels training budget shared by the
     solver, tolerance and divergence studies: the same for every setting they

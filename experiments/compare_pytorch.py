@@ -44,7 +44,7 @@ import tyro
 from jaxtyping import PRNGKeyArray
 
 import ltc_jax
-from experiments import _report, _run
+from experiments import _problems, _report, _run
 
 
 EXPERIMENT = "compare_pytorch"
@@ -65,9 +65,11 @@ TARGET_SPEEDUP = {"backsolve": 8.0, "full": 3.0}
 
 
 @dataclasses.dataclass(frozen=True)
-class Config(_run.RunConfig):
+class Config(_problems.RandomClassification):
     """ltc_jax against PyTorch + torchdiffeq and ncps: time, memory, function
     evaluations and gradient agreement of one training step, per configuration.
+    The weights are ltc_jax's initialisation, copied into PyTorch; `--seed` also
+    seeds ncps's initialisation.
 
     Defaults are the sizes of the original write-up and finish in about 20 minutes
     on a 2-core CPU.
@@ -75,16 +77,6 @@ class Config(_run.RunConfig):
     `--quick`: a smoke run of a few minutes.
     """
 
-    seed: int = 0
-    """Seeds the weights (ltc_jax initialisation, copied into PyTorch), the batch,
-    and ncps's initialisation."""
-    batch_size: int = 32
-    input_size: int = 64
-    hidden_size: int = 128
-    output_size: int = 10
-    """Classes of the random labels (cross-entropy loss)."""
-    knots: int = 1000
-    """Input observations per sequence, equally spaced on [0, 1]."""
     rk4_steps: tuple[int, ...] = (100, 1000, 10000)
     """Fixed-step RK4 runs: steps over [0, 1]."""
     dopri5: tuple[Literal["knots", "free"], ...] = ("knots", "free")
@@ -369,21 +361,8 @@ def with_arrays(model: ltc_jax.LTC, arrays: dict[str, np.ndarray]) -> ltc_jax.LT
 def make_inputs(config: Config) -> tuple[dict[str, np.ndarray], Data]:
     """The initial weights (an `ltc_jax.LTC` initialised from `config.seed`) and
     the batch (standard-normal values, uniform labels), in float32."""
-    model_key, data_key = jr.split(jr.PRNGKey(config.seed))
-    model = ltc_jax.LTC(
-        config.input_size,
-        config.hidden_size,
-        config.output_size,
-        key=model_key,
-    )
-    rng = np.random.default_rng(np.asarray(jr.key_data(data_key)))
-    data = Data(
-        ts=np.linspace(0.0, 1.0, config.knots, dtype=np.float32),
-        xs=rng.standard_normal(
-            (config.batch_size, config.knots, config.input_size), dtype=np.float32
-        ),
-        labels=rng.integers(0, config.output_size, config.batch_size),
-    )
+    model, *batch = _problems.random_classification(config)
+    data = Data(*batch)
     arrays = {k: v.astype(np.float32) for k, v in named_arrays(model).items()}
     return arrays, data
 
