@@ -25,14 +25,15 @@ class RunConfig:
     that already holds files is never overwritten."""
     quick: bool = False
     """Smoke-test sizes: the options of the script's small `QUICK` preset that are
-    left at their defaults take the preset's values; options given explicitly
-    keep theirs (the description says what it runs)."""
+    at their defaults take the preset's values; options given other values keep
+    theirs (the description says what it runs)."""
 
 
 def apply_quick(config: Any, quick: dict) -> Any:
     """`config` with the `quick` preset where `config.quick` asks for it: the
-    preset's values for the options left at their defaults; options given
-    explicitly keep theirs."""
+    preset's values for the options at their defaults; options set to other
+    values keep theirs. (An option given at its default value cannot be told
+    from one left there: it takes the preset's value.)"""
     if not config.quick:
         return config
     defaults = type(config)()

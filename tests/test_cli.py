@@ -49,11 +49,11 @@ def test_cli_on_any_ts_pair(tmp_path, capsys):
     # The default solver takes fixed steps: no tolerances.
     assert metrics["rtol"] is None and metrics["atol"] is None
     assert not metrics["adaptive"]
-    # The validation share comes out of the training file only (stratified 10%
-    # of 24 toy series: 1 of each of the two classes, rounded up from 1.2).
+    # No validation share by default for 24 series (10% would be 2.4, under
+    # 100): every training series trains, and the last epoch is kept.
     sizes = metrics["dataset"]
-    assert sizes["train_size"] + sizes["validation_size"] == 24
-    assert sizes["validation_size"] == 2 and sizes["test_size"] == 10
+    assert sizes["train_size"] == 24 and sizes["validation_size"] == 0
+    assert sizes["test_size"] == 10
     derived = json.loads((out / "config.json").read_text())["derived"]
     # Batch size given; the rest from the data: the fused step, one per median
     # observation interval (the toy series are sampled at unit spacing).
@@ -64,14 +64,12 @@ def test_cli_on_any_ts_pair(tmp_path, capsys):
         "max_steps",
         "batching",
         "readout_times",
+        "validation_fraction",
     }
     assert derived["solver"]["value"] == "fused" and derived["dt0"]["value"] == 1.0
+    assert derived["validation_fraction"]["value"] == 0
     assert all(choice["reason"] for choice in derived.values())
-    assert metrics["best_epoch"] in (0, 1)
-    with open(out / "history.csv") as file:
-        rows = list(csv.DictReader(file))
-    assert [float(r["loss"]) for r in rows] == [h["loss"] for h in metrics["history"]]
-    assert (out / "history.png").stat().st_size > 0
+    assert metrics["best_epoch"] is None and len(metrics["history"]) == 2
     # evaluate re-reads the test file, standardised with the saved training
     # statistics, and reloads the saved model: the same accuracy as the run's.
     capsys.readouterr()
@@ -92,6 +90,39 @@ def test_cli_on_any_ts_pair(tmp_path, capsys):
     assert np.mean(correct) == pytest.approx(metrics["test_accuracy"])
     for row in predictions:
         assert sum(float(row[name]) for name in names) == pytest.approx(1, abs=1e-5)
+    with open(out / "history.csv") as file:
+        rows = list(csv.DictReader(file))
+    assert [float(r["loss"]) for r in rows] == [h["loss"] for h in metrics["history"]]
+    assert (out / "history.png").stat().st_size > 0
+
+
+def test_cli_validation_share_comes_from_the_training_file_only(tmp_path):
+    """A given share is stratified from the training file (10% of 24 toy series:
+    1 of each of the two classes, rounded up from 1.2); the test file is whole,
+    and the epoch kept is the one of lowest validation loss."""
+    _, _, out, metrics = _train_toy(
+        tmp_path,
+        24,
+        10,
+        "--hidden-size",
+        "4",
+        "--epochs",
+        "2",
+        "--batch-size",
+        "8",
+        "--validation-fraction",
+        "0.1",
+        "--no-memory-table",
+    )
+    sizes = metrics["dataset"]
+    assert sizes["train_size"] == 22 and sizes["validation_size"] == 2
+    assert sizes["test_size"] == 10
+    assert (
+        "validation_fraction"
+        not in json.loads((out / "config.json").read_text())["derived"]
+    )
+    losses = [h["validation_loss"] for h in metrics["history"]]
+    assert metrics["best_epoch"] == losses.index(min(losses))
 
 
 def _bad(tmp_path, capsys, *args):
@@ -144,6 +175,9 @@ def test_cli_out_that_is_a_file_and_debug(tmp_path, capsys, monkeypatch):
         cli.main(["train", "--out", "taken", "--debug"])
     assert "not a finished run" in _bad(
         tmp_path, capsys, "evaluate", str(tmp_path), "--data", "taken"
+    )
+    assert "nosuch: no such run folder" in _bad(
+        tmp_path, capsys, "predict", "nosuch", "--data", "taken"
     )
 
 
@@ -278,7 +312,12 @@ def test_cli_cfc_trains_evaluates_and_records_one_memory_entry(tmp_path, capsys)
     model = load_run(str(out))[1]
     assert model.readout_pooling and model.readout.weight.shape == (2, 3 * 4)
     assert set(metrics["memory_bytes_by_mode"]) == {"backprop"}
-    assert set(metrics["derived"]) == {"batch_size", "readout_times"}
+    # No ODE solve: only the batches, the readout and the validation share.
+    assert set(metrics["derived"]) == {
+        "batch_size",
+        "readout_times",
+        "validation_fraction",
+    }
     assert "cell updates" in capsys.readouterr().out
     assert cli.main(["evaluate", str(out), "--data", test]) == 0
     printed = capsys.readouterr().out

@@ -214,3 +214,27 @@ def test_the_main_job_derives_its_solver(options, solver):
     if solver == "fused":
         assert settings["dt0"] == 0.5
         assert settings["max_steps"] == 9  # 10 observations 0.5 apart: 4.5 / 0.5
+
+
+@pytest.mark.parametrize(
+    "train_size, given, expected",
+    [
+        (270, None, 0.0),  # JapaneseVowels: 27 held out, under 100
+        (999, None, 0.0),  # 99.9 held out
+        (1000, None, 0.1),  # exactly 100
+        (5000, None, 0.1),
+        (270, 0.25, 0.25),  # given: kept, whatever the size
+        (5000, 0.0, 0.0),
+    ],
+)
+def test_the_main_job_holds_out_a_validation_share_of_at_least_100(
+    train_size, given, expected
+):
+    from ltc_jax.app import TrainConfig
+    from ltc_jax.app.settings import validation_share
+
+    fraction, reason = validation_share(
+        TrainConfig(validation_fraction=given), train_size
+    )
+    assert fraction == expected
+    assert reason == "given" if given is not None else str(train_size) in reason

@@ -141,12 +141,14 @@ class TrainConfig:
     """Sequences per optimiser step (the last batch is filled with weight-0
     copies). Default: derived from the training set's size (about 16 steps per
     epoch, a power of two in [8, 64])."""
-    validation_fraction: float = 0.1
+    validation_fraction: OptionalFloat = None
     """Share of each class of the training set held out to choose the epoch
-    (stratified, seeded by --seed); 0: none. The test set is never used."""
+    (stratified, seeded by --seed); 0: none, train on the whole training set for
+    --epochs and keep the last epoch. The test set is never used. Default:
+    derived, 0.1 where that holds out at least 100 series, else 0."""
     patience: OptionalInt = 20
     """Stop after this many epochs without a lower validation loss, and keep the
-    best epoch's model (ignored with --validation-fraction 0)."""
+    best epoch's model (ignored without a validation share)."""
     learning_rate: float = 1e-2
     """Peak learning rate of Adam (cosine decay to 1% of it)."""
     weight_decay: float = 0.0
@@ -237,7 +239,9 @@ class TrainConfig:
                 raise ValueError(
                     f"{_flag(name)} must be zero or positive; got {value}."
                 )
-        if not 0.0 <= self.validation_fraction < 1.0:
+        if self.validation_fraction is not None and not (
+            0.0 <= self.validation_fraction < 1.0
+        ):
             raise ValueError(
                 "--validation-fraction must lie in [0, 1); got "
                 f"{self.validation_fraction}."

@@ -38,6 +38,7 @@ from .settings import (
     path_options,
     resolve_settings,
     training_schedule,
+    validation_share,
 )
 
 
@@ -75,9 +76,10 @@ def check_paths(config: TrainConfig) -> None:
 
 def load_data(config: TrainConfig) -> dict[str, Any]:
     """The data a config names: `train`, `validation` (a stratified share of
-    the training file, `None` with `validation_fraction=0`) and `test`, with
-    observations dropped if `drop_rate > 0`, standardised with the statistics of
-    the training part only, which are returned as `statistics` `(mean, std)`.
+    the training file, as `validation_share` chooses it, `None` for a share of
+    0) and `test`, with observations dropped if `drop_rate > 0`, standardised
+    with the statistics of the training part only, which are returned as
+    `statistics` `(mean, std)`; and `validation_fraction`, the share and why.
 
     **Raises:** `ValueError` if the files have different channels; the errors of
     [`ltc_jax.datasets.read_ts`][].
@@ -99,10 +101,9 @@ def load_data(config: TrainConfig) -> dict[str, Any]:
         train = drop_observations(train, config.drop_rate, seed=config.seed)
         test = drop_observations(test, config.drop_rate, seed=config.seed + 1)
     validation = None
-    if config.validation_fraction > 0:
-        train, validation = stratified_split(
-            train, config.validation_fraction, seed=config.seed
-        )
+    fraction, reason = validation_share(config, len(train))
+    if fraction > 0:
+        train, validation = stratified_split(train, fraction, seed=config.seed)
     statistics = channel_statistics(train)
     scale = lambda data: None if data is None else standardize_with(data, *statistics)  # noqa: E731
     return dict(
@@ -110,6 +111,7 @@ def load_data(config: TrainConfig) -> dict[str, Any]:
         validation=scale(validation),
         test=scale(test),
         statistics=statistics,
+        validation_fraction=dict(value=fraction, reason=reason),
     )
 
 
@@ -245,6 +247,8 @@ def train_and_evaluate(
     train, validation, test = data["train"], data["validation"], data["test"]
     held = () if validation is None else (validation,)
     settings = resolve_settings(config, train, (*held, test))
+    if config.validation_fraction is None:
+        settings["derived"]["validation_fraction"] = data["validation_fraction"]
     if resume:  # what the run derived and kept (its solver, batch size) says why
         settings["derived"] = saved_derived | settings["derived"]
     config = dataclasses.replace(config, solver=settings["solver"])

@@ -123,6 +123,8 @@ def load_run(run_dir: str) -> tuple[TrainConfig, ltc_jax.LTC | ltc_jax.CfC, dict
         name: os.path.join(run_dir, name)
         for name in ("config.json", "model.eqx", "data.json")
     }
+    if not os.path.isdir(run_dir):
+        raise FileNotFoundError(f"{run_dir}: no such run folder.")
     missing = [name for name, path in files.items() if not os.path.isfile(path)]
     if missing:
         raise FileNotFoundError(
@@ -200,7 +202,10 @@ def predict_run(run_dir: str, path: str, out: str) -> int:
     file are read but not used. **Returns:** the number of series. **Raises:** as
     `read_for_run`; `FileExistsError` if `out` exists."""
     if os.path.exists(out):
-        raise FileExistsError(f"--out {out} exists; choose a new file.")
+        raise FileExistsError(
+            f"{out} exists; predictions never overwrite a file: give another with "
+            "--out."
+        )
     config, model, data, settings = read_for_run(run_dir, path)
     integrator = _final_integrator(config, settings)
     options = path_options(config)

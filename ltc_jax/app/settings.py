@@ -18,6 +18,41 @@ FIXED_ONLY = ("euler", "rk4", "fused")
 """Solvers without an error estimate: fixed steps only."""
 
 
+VALIDATION_FRACTION = 0.1
+"""The share of the training set the main job holds out, where it holds one out."""
+
+MIN_VALIDATION_SERIES = 100
+"""The fewest series a held-out share chooses the epoch on: the standard error of
+an accuracy on `n` series is up to `0.5 / sqrt(n)`, 5 points at 100, the size of
+the differences between epochs it has to tell apart."""
+
+
+def validation_share(config: TrainConfig, train_size: int) -> tuple[float, str]:
+    """The share of the training set a config holds out to choose the epoch,
+    and why: `config.validation_fraction` where given; otherwise
+    `VALIDATION_FRACTION` where that holds out at least `MIN_VALIDATION_SERIES`
+    of the `train_size` training series, else none (0): on fewer, the epoch
+    chosen follows the noise of a few series, and stopping early cuts the
+    learning-rate schedule short (measured on the development benchmark:
+    without a share, OSULeaf, ACSF1 and ArrowHead each gained 3 to 11 points,
+    one seed, and JapaneseVowels stayed at 97.8%)."""
+    if config.validation_fraction is not None:
+        return config.validation_fraction, "given"
+    held = VALIDATION_FRACTION * train_size
+    if held >= MIN_VALIDATION_SERIES:
+        return VALIDATION_FRACTION, (
+            f"{VALIDATION_FRACTION:g} of {train_size} training series holds out "
+            f"{held:.0f}, at least {MIN_VALIDATION_SERIES}: enough to choose the "
+            "epoch on"
+        )
+    return 0.0, (
+        f"{VALIDATION_FRACTION:g} of {train_size} training series would hold out "
+        f"{held:.0f}, under {MIN_VALIDATION_SERIES}: too few to choose an epoch "
+        "on, so the whole training set trains for --epochs and the last epoch "
+        "is kept"
+    )
+
+
 def default_solver(config: TrainConfig) -> tuple[str, str]:
     """The solver of a config that names none, and why.
 
