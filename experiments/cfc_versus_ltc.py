@@ -34,7 +34,7 @@ ODE solution, and the two models trained side by side.
 The UEA development benchmark with the CfC is `python -m
 experiments.uea_benchmark --model cfc`.
 
-    python -m experiments.cfc_versus_ltc           # about an hour on 2 shared cores
+    python -m experiments.cfc_versus_ltc           # an hour or more on 2 shared cores
     python -m experiments.cfc_versus_ltc --quick   # minutes
     python -m experiments.cfc_versus_ltc --parts ecg_trained   # part 4 alone
 
@@ -77,7 +77,8 @@ class Config(_run.RunConfig):
     """Observations over which the approximation error is reported."""
     seeds: tuple[int, ...] = (0, 1, 2)
     epochs: int | None = None
-    """The main job's epochs (default: its own, with early stopping)."""
+    """The main job's epochs (default: its own, 100; early stopping only where
+    it holds out a validation share)."""
     long_windows: tuple[int, ...] = (10_000, 100_000)
     """ECG windows (samples) of the one-step comparison."""
     timed_steps: int = 3

@@ -10,7 +10,7 @@ and `--model cfc` or `--readout-pooling` change the main job's options.
 Each run is the main job itself (`ltc_jax.app.train_and_evaluate`) in its own
 process, writing its run folder under this run's. The table gives the test
 accuracy (mean and standard deviation over the seeds), the training time, the
-solver steps per sequence and the epoch early stopping kept, next to:
+solver steps per sequence, next to:
 
 - 1-NN Euclidean accuracy computed here on the same arrays (equal lengths only),
   a check on the loading and on the transcription of the next column;

@@ -96,10 +96,12 @@ def test_cli_on_any_ts_pair(tmp_path, capsys):
     assert (out / "history.png").stat().st_size > 0
 
 
-def test_cli_validation_share_comes_from_the_training_file_only(tmp_path):
-    """A given share is stratified from the training file (10% of 24 toy series:
-    1 of each of the two classes, rounded up from 1.2); the test file is whole,
-    and the epoch kept is the one of lowest validation loss."""
+def test_cli_validation_share_comes_from_the_training_file_only(tmp_path, monkeypatch):
+    """A derived share (here with the floor lowered from 100 to 2 series) is
+    stratified from the training file (10% of 24 toy series: 1 of each of the
+    two classes, rounded from 1.2); the test file is whole, and the epoch kept
+    is the one of lowest validation loss."""
+    monkeypatch.setattr("ltc_jax.app.settings.MIN_VALIDATION_SERIES", 2)
     _, _, out, metrics = _train_toy(
         tmp_path,
         24,
@@ -110,17 +112,14 @@ def test_cli_validation_share_comes_from_the_training_file_only(tmp_path):
         "2",
         "--batch-size",
         "8",
-        "--validation-fraction",
-        "0.1",
         "--no-memory-table",
     )
     sizes = metrics["dataset"]
     assert sizes["train_size"] == 22 and sizes["validation_size"] == 2
     assert sizes["test_size"] == 10
-    assert (
-        "validation_fraction"
-        not in json.loads((out / "config.json").read_text())["derived"]
-    )
+    share = json.loads((out / "config.json").read_text())["derived"]
+    assert share["validation_fraction"]["value"] == 0.1
+    assert "holds out 2, at least 2" in share["validation_fraction"]["reason"]
     losses = [h["validation_loss"] for h in metrics["history"]]
     assert metrics["best_epoch"] == losses.index(min(losses))
 
@@ -178,6 +177,17 @@ def test_cli_out_that_is_a_file_and_debug(tmp_path, capsys, monkeypatch):
     )
     assert "nosuch: no such run folder" in _bad(
         tmp_path, capsys, "predict", "nosuch", "--data", "taken"
+    )
+    (tmp_path / "predictions.csv").write_text("")
+    assert "give another with --out" in _bad(
+        tmp_path,
+        capsys,
+        "predict",
+        str(tmp_path),
+        "--data",
+        "taken",
+        "--out",
+        str(tmp_path / "predictions.csv"),
     )
 
 

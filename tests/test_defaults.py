@@ -217,24 +217,36 @@ def test_the_main_job_derives_its_solver(options, solver):
 
 
 @pytest.mark.parametrize(
-    "train_size, given, expected",
+    "class_sizes, given, expected, held",
     [
-        (270, None, 0.0),  # JapaneseVowels: 27 held out, under 100
-        (999, None, 0.0),  # 99.9 held out
-        (1000, None, 0.1),  # exactly 100
-        (5000, None, 0.1),
-        (270, 0.25, 0.25),  # given: kept, whatever the size
-        (5000, 0.0, 0.0),
+        ((30,) * 9, None, 0.0, 27),  # JapaneseVowels' shape: 3 of each class
+        ((333, 333, 334), None, 0.0, 99),  # 33 + 33 + 33, rounded per class
+        ((500, 500), None, 0.1, 100),  # 50 + 50
+        ((5, 5), 0.25, 0.25, None),  # given: kept, whatever the size
+        ((600, 600), 0.0, 0.0, None),
     ],
 )
 def test_the_main_job_holds_out_a_validation_share_of_at_least_100(
-    train_size, given, expected
+    class_sizes, given, expected, held
 ):
+    """The share is judged on what the stratified split holds out (rounded per
+    class, counted here by hand), not on 10% of the total."""
     from ltc_jax.app import TrainConfig
     from ltc_jax.app.settings import validation_share
 
-    fraction, reason = validation_share(
-        TrainConfig(validation_fraction=given), train_size
+    labels = np.repeat(np.arange(len(class_sizes)), class_sizes)
+    n = len(labels)
+    train = SequenceDataset(
+        ts=np.tile(np.arange(3.0), (n, 1)),
+        xs=np.zeros((n, 3, 1)),
+        lengths=np.full(n, 3),
+        labels=labels,
+        class_names=tuple(str(c) for c in range(len(class_sizes))),
     )
+    fraction, reason = validation_share(TrainConfig(validation_fraction=given), train)
     assert fraction == expected
-    assert reason == "given" if given is not None else str(train_size) in reason
+    if held is None:
+        assert reason == "given"
+    else:
+        assert f"hold out {held}," in reason or f"holds out {held}," in reason
+        assert (" under 100" in reason) == (held < 100)

@@ -101,7 +101,7 @@ def load_data(config: TrainConfig) -> dict[str, Any]:
         train = drop_observations(train, config.drop_rate, seed=config.seed)
         test = drop_observations(test, config.drop_rate, seed=config.seed + 1)
     validation = None
-    fraction, reason = validation_share(config, len(train))
+    fraction, reason = validation_share(config, train)
     if fraction > 0:
         train, validation = stratified_split(train, fraction, seed=config.seed)
     statistics = channel_statistics(train)
@@ -167,9 +167,10 @@ def _resumed_config(config: TrainConfig) -> tuple[TrainConfig, dict[str, Any]]:
     `config` sets an option to a value the saved run does not have: a resumed
     run keeps its options, except where it runs (`PLACEMENT`), which comes from
     `config` (another device count gives the same run to round-off). The batch
-    size the run derived is kept (so that another device count cannot change
-    it), and a run saved before readout times and batching were derived keeps
-    reading its final state and the batching it had.
+    size and the validation share the run derived are kept (so that neither
+    another device count nor a later rule can change them), and a run saved
+    before readout times and batching were derived keeps reading its final
+    state and the batching it had.
     """
     saved_path = os.path.join(config.resume, "config.json")
     if not os.path.isfile(saved_path):
@@ -193,6 +194,8 @@ def _resumed_config(config: TrainConfig) -> tuple[TrainConfig, dict[str, Any]]:
     here = {name: getattr(config, name) for name in PLACEMENT}
     derived = raw.get("derived", {})
     kept = {}
+    if saved.validation_fraction is None and "validation_fraction" in derived:
+        kept["validation_fraction"] = derived["validation_fraction"]["value"]
     if saved.batch_size is None and "batch_size" in derived:
         kept["batch_size"] = derived["batch_size"]["value"]
     if saved.readout_times is None and "readout_times" not in derived:
