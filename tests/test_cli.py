@@ -49,8 +49,8 @@ def test_cli_on_any_ts_pair(tmp_path, capsys):
     # The default solver takes fixed steps: no tolerances.
     assert metrics["rtol"] is None and metrics["atol"] is None
     assert not metrics["adaptive"]
-    # No validation share by default for 24 series (10% would be 2.4, under
-    # 100): every training series trains, and the last epoch is kept.
+    # No validation share by default for 24 series (10% of each class holds out
+    # 2, under 100): every training series trains, and the last epoch is kept.
     sizes = metrics["dataset"]
     assert sizes["train_size"] == 24 and sizes["validation_size"] == 0
     assert sizes["test_size"] == 10
