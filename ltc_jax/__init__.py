@@ -47,6 +47,7 @@ from ._errors import (
     TrainingFailedError as TrainingFailedError,
 )
 from ._evaluate import evaluate as evaluate
+from ._failures import failure_reason as failure_reason
 from ._integrate import Trajectory as Trajectory, integrate as integrate
 from ._integrator import (
     Integrator as Integrator,
@@ -99,6 +100,11 @@ from ._parallel import (
     shard_batch as shard_batch,
 )
 from ._paths import InputPath as InputPath
+from ._progress import (
+    AbstractFitProgress as AbstractFitProgress,
+    NoFitProgress as NoFitProgress,
+    TqdmFitProgress as TqdmFitProgress,
+)
 from ._solver import (
     RK4 as RK4,
     AbstractLTCFormTerm as AbstractLTCFormTerm,
@@ -106,13 +112,7 @@ from ._solver import (
     LTCTerm as LTCTerm,
 )
 from ._solver.stability import real_stability_bound as real_stability_bound
-from ._train import (
-    AbstractFitProgress as AbstractFitProgress,
-    NoFitProgress as NoFitProgress,
-    TqdmFitProgress as TqdmFitProgress,
-    failure_reason as failure_reason,
-    fit as fit,
-)
+from ._train import fit as fit
 from ._vector_field import (
     AbstractLTCField as AbstractLTCField,
     BiophysicalLTCVectorField as BiophysicalLTCVectorField,

@@ -24,7 +24,8 @@ was written against (0.7.2): `_Frozen` (the continuous adjoint's cotangents of
 data), `_ClipToJumps` (jump times copied into every checkpoint),
 `_one_save_at_end` (NaN gradients from a save time repeated at `t1`),
 `_reverse_solve_stops_at_jumps` (a reverse-solve controller that forgets the
-jumps), and, against JAX 0.10, `_derivatives_taken` (naming the derivatives only
+jumps). One more, against JAX 0.10, sits with the checks it serves in
+`_solve_checks.py`: `derivatives_taken` (naming the derivatives only
 `DirectAdjoint` supports before diffrax's loop fails on them).
 """
 
@@ -41,6 +42,12 @@ from jaxtyping import Array, Float, PyTree
 from ._adjoint import WindowedBacksolveAdjoint
 from ._integrator import Integrator
 from ._paths import InputPath
+from ._solve_checks import (
+    check_bounds,
+    check_derivative_order,
+    check_inputs,
+    check_precision,
+)
 from ._solver.fused import AbstractLTCFormTerm, needs_ltc_form
 from ._vector_field import AbstractLTCField
 
@@ -368,117 +375,10 @@ def _reverse_solve_stops_at_jumps(adjoint, controller):
     return eqx.tree_at(lambda a: a.kwargs, adjoint, kwargs)  # keeps its class
 
 
-NON_FINITE_INPUT = (
-    "The vector field's parameters or the initial state y0 hold NaN or infinity, "
-    "so no solve can succeed"
-)
-DIVERGED = "The solve diverged: its state left the bound the exact solution keeps"
-
-
-def _check_inputs(vector_field, y0, integrator):
-    """`y0`, failing the solve (under `throw`) if it or the field's parameters
-    are not finite: one reduction per solve, not per evaluation."""
-    if not (integrator.throw and integrator.check_state):
-        return y0
-    leaves = jax.tree.leaves(eqx.filter((vector_field, y0), eqx.is_inexact_array))
-    finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
-    return eqx.error_if(
-        y0,
-        ~finite,
-        f"{NON_FINITE_INPUT} (in training: a diverged update; lower the learning "
-        "rate, clip the gradients, or check the data).",
-    )
-
-
-def _check_bounds(vector_field, y0, ys, integrator):
-    """`ys`, failing the solve (under `throw`) if a saved state lies outside the
-    field's state bounds (widened to hold `y0`) by more than their width (and
-    at least 1% of their size): room for any solver's inaccuracy near the
-    bound, none for what a fixed explicit step outside its stability region
-    produces, a state that grows without end while staying finite."""
-    bounds = None
-    if isinstance(vector_field, AbstractLTCField):
-        bounds = vector_field.state_bounds()
-    if bounds is None or not (integrator.throw and integrator.check_state):
-        return ys
-    y0 = y0.astype(ys.dtype)
-    low, high = (jnp.broadcast_to(b.astype(ys.dtype), y0.shape) for b in bounds)
-    low, high = jnp.minimum(low, y0), jnp.maximum(high, y0)  # (batch, hidden)
-    low, high = low[None], high[None]  # against (saves, batch, hidden)
-    slack = (high - low) + 0.01 * (1 + jnp.maximum(jnp.abs(low), jnp.abs(high)))
-    outside = (ys < low - slack) | (ys > high + slack) | ~jnp.isfinite(ys)
-    return eqx.error_if(
-        ys,
-        jnp.any(outside),
-        f"{DIVERGED} (Hasani et al. 2021, Theorem 2: each unit between min(0, A) "
-        "and max(0, A); for the biophysical cell, between its reversal potentials). "
-        "With fixed explicit steps this is a step outside the solver's stability "
-        "region: lower dt0, raise tau_min, or take adaptive steps.",
-    )
-
-
-HIGHER_ORDER = (
-    "Forward-mode and higher-order derivatives (jax.jvp, jax.hessian, a gradient "
-    "of a gradient) go through the solver's loop only with adjoint='direct' "
-    "(diffrax.DirectAdjoint); adjoint={mode!r} computes first-order reverse-mode "
-    "gradients only. Use make_integrator(..., adjoint='direct')."
-)
-
-
-def _derivatives_taken(tree) -> tuple[int, bool]:
-    """How many derivatives are being taken of the arrays of `tree` (the nesting
-    depth of JAX's autodiff tracers over them), and whether any is forward mode.
-
-    Read off JAX 0.10's tracer classes by name (`LinearizeTracer` for reverse
-    mode, `JVPTracer` for forward mode, `BatchTracer` under vmap passed
-    through): the only way to name an unsupported derivative before diffrax's
-    loop fails with a message about `lax.while_loop`."""
-    deepest, forward = 0, False
-    for leaf in jax.tree.leaves(eqx.filter(tree, eqx.is_array)):
-        depth, tracer = 0, leaf
-        for _ in range(64):
-            kind = type(tracer).__name__
-            if kind in ("LinearizeTracer", "JVPTracer"):
-                depth += 1
-                forward = forward or kind == "JVPTracer"
-                tracer = tracer.primal
-            elif kind == "BatchTracer":
-                tracer = tracer.val
-            else:
-                break
-        deepest = max(deepest, depth)
-    return deepest, forward
-
-
-def _check_derivative_order(vector_field, y0, integrator):
-    """Refuse, by name, derivatives only DirectAdjoint supports."""
-    if isinstance(integrator.adjoint, diffrax.DirectAdjoint):
-        return
-    depth, forward = _derivatives_taken((vector_field, y0))
-    if depth > 1 or forward:
-        raise NotImplementedError(HIGHER_ORDER.format(mode=integrator.adjoint_name))
-
-
-def _check_precision(y0, integrator):
-    """Refuse tolerances the state's float type cannot resolve."""
-    if not integrator.is_adaptive:
-        return
-    eps = float(jnp.finfo(y0.dtype).eps)
-    rtol = float(integrator.stepsize_controller.rtol)
-    if rtol < eps:
-        raise ValueError(
-            f"rtol={rtol:g} is below the resolution of the state's {y0.dtype} "
-            f"(machine epsilon {eps:.1e}): the error control can never be met and "
-            "the solve would exhaust max_steps. Keep the state in float32 (mixed "
-            "precision runs the matrix products alone in bfloat16), or take fixed "
-            "steps."
-        )
-
-
 def _integrate_batch(vector_field, path, y0, integrator, save) -> Trajectory:
-    _check_precision(y0, integrator)
-    _check_derivative_order(vector_field, y0, integrator)
-    y0 = _check_inputs(vector_field, y0, integrator)
+    check_precision(y0, integrator)
+    check_derivative_order(vector_field, y0, integrator)
+    y0 = check_inputs(vector_field, y0, integrator)
     clock = _make_clock(path, integrator)
     s_end = jnp.max(clock.num_steps)
     # A batch of single observations has nothing to integrate; keep t0 < t1.
@@ -556,7 +456,7 @@ def _integrate_batch(vector_field, path, y0, integrator, save) -> Trajectory:
         throw=integrator.throw,
     )
     clock = _thaw(clock)
-    sol_ys = _check_bounds(vector_field, y0, sol.ys, integrator)
+    sol_ys = check_bounds(vector_field, y0, sol.ys, integrator)
     if save == "final":
         ys = jtu.tree_map(lambda a: a[-1], sol_ys)
     elif path.shared_times and restarts is None:

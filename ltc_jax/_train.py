@@ -1,12 +1,9 @@
-"""`fit`: the training loop, its failure policy, exact resume and progress."""
+"""`fit`: the training loop, its failure policy, validation, exact resume."""
 
-import dataclasses
 import math
 import os
-import re
 import time
 import warnings
-from typing import Any
 
 import diffrax
 import equinox as eqx
@@ -14,19 +11,13 @@ import jax
 import numpy as np
 import optax
 from jax.sharding import Mesh
-from tqdm import tqdm
 
 from ._adjoint import WindowedBacksolveAdjoint
 from ._batch import batches, check_labels, epoch_order, make_input_path
 from ._checkpoint import load_latest_checkpoint, save_checkpoint
-from ._errors import (
-    DivergenceError,
-    NonFiniteLossError,
-    SolverFailureError,
-    TrainingFailedError,
-)
+from ._errors import NonFiniteLossError, TrainingFailedError
 from ._evaluate import evaluate
-from ._integrate import DIVERGED
+from ._failures import classify_failure, non_finite_leaves, non_finite_message
 from ._integrator import (
     Integrator,
     ToleranceSchedule,
@@ -36,56 +27,8 @@ from ._integrator import (
 from ._loss import jitted_train_step
 from ._parallel import check_divides, replicate, shard_batch, to_host
 from ._paths import InputPath
+from ._progress import AbstractFitProgress, TqdmFitProgress
 from .datasets import SequenceDataset
-
-
-class AbstractFitProgress:
-    """Where [`ltc_jax.fit`][] reports its progress, as diffrax's
-    `AbstractProgressMeter` does for a solve: the object is stateless, `init`
-    returns the state the other methods receive.
-
-    Subclass it to show progress your own way (the `ltc-jax` command line does);
-    [`ltc_jax.TqdmFitProgress`][] (the default) draws a tqdm bar,
-    [`ltc_jax.NoFitProgress`][] shows nothing.
-    """
-
-    def init(self, total_steps: int, done_steps: int) -> Any:
-        """Called once before the first step: the run's optimiser steps in all,
-        and how many a resumed run has done already. Returns the state."""
-        return None
-
-    def step(self, state: Any, epoch: int, loss: float, accuracy: float) -> None:
-        """After every optimiser step (or skipped one): the epoch so far's mean
-        training loss and accuracy (`nan` before its first successful step, and
-        for regression)."""
-
-    def message(self, state: Any, text: str) -> None:
-        """A line worth showing: a skipped update, a warning."""
-
-    def close(self, state: Any) -> None:
-        """Called once when training ends, normally or not."""
-
-
-class NoFitProgress(AbstractFitProgress):
-    """Shows nothing."""
-
-
-class TqdmFitProgress(AbstractFitProgress):
-    """A tqdm bar over optimiser steps, with the epoch, loss and accuracy."""
-
-    def init(self, total_steps, done_steps):
-        return tqdm(total=total_steps, initial=done_steps, unit="step")
-
-    def step(self, state, epoch, loss, accuracy):
-        state.update()
-        if math.isfinite(loss):
-            state.set_postfix(epoch=epoch, loss=f"{loss:.4f}", acc=f"{accuracy:.3f}")
-
-    def message(self, state, text):
-        state.write(text)
-
-    def close(self, state):
-        state.close()
 
 
 _DEFAULT_PROGRESS = TqdmFitProgress()
@@ -249,7 +192,7 @@ def fit(
             "max_consecutive_failures must be positive; got "
             f"{max_consecutive_failures}."
         )
-    bad = _non_finite_leaves(model)
+    bad = non_finite_leaves(model)
     if bad:
         raise ValueError(
             "The model's parameters hold NaN or infinity before training, at "
@@ -337,10 +280,10 @@ def fit(
                     if mesh is not None:
                         metrics, finite = to_host((metrics, finite))
                     if not bool(finite):
-                        failure = _non_finite_message(epoch, index, current)
+                        failure = non_finite_message(epoch, index, current)
                         failure_type, cause = NonFiniteLossError, None
                 except eqx.EquinoxRuntimeError as error:
-                    failure_type, failure = _classify_failure(
+                    failure_type, failure = classify_failure(
                         error, epoch, index, model, batch, current
                     )
                     cause = error
@@ -477,138 +420,4 @@ def _epoch_record(epoch, totals, train, integrator) -> dict[str, int | float]:
         max_steps_used=longest / integrator.max_steps,
         num_rejected_steps=totals["rejected"] / batches_done,
         failures=int(totals["failures"]),
-    )
-
-
-def failure_reason(error: BaseException) -> str:
-    """The one-line reason of a failed solve.
-
-    **Arguments:** `error`: the runtime error diffrax raises through equinox
-    (`equinox.EquinoxRuntimeError` under `eqx.filter_jit`, a
-    `jax.errors.JaxRuntimeError` wrapping it under `jax.jit`), or any exception.
-
-    **Returns:** for a diffrax failure its reason, e.g. "The maximum number of
-    solver steps was reached. Try increasing `max_steps`."; for any other error,
-    the first line of its message (or its class name).
-    """
-    text = str(error)
-    found = re.search(r"EquinoxRuntimeError: (.+)", text)
-    if found:
-        return found.group(1).strip()
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[0] if lines else type(error).__name__
-
-
-def _non_finite_leaves(tree) -> list[str]:
-    """The key paths of the inexact arrays of `tree` that hold NaN or infinity."""
-    leaves = jax.tree_util.tree_flatten_with_path(
-        eqx.filter(tree, eqx.is_inexact_array)
-    )[0]
-    return [
-        jax.tree_util.keystr(key)
-        for key, leaf in leaves
-        if not np.all(np.isfinite(np.asarray(leaf)))
-    ]
-
-
-def _largest_parameter(model) -> tuple[str, float]:
-    """The key path and size of the model's largest parameter entry."""
-    leaves = jax.tree_util.tree_flatten_with_path(
-        eqx.filter(model, eqx.is_inexact_array)
-    )[0]
-    sizes = [
-        (jax.tree_util.keystr(key), float(np.max(np.abs(np.asarray(leaf)))))
-        for key, leaf in leaves
-        if np.size(leaf)
-    ]
-    return max(sizes, key=lambda item: item[1], default=("", 0.0))
-
-
-def _classify_failure(error, epoch, index, model, batch, integrator):
-    """The error class and message of a solve that failed inside a training
-    step: a divergence (the state left its bound), or a solver failure (with how
-    far it got)."""
-    reason = failure_reason(error)
-    where = f"at epoch {epoch}, batch {index}"
-    if DIVERGED in reason:
-        return DivergenceError, (
-            f"{where[0].upper()}{where[1:]} (solver {type(integrator.solver).__name__},"
-            f" dt0={integrator.dt0}): {reason} The parameters were not updated."
-        )
-    return SolverFailureError, _solver_failure_message(
-        epoch, index, model, batch, integrator, error
-    )
-
-
-def _solver_failure_message(epoch, index, model, batch, integrator, cause) -> str:
-    """Re-run the batch's forward solve without raising, to say how far it got."""
-    quiet = dataclasses.replace(integrator, throw=False)
-    trajectory = eqx.filter_jit(lambda m, p: m.solve(p, integrator=quiet))(
-        model, batch.path
-    )
-    where = f"at epoch {epoch}, batch {index}"
-    result = trajectory.result
-    failed = np.atleast_1d(np.asarray(result != diffrax.RESULTS.successful))
-    if not failed.any():
-        return (
-            f"The backward (adjoint) solve failed {where}: {failure_reason(cause)} "
-            "The forward solve succeeds; give the reverse solve more max_steps or "
-            "looser tolerances, or use adjoint='checkpoint'."
-        )
-    if failed.size > 1:  # one result per sequence under vmap batching
-        result = jax.tree.map(lambda value: value[np.argmax(failed)], result)
-    reason = diffrax.RESULTS[result]
-    steps = int(np.max(trajectory.stats["num_steps"]))
-    duration = np.asarray(batch.path.t_end - batch.path.t_start)
-    reached = np.asarray(trajectory.t_reached)
-    slowest = int(np.argmax(duration - reached))
-    name, largest = _largest_parameter(model)
-    hint = (
-        f" The parameters are finite but large (|{name}| reaches {largest:.3g}): "
-        "the model has diverged; lower the learning rate or clip the gradients."
-        if largest > 1e4
-        else " Raise max_steps, loosen rtol/atol, lower dtmin, or check the data."
-    )
-    return (
-        f"The solve failed {where}: {reason} After {steps} steps "
-        f"(max_steps={integrator.max_steps}) sequence {slowest} of the batch was "
-        f"integrated to {reached[slowest]:.6g} of its {duration[slowest]:.6g} time "
-        "units." + hint
-    )
-
-
-def _non_finite_message(epoch: int, index: int, integrator: Integrator) -> str:
-    solver = type(integrator.solver).__name__
-    if isinstance(integrator.adjoint, WindowedBacksolveAdjoint):
-        cause = (
-            "With adjoint='windowed' a likely cause is the reverse solve within a "
-            f"window ({integrator.adjoint.windows} windows): it re-integrates the "
-            "state backwards, which expands like exp(window / tau). Use more "
-            "windows, float64, a larger tau_min, or adjoint='checkpoint'."
-        )
-    elif isinstance(integrator.adjoint, diffrax.BacksolveAdjoint):
-        cause = (
-            "With adjoint='backsolve' a likely cause is the reverse solve: it "
-            "re-integrates the state backwards in time, and a dissipative system "
-            "(an LTC, whose units decay at rate 1/tau + f) is expansive backwards, "
-            "so round-off grows like exp(duration / tau). Use adjoint='windowed', "
-            "which restarts it from stored states, adjoint='checkpoint', float64, "
-            "a larger tau_min, or shorter sequences."
-        )
-    elif integrator.is_adaptive:
-        cause = (
-            "With adaptive steps this points at the model itself (exploding weights "
-            "or inputs): lower the learning rate or check the data."
-        )
-    else:
-        cause = (
-            f"With fixed steps (dt0={integrator.dt0}) the usual cause is a step "
-            f"outside {solver}'s stability region: an explicit solver needs roughly "
-            "dt0 * (1/tau + 1) < 2, and tau can be as small as tau_min. Use "
-            "adaptive steps (rtol/atol), a smaller dt0, or a larger tau_min."
-        )
-    return (
-        f"The training loss or its gradient became NaN or infinite at epoch {epoch}, "
-        f"batch {index} (solver {solver}). The parameters were not updated with it. "
-        + cause
     )

@@ -1,0 +1,150 @@
+"""What a failed training step says: the failure classified (a diverged state, a
+solver that gave up, a non-finite loss) and a message naming where it happened,
+how far the solve got and the likely fix."""
+
+import dataclasses
+import re
+
+import diffrax
+import equinox as eqx
+import jax
+import numpy as np
+
+from ._adjoint import WindowedBacksolveAdjoint
+from ._errors import DivergenceError, SolverFailureError
+from ._integrator import Integrator
+from ._solve_checks import DIVERGED
+
+
+def failure_reason(error: BaseException) -> str:
+    """The one-line reason of a failed solve.
+
+    **Arguments:** `error`: the runtime error diffrax raises through equinox
+    (`equinox.EquinoxRuntimeError` under `eqx.filter_jit`, a
+    `jax.errors.JaxRuntimeError` wrapping it under `jax.jit`), or any exception.
+
+    **Returns:** for a diffrax failure its reason, e.g. "The maximum number of
+    solver steps was reached. Try increasing `max_steps`."; for any other error,
+    the first line of its message (or its class name).
+    """
+    text = str(error)
+    found = re.search(r"EquinoxRuntimeError: (.+)", text)
+    if found:
+        return found.group(1).strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__
+
+
+def non_finite_leaves(tree) -> list[str]:
+    """The key paths of the inexact arrays of `tree` that hold NaN or infinity."""
+    leaves = jax.tree_util.tree_flatten_with_path(
+        eqx.filter(tree, eqx.is_inexact_array)
+    )[0]
+    return [
+        jax.tree_util.keystr(key)
+        for key, leaf in leaves
+        if not np.all(np.isfinite(np.asarray(leaf)))
+    ]
+
+
+def _largest_parameter(model) -> tuple[str, float]:
+    """The key path and size of the model's largest parameter entry."""
+    leaves = jax.tree_util.tree_flatten_with_path(
+        eqx.filter(model, eqx.is_inexact_array)
+    )[0]
+    sizes = [
+        (jax.tree_util.keystr(key), float(np.max(np.abs(np.asarray(leaf)))))
+        for key, leaf in leaves
+        if np.size(leaf)
+    ]
+    return max(sizes, key=lambda item: item[1], default=("", 0.0))
+
+
+def classify_failure(error, epoch, index, model, batch, integrator):
+    """The error class and message of a solve that failed inside a training
+    step: a divergence (the state left its bound), or a solver failure (with how
+    far it got)."""
+    reason = failure_reason(error)
+    where = f"at epoch {epoch}, batch {index}"
+    if DIVERGED in reason:
+        return DivergenceError, (
+            f"{where[0].upper()}{where[1:]} (solver {type(integrator.solver).__name__},"
+            f" dt0={integrator.dt0}): {reason} The parameters were not updated."
+        )
+    return SolverFailureError, _solver_failure_message(
+        epoch, index, model, batch, integrator, error
+    )
+
+
+def _solver_failure_message(epoch, index, model, batch, integrator, cause) -> str:
+    """Re-run the batch's forward solve without raising, to say how far it got."""
+    quiet = dataclasses.replace(integrator, throw=False)
+    trajectory = eqx.filter_jit(lambda m, p: m.solve(p, integrator=quiet))(
+        model, batch.path
+    )
+    where = f"at epoch {epoch}, batch {index}"
+    result = trajectory.result
+    failed = np.atleast_1d(np.asarray(result != diffrax.RESULTS.successful))
+    if not failed.any():
+        return (
+            f"The backward (adjoint) solve failed {where}: {failure_reason(cause)} "
+            "The forward solve succeeds; give the reverse solve more max_steps or "
+            "looser tolerances, or use adjoint='checkpoint'."
+        )
+    if failed.size > 1:  # one result per sequence under vmap batching
+        result = jax.tree.map(lambda value: value[np.argmax(failed)], result)
+    reason = diffrax.RESULTS[result]
+    steps = int(np.max(trajectory.stats["num_steps"]))
+    duration = np.asarray(batch.path.t_end - batch.path.t_start)
+    reached = np.asarray(trajectory.t_reached)
+    slowest = int(np.argmax(duration - reached))
+    name, largest = _largest_parameter(model)
+    hint = (
+        f" The parameters are finite but large (|{name}| reaches {largest:.3g}): "
+        "the model has diverged; lower the learning rate or clip the gradients."
+        if largest > 1e4
+        else " Raise max_steps, loosen rtol/atol, lower dtmin, or check the data."
+    )
+    return (
+        f"The solve failed {where}: {reason} After {steps} steps "
+        f"(max_steps={integrator.max_steps}) sequence {slowest} of the batch was "
+        f"integrated to {reached[slowest]:.6g} of its {duration[slowest]:.6g} time "
+        "units." + hint
+    )
+
+
+def non_finite_message(epoch: int, index: int, integrator: Integrator) -> str:
+    solver = type(integrator.solver).__name__
+    if isinstance(integrator.adjoint, WindowedBacksolveAdjoint):
+        cause = (
+            "With adjoint='windowed' a likely cause is the reverse solve within a "
+            f"window ({integrator.adjoint.windows} windows): it re-integrates the "
+            "state backwards, which expands like exp(window / tau). Use more "
+            "windows, float64, a larger tau_min, or adjoint='checkpoint'."
+        )
+    elif isinstance(integrator.adjoint, diffrax.BacksolveAdjoint):
+        cause = (
+            "With adjoint='backsolve' a likely cause is the reverse solve: it "
+            "re-integrates the state backwards in time, and a dissipative system "
+            "(an LTC, whose units decay at rate 1/tau + f) is expansive backwards, "
+            "so round-off grows like exp(duration / tau). Use adjoint='windowed', "
+            "which restarts it from stored states, adjoint='checkpoint', float64, "
+            "a larger tau_min, or shorter sequences."
+        )
+    elif integrator.is_adaptive:
+        cause = (
+            "With adaptive steps this points at the model itself (exploding weights "
+            "or inputs): lower the learning rate or check the data."
+        )
+    else:
+        cause = (
+            f"With fixed steps (dt0={integrator.dt0}) the usual cause is a step "
+            f"outside {solver}'s stability region: an explicit solver needs roughly "
+            "dt0 * (1/tau + 1) < 2, and tau can be as small as tau_min. Use "
+            "adaptive steps (rtol/atol), a smaller dt0, or a larger tau_min."
+        )
+    return (
+        f"The training loss or its gradient became NaN or infinite at epoch {epoch}, "
+        f"batch {index} (solver {solver}). The parameters were not updated with it. "
+        + cause
+    )

@@ -1,0 +1,56 @@
+"""Where `fit` reports its progress: a stateless reporter, as diffrax's
+`AbstractProgressMeter` is for a solve, with a tqdm bar and a silent one."""
+
+import math
+from typing import Any
+
+from tqdm import tqdm
+
+
+class AbstractFitProgress:
+    """Where [`ltc_jax.fit`][] reports its progress, as diffrax's
+    `AbstractProgressMeter` does for a solve: the object is stateless, `init`
+    returns the state the other methods receive.
+
+    Subclass it to show progress your own way (the `ltc-jax` command line does);
+    [`ltc_jax.TqdmFitProgress`][] (the default) draws a tqdm bar,
+    [`ltc_jax.NoFitProgress`][] shows nothing.
+    """
+
+    def init(self, total_steps: int, done_steps: int) -> Any:
+        """Called once before the first step: the run's optimiser steps in all,
+        and how many a resumed run has done already. Returns the state."""
+        return None
+
+    def step(self, state: Any, epoch: int, loss: float, accuracy: float) -> None:
+        """After every optimiser step (or skipped one): the epoch so far's mean
+        training loss and accuracy (`nan` before its first successful step, and
+        for regression)."""
+
+    def message(self, state: Any, text: str) -> None:
+        """A line worth showing: a skipped update, a warning."""
+
+    def close(self, state: Any) -> None:
+        """Called once when training ends, normally or not."""
+
+
+class NoFitProgress(AbstractFitProgress):
+    """Shows nothing."""
+
+
+class TqdmFitProgress(AbstractFitProgress):
+    """A tqdm bar over optimiser steps, with the epoch, loss and accuracy."""
+
+    def init(self, total_steps, done_steps):
+        return tqdm(total=total_steps, initial=done_steps, unit="step")
+
+    def step(self, state, epoch, loss, accuracy):
+        state.update()
+        if math.isfinite(loss):
+            state.set_postfix(epoch=epoch, loss=f"{loss:.4f}", acc=f"{accuracy:.3f}")
+
+    def message(self, state, text):
+        state.write(text)
+
+    def close(self, state):
+        state.close()
