@@ -157,22 +157,10 @@ def test_bad_options_name_the_problem():
 @needs_torch
 @pytest.mark.slow
 def test_benchmark_runs_end_to_end(tmp_path):
-    """The whole benchmark at a tiny size: every configuration in its own process,
+    """The whole benchmark at its `--quick` size (4 RK4 steps of 4 units, 6
+    knots, sequences of 3 and 4 frames): every configuration in its own process,
     JSON and PNG written, float32 gradients of the two stacks at round-off."""
-    config = compare_pytorch.Config(
-        out=str(tmp_path / "run"),
-        batch_size=2,
-        input_size=3,
-        hidden_size=4,
-        output_size=2,
-        knots=6,
-        rk4_steps=(4,),
-        dopri5=(),
-        sequence_lengths=(3, 4),
-        repeats=1,
-        min_repeats=1,
-        time_budget_seconds=0.0,
-    )
+    config = compare_pytorch.Config(out=str(tmp_path / "run"), quick=True)
     import torch
 
     metrics = compare_pytorch.main(config)
