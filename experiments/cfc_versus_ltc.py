@@ -77,8 +77,9 @@ class Config(_run.RunConfig):
     """Observations over which the approximation error is reported."""
     seeds: tuple[int, ...] = (0, 1, 2)
     epochs: int | None = None
-    """The main job's epochs (default: its own, 100; early stopping only where
-    it holds out a validation share)."""
+    """The main job's epochs (default: its own, derived from the data: about
+    4,000 optimiser steps; early stopping only where it holds out a validation
+    share)."""
     long_windows: tuple[int, ...] = (10_000, 100_000)
     """ECG windows (samples) of the one-step comparison."""
     timed_steps: int = 3

@@ -5,7 +5,7 @@ next to the 1-NN baselines of the archives.
 By default: JapaneseVowels (bundled in the package) and the UCR datasets
 ArrowHead, OSULeaf and ACSF1 (`experiments/data/uea/`, with their provenance).
 Any `.ts` pairs can be given instead with `--pairs NAME=TRAIN.ts,TEST.ts ...`,
-and `--model cfc` or `--readout-pooling` change the main job's options.
+and `--model cfc` or `--readout-features` change the main job's options.
 
 Each run is the main job itself (`ltc_jax.app.train_and_evaluate`) in its own
 process, writing its run folder under this run's. The table gives the test
@@ -82,8 +82,8 @@ class Config(_run.RunConfig):
     """The main job's --model: the LTC or the CfC."""
     hidden_size: int | None = None
     """Override the main job's hidden size (default: its own)."""
-    readout_pooling: bool = False
-    """The main job's --readout-pooling: a pooled readout of the readout times."""
+    readout_features: Literal["states", "pooled", "both"] | None = None
+    """The main job's --readout-features (default: its own)."""
 
 
 QUICK = dict(seeds=(0,), epochs=2, hidden_size=8)
@@ -140,7 +140,7 @@ def main(config: Config) -> dict:
         epochs=config.epochs,
         hidden_size=config.hidden_size,
         model=config.model,
-        readout_pooling=config.readout_pooling,
+        readout_features=config.readout_features,
     )
     rows = []
     for pair in pairs:
@@ -202,7 +202,11 @@ def main(config: Config) -> dict:
         ("1-NN ED publ.", lambda r: published(r, "euclidean")),
         ("1-NN DTW publ.", lambda r: published(r, "dtw")),
     ]
-    pooled = " --readout-pooling" if config.readout_pooling else ""
+    pooled = (
+        f" --readout-features {config.readout_features}"
+        if config.readout_features
+        else ""
+    )
 
     def title(env):
         return (

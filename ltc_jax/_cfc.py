@@ -16,7 +16,9 @@ from ._model import (
     AbstractSequenceModel,
     LinearReadout,
     ModelSave,
+    ReadoutFeatures,
     check_outputs_save,
+    check_readout_features,
     check_readout_times,
     check_solve,
     readout_size,
@@ -188,7 +190,7 @@ class CfC(AbstractSequenceModel):
 
     **Fields:** `cell` ([`ltc_jax.CfCCell`][]), `readout`
     ([`ltc_jax.LinearReadout`][]), static `input_size`, `hidden_size`,
-    `output_size`, `readout_times`, `readout_pooling`.
+    `output_size`, `readout_times`, `readout_features`.
     """
 
     cell: CfCCell
@@ -207,21 +209,23 @@ class CfC(AbstractSequenceModel):
         backbone_layers: int = 1,
         backbone_activation: str = "lecun_tanh",
         readout_times: int = 1,
-        readout_pooling: bool = False,
+        readout_features: ReadoutFeatures = "states",
         dtype=None,
         key: PRNGKeyArray,
     ):
         """**Arguments:** as [`ltc_jax.CfCCell`][] (`input_size`, `hidden_size`,
         `mode`, the backbone's options, `dtype`); `output_size`: classes or
-        regression targets; `readout_times`, `readout_pooling`: as
+        regression targets; `readout_times`, `readout_features`: as
         [`ltc_jax.LTC`][]'s (the readout reads the state at the last observation
-        at or before each of `n` evenly spread times, side by side or pooled);
+        at or before each of `n` evenly spread times, side by side, pooled or
+        both);
         `key`.
 
         **Raises:** `ValueError` as [`ltc_jax.CfCCell`][], or for `readout_times`
-        not a positive int.
+        not a positive int or an unknown `readout_features`.
         """
         check_readout_times(readout_times)
+        check_readout_features(readout_features)
         cell_key, readout_key = jr.split(key)
         self.cell = CfCCell(
             input_size,
@@ -233,9 +237,9 @@ class CfC(AbstractSequenceModel):
             dtype=dtype,
             key=cell_key,
         )
-        self.readout_pooling = bool(readout_pooling)
+        self.readout_features = readout_features
         self.readout = LinearReadout(
-            readout_size(readout_times, hidden_size, self.readout_pooling),
+            readout_size(readout_times, hidden_size, readout_features),
             output_size,
             dtype=dtype,
             key=readout_key,

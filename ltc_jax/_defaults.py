@@ -58,7 +58,7 @@ class DataDefaults:
     sequence's duration), `tau_init` (the range the time constants are drawn
     from, log-uniformly), `dt0` (a fixed step: one per observation interval,
     shortened to the solver's stability bound on the fastest initial decay),
-    `max_steps` (for adaptive steps), `batch_size`, `batching` (`"batched"` or
+    `max_steps` (for adaptive steps), `batch_size`, `epochs`, `batching` (`"batched"` or
     `"vmap"`, for [`ltc_jax.make_integrator`][]), `readout_times` (for
     [`ltc_jax.LTC`][]), and `reasons` (one line per setting).
     """
@@ -69,9 +69,17 @@ class DataDefaults:
     dt0: float
     max_steps: int
     batch_size: int
+    epochs: int
     batching: str
     readout_times: int
     reasons: dict[str, str]
+
+
+OPTIMIZER_STEPS = 4000
+"""The optimiser steps the derived `epochs` give, about. What training needs is
+a number of optimiser steps, not of passes over the data: a fixed count of
+epochs gives a small training set few steps, and the model stops while its
+training loss is still falling (the docs' benchmark page has the figures)."""
 
 
 VMAP_STOP_RATIO = 2.0
@@ -128,7 +136,7 @@ def derive_defaults(
     adaptive: bool = True,
     batch_size: int | None = None,
     interpolation: str = "linear",
-    readout_pooling: bool = False,
+    readout_features: str = "states",
 ) -> DataDefaults:
     """Settings derived from the data rather than guessed, so that a model's
     defaults work whatever the unit of the timestamps (seconds, milliseconds or
@@ -149,6 +157,10 @@ def derive_defaults(
       it is kept to a few times what the solve needs.
     - `batch_size`: a sixteenth of the training set, rounded to a power of two,
       within [8, 64]: about 16 optimiser steps per epoch.
+    - `epochs = ceil(OPTIMIZER_STEPS / ceil(train_size / batch_size))`: about
+      4,000 optimiser steps however many series there are (236 epochs of
+      JapaneseVowels' 270, 800 of ArrowHead's 36, 26 of 10,000 series in
+      batches of 64).
     - `batching`: `"vmap"` (a solve per sequence) for adaptive steps when a
       batched solve would stop more than twice as often as its longest
       sequence needs steps alone ([`ltc_jax.batch_stop_ratio`][], with the
@@ -162,8 +174,8 @@ def derive_defaults(
     - `readout_times = min(16, median observations per training sequence)`:
       the readout sees the states at that many evenly spread times, so that
       the shape of a series reaches it (see [`ltc_jax.LTC`][]), but never more
-      finely than the data are observed. For a pooled readout
-      (`readout_pooling=True`), at most 64: it reads `3 * hidden_size`
+      finely than the data are observed. For a pooled readout alone
+      (`readout_features="pooled"`), at most 64: it reads `3 * hidden_size`
       features however many times, so more times cost only their saved
       states (`batch * n` of them on one grid; with per-sequence times a
       batched solve saves at the union of the batch's readout times).
@@ -176,7 +188,8 @@ def derive_defaults(
     the batch size that will be used, if already chosen (then returned as it
     is; the batching is judged on it); `interpolation`: the input path's
     (`"cubic"` has no stops at the observations, so it is always batched);
-    `readout_pooling`: whether the model's readout pools its readout times.
+    `readout_features`: what the model's readout reads of its readout times
+    ([`ltc_jax.LTC`][]).
 
     **Raises:** `ValueError` as [`ltc_jax.observation_spacing`][].
     """
@@ -214,6 +227,12 @@ def derive_defaults(
         )
     else:
         reasons["batch_size"] = "given"
+    steps_per_epoch = math.ceil(n / batch_size)
+    epochs = math.ceil(OPTIMIZER_STEPS / steps_per_epoch)
+    reasons["epochs"] = (
+        f"about {OPTIMIZER_STEPS} optimiser steps at {steps_per_epoch} per epoch "
+        f"({n} training sequences in batches of {batch_size})"
+    )
     train = datasets[0]
     if not adaptive:
         batching = "batched"
@@ -239,11 +258,12 @@ def derive_defaults(
             + (")" if on_grid else "; above: a solve per sequence)")
         )
     typical = int(np.median(train.lengths))
-    most = 64 if readout_pooling else 16
+    pooled = readout_features == "pooled"
+    most = 64 if pooled else 16
     readout_times = max(1, min(most, typical))
     reasons["readout_times"] = (
         f"the states at {readout_times} evenly spread times"
-        + (", pooled" if readout_pooling else "")
+        + (", pooled" if pooled else "")
         + f": at most {most}, and no more than the median sequence's {typical} "
         "observations"
     )
@@ -254,6 +274,7 @@ def derive_defaults(
         dt0=dt0,
         max_steps=max_steps,
         batch_size=batch_size,
+        epochs=epochs,
         batching=batching,
         readout_times=readout_times,
         reasons=reasons,

@@ -125,13 +125,51 @@ POOLING_EPS = 1e-5
 `eqx.nn.LayerNorm`'s `eps`)."""
 
 
-def readout_size(readout_times: int, hidden_size: int, readout_pooling: bool) -> int:
+ReadoutFeatures = Literal["states", "pooled", "both"]
+"""What a readout of several times reads: the states side by side, their pooled
+summary, or both."""
+
+READOUT_FEATURES = ("states", "pooled", "both")
+
+
+def check_readout_features(readout_features: str) -> None:
+    """**Raises:** `ValueError` unless `readout_features` is one of
+    `READOUT_FEATURES`."""
+    if readout_features not in READOUT_FEATURES:
+        raise ValueError(
+            "readout_features must be 'states', 'pooled' or 'both'; got "
+            f"{readout_features!r}."
+        )
+
+
+def readout_size(readout_times: int, hidden_size: int, readout_features: str) -> int:
     """The number of features a readout reads: `hidden_size` for the final
-    state, `readout_times * hidden_size` for the states at `readout_times`
-    times side by side, `3 * hidden_size` for their pooled summary."""
+    state; for `n = readout_times > 1`, `n * hidden_size` for the states side
+    by side (`"states"`), `3 * hidden_size` for their pooled summary
+    (`"pooled"`), `(n + 3) * hidden_size` for both."""
     if readout_times == 1:
         return hidden_size
-    return 3 * hidden_size if readout_pooling else readout_times * hidden_size
+    return (
+        hidden_size
+        * {
+            "states": readout_times,
+            "pooled": 3,
+            "both": readout_times + 3,
+        }[readout_features]
+    )
+
+
+def pooled_summary(
+    ys: Float[Array, "*batch n hidden_size"],
+) -> Float[Array, "*batch features"]:
+    """`[final, mean over the n, max over the n]` of states `ys`, per unit
+    (`3 * hidden_size` features), standardised across those features: a layer
+    norm without parameters (Ba et al. 2016), variance floor `POOLING_EPS`."""
+    parts = [ys[..., -1, :], jnp.mean(ys, axis=-2), jnp.max(ys, axis=-2)]
+    features = jnp.concatenate(parts, axis=-1)
+    centred = features - jnp.mean(features, axis=-1, keepdims=True)
+    variance = jnp.mean(centred**2, axis=-1, keepdims=True)
+    return centred * jax.lax.rsqrt(variance + POOLING_EPS)
 
 
 class AbstractSequenceModel(eqx.Module):
@@ -142,7 +180,7 @@ class AbstractSequenceModel(eqx.Module):
     provide `readout`, `__init__` and `solve`.
 
     **Fields:** static ints `input_size`, `hidden_size`, `output_size`,
-    `readout_times`, the static bool `readout_pooling`, and (abstract)
+    `readout_times`, the static str `readout_features`, and (abstract)
     `readout`, the module mapping the features read to the outputs.
     """
 
@@ -151,7 +189,7 @@ class AbstractSequenceModel(eqx.Module):
     hidden_size: int = eqx.field(static=True)
     output_size: int = eqx.field(static=True)
     readout_times: int = eqx.field(static=True)
-    readout_pooling: bool = eqx.field(static=True)
+    readout_features: str = eqx.field(static=True)
 
     @abc.abstractmethod
     def solve(
@@ -167,11 +205,11 @@ class AbstractSequenceModel(eqx.Module):
     ) -> Float[Array, "... output_size"]:
         """The readout applied to states `ys`: `(*batch, hidden_size)`, or with
         `readout_times=n > 1`, `(*batch, n, hidden_size)` (as `solve` returns
-        them), whose `n` states are read together: side by side in time order,
-        or with `readout_pooling` as their summary `[final, mean over the n,
-        max over the n]` of shape `(*batch, 3 * hidden_size)`, standardised
-        across its features (a layer norm without parameters, Ba et al. 2016,
-        with variance floor `POOLING_EPS`).
+        them), whose `n` states are read together, as `readout_features` says:
+        side by side in time order (`"states"`); their `pooled_summary`
+        `[final, mean over the n, max over the n]`, standardised across its
+        `3 * hidden_size` features (`"pooled"`); or the two side by side
+        (`"both"`).
 
         **Raises:** `ValueError` if `ys` does not end in `(n, hidden_size)` for
         `readout_times=n > 1`."""
@@ -183,13 +221,12 @@ class AbstractSequenceModel(eqx.Module):
                 f"The readout reads states of shape (..., {readout_times}, "
                 f"{hidden_size}) (readout_times, hidden_size); got {ys.shape}."
             )
-        if self.readout_pooling:
-            parts = [ys[..., -1, :], jnp.mean(ys, axis=-2), jnp.max(ys, axis=-2)]
-            features = jnp.concatenate(parts, axis=-1)
-            centred = features - jnp.mean(features, axis=-1, keepdims=True)
-            variance = jnp.mean(centred**2, axis=-1, keepdims=True)
-            return self.readout(centred * jax.lax.rsqrt(variance + POOLING_EPS))
-        return self.readout(ys.reshape(*ys.shape[:-2], -1))
+        parts = []
+        if self.readout_features in ("states", "both"):
+            parts.append(ys.reshape(*ys.shape[:-2], -1))
+        if self.readout_features in ("pooled", "both"):
+            parts.append(pooled_summary(ys))
+        return self.readout(jnp.concatenate(parts, axis=-1))
 
 
 class LinearReadout(eqx.Module):
@@ -259,16 +296,18 @@ class LTC(AbstractSequenceModel):
     whose class lies in the shape (the UCR archive's, say) the final states of
     different classes barely differ and training does not start. Reading the
     states at several times gives the readout the shape. With
-    `readout_pooling=True` the readout sees a summary of those states instead:
-    the final state next to their mean over the readout times (the global
-    average pooling of Wang et al. 2017, "Time series classification from
-    scratch with deep neural networks", IJCNN) and their maximum, standardised
-    across the features. It reads `3 * hidden_size` features however many
-    times, and what it sees of a pattern depends less on where in the sequence
-    the pattern occurs. The standardisation removes what all
+    `readout_features="pooled"` the readout sees a summary of those states
+    instead: the final state next to their mean over the readout times (the
+    global average pooling of Wang et al. 2017, "Time series classification
+    from scratch with deep neural networks", IJCNN) and their maximum,
+    standardised across the features. It reads `3 * hidden_size` features
+    however many times, and what it sees of a pattern depends less on where in
+    the sequence the pattern occurs. The standardisation removes what all
     units share, so the readout, and through it the gradient, sees how
     sequences differ from the start of training, when their states differ by
-    little.
+    little. `readout_features="both"` reads the states and their summary side
+    by side, for classes that lie at fixed positions as well as those that do
+    not (the main job's default; the docs' benchmark page measures all three).
 
     Two cells: `"ltc"`, the simplified [`ltc_jax.LTCVectorField`][] with a linear
     readout of all units; and `"biophysical"`, the original authors'
@@ -281,8 +320,8 @@ class LTC(AbstractSequenceModel):
 
     **Fields:** `cell` (the vector field), `encoder` (`None` or a module applied to
     $x(t)$ inside the vector field), `readout`, and static ints `input_size`,
-    `hidden_size`, `output_size`, `readout_times`, and the static bool
-    `readout_pooling`.
+    `hidden_size`, `output_size`, `readout_times`, and the static str
+    `readout_features`.
     """
 
     cell: eqx.Module
@@ -301,8 +340,9 @@ class LTC(AbstractSequenceModel):
         encoded_size: int | None = None,
         tau_init: tuple[float, float] = (0.1, 10.0),
         tau_min: float = 0.0,
+        gate_bias_init: str = "zero",
         readout_times: int = 1,
-        readout_pooling: bool = False,
+        readout_features: ReadoutFeatures = "states",
         matmul_dtype: str | None = None,
         key: PRNGKeyArray,
     ):
@@ -323,35 +363,46 @@ class LTC(AbstractSequenceModel):
             observation vector, `(input_size,)` -> `(encoded_size,)` (e.g. an
             `eqx.nn.MLP`), and is applied to $x(t)$ inside the vector field, so
             every gradient mode trains it.
-        - `tau_init`, `tau_min`, `matmul_dtype` (mixed precision): for `"ltc"`:
-            see [`ltc_jax.LTCVectorField`][].
+        - `tau_init`, `tau_min`, `gate_bias_init`, `matmul_dtype` (mixed
+            precision): for `"ltc"`: see [`ltc_jax.LTCVectorField`][]. Pass
+            `gate_bias_init="chrono"` (the main job does) so that the units'
+            memories at initialisation follow `tau_init`; with the default
+            `"zero"` every unit forgets within about two time units.
         - `readout_times`: the readout sees the states at this many times
             spread evenly over each sequence, at `1/n, 2/n, ..., 1` of its
             duration (default 1: the final state only); its linear readout then
             takes `readout_times * hidden_size` inputs. Not for the biophysical
             cell, which reads its motor neurons' final state.
-        - `readout_pooling`: with `readout_times > 1`, read the summary
-            `[final, mean, max]` of the states at those times (per unit,
-            `3 * hidden_size` inputs, standardised across them) rather than
-            the states side by side (default `False`; see above). With one
-            readout time there is nothing to pool: the final state is read.
+        - `readout_features`: with `readout_times > 1`, what the readout reads
+            of the states at those times: `"states"` (default), side by side;
+            `"pooled"`, their summary `[final, mean, max]` per unit (`3 *
+            hidden_size` inputs, standardised across them); `"both"`, the two
+            side by side (see above). With one readout time there is nothing
+            to pool: the final state is read whatever this says.
         - `key`: a `jax.random.PRNGKey`.
 
         **Raises:** `ValueError` for an unknown cell or wiring name, a wiring
         whose sizes do not match, `readout_times` not a positive int (or
-        above 1, or `readout_pooling`, with the biophysical cell), or
-        `matmul_dtype` with another cell than `"ltc"`.
+        above 1, or `readout_features` other than `"states"`, with the
+        biophysical cell), an unknown `readout_features`, or
+        `matmul_dtype` or a `gate_bias_init` other than `"zero"` with another
+        cell than `"ltc"`.
         """
         check_readout_times(readout_times)
+        check_readout_features(readout_features)
         if matmul_dtype is not None and cell != "ltc":
             raise ValueError(
                 "matmul_dtype (mixed precision) is an option of the 'ltc' cell; "
                 f"got cell={cell!r}."
             )
-        if cell == "biophysical" and readout_pooling:
+        if gate_bias_init != "zero" and cell != "ltc":
+            raise ValueError(
+                f"gate_bias_init is an option of the 'ltc' cell; got cell={cell!r}."
+            )
+        if cell == "biophysical" and readout_features != "states":
             raise ValueError(
                 "The biophysical cell reads its motor neurons' final state: "
-                "readout_pooling must be False."
+                f"readout_features must be 'states'; got {readout_features!r}."
             )
         if cell == "biophysical" and readout_times != 1:
             raise ValueError(
@@ -359,8 +410,8 @@ class LTC(AbstractSequenceModel):
                 f"readout_times must be 1; got {readout_times}."
             )
         self.readout_times = readout_times
-        self.readout_pooling = bool(readout_pooling)
-        read = readout_size(readout_times, hidden_size, self.readout_pooling)
+        self.readout_features = readout_features
+        read = readout_size(readout_times, hidden_size, readout_features)
         cell_key, readout_key, wiring_key = jr.split(key, 3)
         cell_input = input_size if encoded_size is None else encoded_size
         self.input_size, self.output_size = input_size, output_size
@@ -370,6 +421,7 @@ class LTC(AbstractSequenceModel):
                 hidden_size,
                 tau_init=tau_init,
                 tau_min=tau_min,
+                gate_bias_init=gate_bias_init,
                 matmul_dtype=matmul_dtype,
                 key=cell_key,
             )

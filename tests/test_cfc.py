@@ -112,7 +112,13 @@ def test_cfc_gradient_matches_finite_differences(getkey):
     readout, whose maximum is differentiated too) along a random direction in
     parameter space, by central differences."""
     model = ltc_jax.CfC(
-        2, 4, 2, backbone_units=6, readout_times=2, readout_pooling=True, key=getkey()
+        2,
+        4,
+        2,
+        backbone_units=6,
+        readout_times=2,
+        readout_features="pooled",
+        key=getkey(),
     )
     ts, xs, lengths = ragged_batch(getkey(), 3, 6, 2)
     path = ltc_jax.InputPath(ts, xs, lengths)

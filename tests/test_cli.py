@@ -1,6 +1,7 @@
 """The `ltc-jax` command line and the main job."""
 
 import csv
+import dataclasses
 import json
 import subprocess
 import sys
@@ -154,8 +155,8 @@ def _bad(tmp_path, capsys, *args):
         (("--data", "x.ts"), "--data and --test-data go together"),
         (("--resume", "no-such-run"), "--resume no-such-run: no such folder"),
         (
-            ("--cell", "biophysical", "--readout-pooling"),
-            "--readout-pooling pools several readout times",
+            ("--cell", "biophysical", "--readout-features", "pooled"),
+            "--readout-features pooled reads several readout times",
         ),
     ],
 )
@@ -299,7 +300,7 @@ def test_cli_cfc_trains_evaluates_and_records_one_memory_entry(tmp_path, capsys)
     """`--model cfc`: no ODE, so only the batch size and readout times are
     derived, the memory table has the one `backprop` entry, and `evaluate`
     reproduces the run's test accuracy from the saved model, pooled readout
-    (`--readout-pooling`) included."""
+    (`--readout-features pooled`) included."""
     from ltc_jax.app.runs import load_run
 
     _, test, out, metrics = _train_toy(
@@ -314,13 +315,15 @@ def test_cli_cfc_trains_evaluates_and_records_one_memory_entry(tmp_path, capsys)
         "4",
         "--backbone-units",
         "8",
-        "--readout-pooling",
+        "--readout-features",
+        "pooled",
         "--epochs",
         "2",
     )
     assert metrics["model"] == "cfc" and metrics["gradient_mode"] == "backprop"
     model = load_run(str(out))[1]
-    assert model.readout_pooling and model.readout.weight.shape == (2, 3 * 4)
+    assert model.readout_features == "pooled"
+    assert model.readout.weight.shape == (2, 3 * 4)
     assert set(metrics["memory_bytes_by_mode"]) == {"backprop"}
     # No ODE solve: only the batches, the readout and the validation share.
     assert set(metrics["derived"]) == {
@@ -361,3 +364,22 @@ def test_cli_resumes_a_run_saved_before_readout_times_were_derived(tmp_path):
     assert cli.main(["train", "--resume", str(out), "--no-progress"]) == 0
     assert load_run(str(out))[1].readout_times == 1
     assert json.loads((out / "metrics.json").read_text())["resumed"]
+
+
+def test_a_config_saved_before_readout_features_keeps_its_readout():
+    """`readout_pooling` (the option `readout_features` replaced) maps to the
+    readout it built, and a run from before the chrono bias keeps the zero
+    one; a run saved now reads back as written."""
+    from ltc_jax.app import TrainConfig
+    from ltc_jax.app.runs import config_from_json
+
+    old = dataclasses.asdict(TrainConfig(epochs=3))
+    del old["readout_features"], old["gate_bias_init"]
+    for pooling, features in ((True, "pooled"), (False, "states")):
+        config = config_from_json(dict(old, readout_pooling=pooling, derived={}))
+        assert config.readout_features == features
+        assert config.gate_bias_init == "zero"
+    config = config_from_json(dict(old))  # before readout_pooling, too
+    assert config.readout_features == "states"
+    now = TrainConfig(epochs=3, readout_features="both", tau_init=(0.5, 2.0))
+    assert config_from_json(dataclasses.asdict(now)) == now

@@ -30,13 +30,15 @@ def test_derived_defaults_follow_the_time_scale(spacing, unit):
     """By hand: 100 observations at `spacing` last 99 spacings; tau from a tenth
     of the spacing to that duration; RK4's dt0 shortened to 0.9 * 2.785 *
     tau_low / (1 + tau_low); 16 steps per observation, at least 256; 320
-    sequences give batch 2**round(log2(20)) = 16."""
+    sequences give batch 2**round(log2(20)) = 16, so 20 optimiser steps an
+    epoch and 4000 / 20 = 200 epochs."""
     data = _grid(320, 100, spacing)
     defaults = ltc_jax.derive_defaults([data])
     assert defaults.spacing == pytest.approx(spacing)
     assert defaults.tau_init == pytest.approx((spacing / 10, 99 * spacing))
     assert defaults.dt0 == pytest.approx(spacing)
     assert defaults.max_steps == 1600 and defaults.batch_size == 16
+    assert defaults.epochs == 200
     rk4 = ltc_jax.real_stability_bound(ltc_jax.make_solver("rk4"))
     low = spacing / 10
     stable = ltc_jax.derive_defaults([data], stability_bound=rk4).dt0
@@ -46,18 +48,24 @@ def test_derived_defaults_follow_the_time_scale(spacing, unit):
         "dt0",
         "max_steps",
         "batch_size",
+        "epochs",
         "batching",
         "readout_times",
     }
     # One grid: one batched solve; readout at 16 of the 100 observations' times,
     # or at 64 for a pooled readout.
     assert defaults.batching == "batched" and defaults.readout_times == 16
-    assert ltc_jax.derive_defaults([data], readout_pooling=True).readout_times == 64
+    assert (
+        ltc_jax.derive_defaults([data], readout_features="pooled").readout_times == 64
+    )
+    assert ltc_jax.derive_defaults([data], readout_features="both").readout_times == 16
 
 
 def test_derived_defaults_of_short_irregular_data():
     """Median spacing over irregular gaps; short sequences keep tau up to ten
-    spacings; 1,000 observations allow 16,000 steps; 40 sequences, batch 8."""
+    spacings; 1,000 observations allow 16,000 steps; 40 sequences, batch 8,
+    so 5 optimiser steps an epoch and 800 epochs; a given batch of 3 takes 14
+    steps an epoch, ceil(4000 / 14) = 286 epochs."""
     data = _grid(40, 1000, 1.0)
     ts = np.cumsum(np.tile([0.5, 1.5, 1.0], (40, 334))[:, :1000], axis=1)
     data = SequenceDataset(
@@ -70,6 +78,8 @@ def test_derived_defaults_of_short_irregular_data():
     defaults = ltc_jax.derive_defaults([data])
     assert defaults.spacing == 1.0  # median of 0.5, 1.5, 1.0, ...
     assert defaults.max_steps == 16_000 and defaults.batch_size == 8
+    assert defaults.epochs == 800
+    assert ltc_jax.derive_defaults([data], batch_size=3).epochs == 286
     short = ltc_jax.derive_defaults([_grid(40, 4, 1.0)])
     assert short.tau_init == (0.1, 10.0) and short.max_steps == 256
 
@@ -184,6 +194,10 @@ def test_the_main_job_steps_within_the_stability_bound_of_a_given_tau_init():
     derived = resolve_settings(TrainConfig(solver="rk4"), data)
     assert derived["dt0"] == pytest.approx(0.9 * rk4 * 0.1 / 1.1)
     assert derived["max_steps"] == ltc_jax.fixed_max_steps([data], derived["dt0"])
+    # 32 sequences in batches of 8: 4 steps an epoch, 1000 epochs; given, kept.
+    assert derived["epochs"] == 1000 and derived["derived"]["epochs"]["reason"]
+    given = resolve_settings(TrainConfig(solver="rk4", epochs=3), data)
+    assert given["epochs"] == 3 and "epochs" not in given["derived"]
 
 
 @pytest.mark.parametrize(

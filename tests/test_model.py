@@ -4,6 +4,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.random as jr
+import jaxtyping
 import numpy as np
 import pytest
 from helpers import max_relative_error, mode_options, ragged_batch
@@ -125,11 +126,15 @@ def test_readout_times_read_the_states_at_even_fractions_of_the_sequence(getkey)
 
 
 def test_pooled_readout_reads_final_mean_and_max_of_the_readout_times(getkey):
-    """With `readout_pooling`, the readout of the states at observations 2, 4,
-    6 and 8 (as above) reads [the last, their mean, their maximum], per unit,
-    standardised across those features: a NumPy transcription of the summary,
-    through the same linear readout."""
-    model = ltc_jax.LTC(2, 4, 3, readout_times=4, readout_pooling=True, key=getkey())
+    """With `readout_features="pooled"`, the readout of the states at
+    observations 2, 4, 6 and 8 (as above) reads [the last, their mean, their
+    maximum], per unit, standardised across those features: a NumPy
+    transcription of the summary, through the same linear readout; with
+    `"both"`, the four states side by side and then that summary."""
+    model_key = getkey()
+    model = ltc_jax.LTC(
+        2, 4, 3, readout_times=4, readout_features="pooled", key=model_key
+    )
     assert model.readout.weight.shape == (3, 12)
     ts = 0.25 * jnp.arange(9.0)
     xs = jr.normal(getkey(), (2, 9, 2))
@@ -147,10 +152,20 @@ def test_pooled_readout_reads_final_mean_and_max_of_the_readout_times(getkey):
         rtol=1e-10,
         atol=1e-12,
     )
+    both = ltc_jax.LTC(2, 4, 3, readout_times=4, readout_features="both", key=model_key)
+    assert both.readout.weight.shape == (3, (4 + 3) * 4)
+    features = np.concatenate([read.reshape(2, 16), summary], axis=1)
+    weight, bias = np.asarray(both.readout.weight), np.asarray(both.readout.bias)
+    np.testing.assert_allclose(
+        both(path, integrator=integrator),
+        features @ weight.T + bias,
+        rtol=1e-10,
+        atol=1e-12,
+    )
     # One readout time: the pooled summary of one state is not taken; the
     # outputs are those of the final-state readout with the same parameters.
     key = getkey()
-    single = ltc_jax.LTC(2, 4, 3, readout_pooling=True, key=key)
+    single = ltc_jax.LTC(2, 4, 3, readout_features="both", key=key)
     final = ltc_jax.LTC(2, 4, 3, key=key)
     assert single.readout.weight.shape == (3, 4)
     np.testing.assert_array_equal(
@@ -163,8 +178,11 @@ def test_readout_times_are_checked(getkey):
         ltc_jax.LTC(2, 4, 3, readout_times=0, key=getkey())
     with pytest.raises(ValueError, match="motor neurons"):
         ltc_jax.LTC(2, 8, 2, cell="biophysical", readout_times=2, key=getkey())
-    with pytest.raises(ValueError, match="readout_pooling must be False"):
-        ltc_jax.LTC(2, 8, 2, cell="biophysical", readout_pooling=True, key=getkey())
+    with pytest.raises(ValueError, match="readout_features must be 'states'"):
+        ltc_jax.LTC(2, 8, 2, cell="biophysical", readout_features="both", key=getkey())
+    # A ValueError, or under the tests' runtime type checks the Literal's own.
+    with pytest.raises((ValueError, jaxtyping.TypeCheckError)):
+        ltc_jax.LTC(2, 4, 3, readout_features="mean", key=getkey())
     model = ltc_jax.LTC(2, 4, 3, readout_times=2, key=getkey())
     path = ltc_jax.InputPath(jnp.arange(3.0), jnp.ones((1, 3, 2)))
     integrator = ltc_jax.make_integrator("rk4", dt0=0.5, max_steps=16)

@@ -2,6 +2,7 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import jaxtyping
 import numpy as np
 import pytest
 from helpers import numpy_ltc
@@ -119,3 +120,52 @@ def test_mixed_precision_rounds_the_products_operands_to_bfloat16(getkey):
         ltc_jax.LTCVectorField(3, 5, matmul_dtype="int8", key=getkey())
     with pytest.raises(ValueError, match="'ltc' cell"):
         ltc_jax.LTC(2, 8, 2, cell="biophysical", matmul_dtype="bfloat16", key=getkey())
+
+
+def test_chrono_gate_bias_gives_each_unit_a_memory_of_half_its_tau(getkey):
+    """With the input and recurrent weights at zero the field is linear,
+    dh/dt = -(1/tau + g) h + g A with the constant gate g = sigmoid(b), whose
+    solution from h(0) = 0 is h(t) = h_inf (1 - exp(-(1/tau + g) t)). Chrono's
+    g = 1/tau (tau >= 2) reaches 1 - 1/e of the way at t = tau/2; the zero
+    bias's g = 1/2 does so within 2 time units whatever tau."""
+    hidden = 8
+    tau_init = (0.5, 200.0)
+    for gate_bias_init in ("chrono", "zero"):
+        cell = ltc_jax.LTCVectorField(
+            1, hidden, tau_init=tau_init, gate_bias_init=gate_bias_init, key=getkey()
+        )
+        cell = eqx.tree_at(
+            lambda c: (c.weight_in, c.weight_rec),
+            cell,
+            (jnp.zeros_like(cell.weight_in), jnp.zeros_like(cell.weight_rec)),
+        )
+        tau = np.asarray(cell.tau)
+        gate = np.minimum(0.5, 1 / tau) if gate_bias_init == "chrono" else 0.5
+        np.testing.assert_allclose(jax.nn.sigmoid(cell.bias), gate, rtol=1e-12)
+        rate = 1 / tau + gate
+        # The solve reaches the closed form at t = tau/2 per unit.
+        term = diffrax.ODETerm(lambda t, y, cell: cell.dynamics(y, jnp.zeros((1,))))
+        for unit in range(hidden):
+            t1 = tau[unit] / 2
+            sol = diffrax.diffeqsolve(
+                term,
+                diffrax.Tsit5(),
+                0.0,
+                t1,
+                t1 / 100,
+                jnp.zeros(hidden),
+                args=cell,
+                stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-12),
+                max_steps=100_000,
+            )
+            h_inf = np.asarray(cell.A) * gate / rate
+            expected = h_inf * (1 - np.exp(-rate * t1))
+            np.testing.assert_allclose(sol.ys[-1], expected, rtol=1e-7, atol=1e-12)
+            fraction = expected[unit] / h_inf[unit]
+            if gate_bias_init == "chrono" and tau[unit] >= 2:
+                assert fraction == pytest.approx(1 - np.exp(-1))
+    # A ValueError, or under the tests' runtime type checks the Literal's own.
+    with pytest.raises((ValueError, jaxtyping.TypeCheckError)):
+        ltc_jax.LTCVectorField(1, 2, gate_bias_init="ones", key=getkey())
+    with pytest.raises(ValueError, match="gate_bias_init is an option"):
+        ltc_jax.LTC(1, 2, 2, cell="biophysical", gate_bias_init="chrono", key=getkey())

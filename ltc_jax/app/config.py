@@ -124,19 +124,28 @@ class TrainConfig:
     """Range the time constants are drawn from, log-uniformly (time units).
     Default: derived from the data, from a tenth of the median observation
     interval to the longest sequence's duration."""
+    gate_bias_init: Literal["zero", "chrono"] = "chrono"
+    """The LTC gate's initial bias: chrono, logit(min(1/2, 1/tau)) per unit, so
+    that each unit's memory at initialisation follows its tau (Tallec &
+    Ollivier 2018); zero: the original write-up's, where every unit forgets
+    within about two time units. For --cell ltc (the other cells have no
+    such gate)."""
     readout_times: OptionalInt = None
     """The readout sees the states at this many evenly spread times of each
     sequence (1: the final state only). Default: derived from the data, the
-    median sequence's observations, at most 16, or 64 with --readout-pooling
-    (1 for the biophysical cell)."""
-    readout_pooling: bool = False
-    """Read the final state, the mean and the maximum of the states at the
-    readout times (standardised), not those states side by side: the same
-    features wherever in a series a pattern lies. Helps where the class does
-    not lie at fixed positions, hurts where it does (see the docs' benchmark
-    page)."""
-    epochs: int = 100
-    """Passes over the training set."""
+    median sequence's observations, at most 16, or 64 with --readout-features
+    pooled (1 for the biophysical cell)."""
+    readout_features: Literal["states", "pooled", "both"] | None = None
+    """What the readout reads of the states at the readout times: states, side
+    by side; pooled, their final state, mean and maximum (standardised), the
+    same features wherever in a series a pattern lies; both, the two side by
+    side. Default: both (states for the biophysical cell, which reads its
+    final state). Pooled alone helps where the class does not lie at fixed
+    positions and hurts where it does (see the docs' benchmark page)."""
+    epochs: OptionalInt = None
+    """Passes over the training set (at most, with a validation share). Default:
+    derived from the training set's size and the batch size, about 4,000
+    optimiser steps."""
     batch_size: OptionalInt = None
     """Sequences per optimiser step (the last batch is filled with weight-0
     copies). Default: derived from the training set's size (about 16 steps per
@@ -266,10 +275,14 @@ class TrainConfig:
             raise ValueError(
                 "--precision bf16 is an option of --cell ltc; got --cell biophysical."
             )
-        if self.cell == "biophysical" and self.readout_pooling:
+        if self.cell == "biophysical" and self.readout_features not in (
+            None,
+            "states",
+        ):
             raise ValueError(
-                "--readout-pooling pools several readout times; --cell "
-                "biophysical reads its motor neurons' final state."
+                f"--readout-features {self.readout_features} reads several "
+                "readout times; --cell biophysical reads its motor neurons' "
+                "final state."
             )
         if self.cell == "biophysical" and (self.readout_times or 1) > 1:
             raise ValueError(

@@ -254,7 +254,9 @@ def train_and_evaluate(
         settings["derived"]["validation_fraction"] = data["validation_fraction"]
     if resume:  # what the run derived and kept (its solver, batch size) says why
         settings["derived"] = saved_derived | settings["derived"]
-    config = dataclasses.replace(config, solver=settings["solver"])
+    config = dataclasses.replace(
+        config, solver=settings["solver"], epochs=settings["epochs"]
+    )
     mesh = training_mesh(config, settings)
     for name, choice in settings["derived"].items():
         say(f"{name} = {choice['value']} ({choice['reason']})")

@@ -93,6 +93,21 @@ def default_solver(config: TrainConfig) -> tuple[str, str]:
     )
 
 
+DEFAULT_READOUT_FEATURES = "both"
+"""The main job's readout of several times: the states side by side and their
+pooled summary, for classes that lie at fixed positions in a series as well as
+those that do not (the docs' benchmark page measures each choice)."""
+
+
+def readout_features(config: TrainConfig) -> str:
+    """The readout features a config asks for: `config.readout_features`, else
+    `"states"` for the biophysical cell (which reads one state) and
+    `DEFAULT_READOUT_FEATURES` otherwise."""
+    if config.readout_features is not None:
+        return config.readout_features
+    return "states" if config.cell == "biophysical" else DEFAULT_READOUT_FEATURES
+
+
 def resolve_settings(
     config: TrainConfig,
     train: SequenceDataset,
@@ -103,8 +118,8 @@ def resolve_settings(
     so that every solve fits), each given option kept: `solver`
     ([`default_solver`][ltc_jax.app.settings.default_solver] where the config names
     none), `dt0` (for fixed steps), `adaptive`, `max_steps`, `batch_size`,
-    `tau_init`, and `derived`, naming each setting the data chose and why; also
-    `batching` and `readout_times`."""
+    `epochs`, `tau_init`, and `derived`, naming each setting the data chose and
+    why; also `batching` and `readout_times`."""
     name, solver_reason = (
         (config.solver, None) if config.solver is not None else default_solver(config)
     )
@@ -121,7 +136,7 @@ def resolve_settings(
         adaptive=adaptive,
         batch_size=config.batch_size,
         interpolation=config.interpolation,
-        readout_pooling=config.readout_pooling,
+        readout_features=readout_features(config),
     )
     every = (train, *others)
     reasons = dict(defaults.reasons)
@@ -142,6 +157,7 @@ def resolve_settings(
         solver=name,
         dt0=config.dt0 if config.dt0 is not None or adaptive else defaults.dt0,
         batch_size=config.batch_size or defaults.batch_size,
+        epochs=config.epochs or defaults.epochs,
         tau_init=tuple(config.tau_init or defaults.tau_init),
         batching=config.batching or batching,
         readout_times=config.readout_times or readout_times,
@@ -167,13 +183,14 @@ def resolve_settings(
         "solver",
         "dt0",
         "batch_size",
+        "epochs",
         "tau_init",
         "max_steps",
         "batching",
         "readout_times",
     )
     if config.model == "cfc":  # no ODE solve: only the batches and the readout
-        names = ("batch_size", "readout_times")
+        names = ("batch_size", "epochs", "readout_times")
     derived = {
         name: dict(value=chosen[name], reason=reasons[name])
         for name in names
@@ -256,11 +273,11 @@ def make_model(
     """The freshly initialised LTC (or CfC) a config describes, with the
     `tau_init` and `readout_times` of `settings` (from `resolve_settings`; a
     run saved before readout times existed reads its final state) and the
-    config's `readout_pooling`."""
+    config's `readout_features` and, for the `ltc` cell, `gate_bias_init`."""
     sizes = (input_size, config.hidden_size, output_size)
     shared = dict(
         readout_times=settings.get("readout_times", 1),
-        readout_pooling=config.readout_pooling,
+        readout_features=readout_features(config),
         key=jr.PRNGKey(config.seed),
     )
     if config.model == "cfc":
@@ -271,6 +288,7 @@ def make_model(
             backbone_layers=config.backbone_layers,
             **shared,
         )
+    gate = dict(gate_bias_init=config.gate_bias_init) if config.cell == "ltc" else {}
     return ltc_jax.LTC(
         *sizes,
         cell=config.cell,
@@ -278,5 +296,6 @@ def make_model(
         tau_init=tuple(settings["tau_init"]),
         tau_min=config.tau_min,
         matmul_dtype="bfloat16" if config.precision == "bf16" else None,
+        **gate,
         **shared,
     )
