@@ -36,6 +36,7 @@ from .settings import (
     make_config_integrator,
     make_model,
     path_options,
+    readout_features,
     resolve_settings,
     training_schedule,
     validation_share,
@@ -254,8 +255,11 @@ def train_and_evaluate(
         settings["derived"]["validation_fraction"] = data["validation_fraction"]
     if resume:  # what the run derived and kept (its solver, batch size) says why
         settings["derived"] = saved_derived | settings["derived"]
-    config = dataclasses.replace(
-        config, solver=settings["solver"], epochs=settings["epochs"]
+    config = dataclasses.replace(  # the run folder records what was resolved
+        config,
+        solver=settings["solver"],
+        epochs=settings["epochs"],
+        readout_features=readout_features(config),
     )
     mesh = training_mesh(config, settings)
     for name, choice in settings["derived"].items():
