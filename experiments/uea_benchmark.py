@@ -5,7 +5,8 @@ next to the 1-NN baselines of the archives.
 By default: JapaneseVowels (bundled in the package) and the UCR datasets
 ArrowHead, OSULeaf and ACSF1 (`experiments/data/uea/`, with their provenance).
 Any `.ts` pairs can be given instead with `--pairs NAME=TRAIN.ts,TEST.ts ...`,
-and `--model cfc` or `--readout-features` change the main job's options.
+and `--model cfc`, `--epochs`, `--readout-features` or `--gate-bias-init`
+change the main job's options (for the ablations on the docs' benchmark page).
 
 Each run is the main job itself (`ltc_jax.app.train_and_evaluate`) in its own
 process, writing its run folder under this run's. The table gives the test
@@ -84,9 +85,15 @@ class Config(_run.RunConfig):
     """Override the main job's hidden size (default: its own)."""
     readout_features: Literal["states", "pooled", "both"] | None = None
     """The main job's --readout-features (default: its own)."""
+    gate_bias_init: Literal["zero", "chrono"] | None = None
+    """The main job's --gate-bias-init (default: its own)."""
 
 
 QUICK = dict(seeds=(0,), epochs=2, hidden_size=8)
+
+OVERRIDES = ("model", "epochs", "hidden_size", "readout_features", "gate_bias_init")
+"""The fields of `Config` that set the main job's option of the same name (`None`:
+the main job's own)."""
 
 
 def euclidean_1nn(train, test) -> float | None:
@@ -136,12 +143,7 @@ def main(config: Config) -> dict:
     pairs = config.pairs
     if config.quick:
         pairs = pairs[:2]
-    overrides = dict(
-        epochs=config.epochs,
-        hidden_size=config.hidden_size,
-        model=config.model,
-        readout_features=config.readout_features,
-    )
+    overrides = {name: getattr(config, name) for name in OVERRIDES}
     rows = []
     for pair in pairs:
         name, files = pair.split("=", 1)
@@ -202,15 +204,15 @@ def main(config: Config) -> dict:
         ("1-NN ED publ.", lambda r: published(r, "euclidean")),
         ("1-NN DTW publ.", lambda r: published(r, "dtw")),
     ]
-    pooled = (
-        f" --readout-features {config.readout_features}"
-        if config.readout_features
-        else ""
+    options = "".join(
+        f" --{name.replace('_', '-')} {value}"
+        for name, value in overrides.items()
+        if value is not None
     )
 
     def title(env):
         return (
-            f"The main job's defaults (--model {config.model}{pooled}), "
+            f"The main job's defaults ({options.strip()}), "
             f"{len(config.seeds)} seed(s) ({env['backend']}, {env['cpu_count']} "
             "CPUs)"
         )

@@ -132,36 +132,29 @@ def test_pooled_readout_reads_final_mean_and_max_of_the_readout_times(getkey):
     transcription of the summary, through the same linear readout; with
     `"both"`, the four states side by side and then that summary."""
     model_key = getkey()
-    model = ltc_jax.LTC(
-        2, 4, 3, readout_times=4, readout_features="pooled", key=model_key
-    )
-    assert model.readout.weight.shape == (3, 12)
     ts = 0.25 * jnp.arange(9.0)
     xs = jr.normal(getkey(), (2, 9, 2))
     path = ltc_jax.InputPath(ts, xs)
     integrator = ltc_jax.make_integrator("rk4", dt0=0.05, max_steps=200)
-    every = np.asarray(model.solve(path, integrator=integrator, save="observations").ys)
-    read = every[:, [2, 4, 6, 8]]
-    summary = np.concatenate([read[:, -1], read.mean(1), read.max(1)], axis=1)
-    mean, std = summary.mean(1, keepdims=True), summary.std(1, keepdims=True)
-    summary = (summary - mean) / np.sqrt(std**2 + 1e-5)
-    weight, bias = np.asarray(model.readout.weight), np.asarray(model.readout.bias)
-    np.testing.assert_allclose(
-        model(path, integrator=integrator),
-        summary @ weight.T + bias,
-        rtol=1e-10,
-        atol=1e-12,
-    )
-    both = ltc_jax.LTC(2, 4, 3, readout_times=4, readout_features="both", key=model_key)
-    assert both.readout.weight.shape == (3, (4 + 3) * 4)
-    features = np.concatenate([read.reshape(2, 16), summary], axis=1)
-    weight, bias = np.asarray(both.readout.weight), np.asarray(both.readout.bias)
-    np.testing.assert_allclose(
-        both(path, integrator=integrator),
-        features @ weight.T + bias,
-        rtol=1e-10,
-        atol=1e-12,
-    )
+    for features, read_size in (("pooled", 3 * 4), ("both", (4 + 3) * 4)):
+        model = ltc_jax.LTC(
+            2, 4, 3, readout_times=4, readout_features=features, key=model_key
+        )
+        assert model.readout.weight.shape == (3, read_size)
+        every = model.solve(path, integrator=integrator, save="observations").ys
+        read = np.asarray(every)[:, [2, 4, 6, 8]]
+        summary = np.concatenate([read[:, -1], read.mean(1), read.max(1)], axis=1)
+        mean, std = summary.mean(1, keepdims=True), summary.std(1, keepdims=True)
+        summary = (summary - mean) / np.sqrt(std**2 + 1e-5)
+        if features == "both":
+            summary = np.concatenate([read.reshape(2, 16), summary], axis=1)
+        weight = np.asarray(model.readout.weight)
+        np.testing.assert_allclose(
+            model(path, integrator=integrator),
+            summary @ weight.T + np.asarray(model.readout.bias),
+            rtol=1e-10,
+            atol=1e-12,
+        )
     # One readout time: the pooled summary of one state is not taken; the
     # outputs are those of the final-state readout with the same parameters.
     key = getkey()
