@@ -87,11 +87,20 @@ class Config(_run.RunConfig):
     """The main job's --readout-features (default: its own)."""
     gate_bias_init: Literal["zero", "chrono"] | None = None
     """The main job's --gate-bias-init (default: its own)."""
+    ode_unfolds: int | None = None
+    """The main job's --ode-unfolds (default: its own)."""
 
 
 QUICK = dict(seeds=(0,), epochs=2, hidden_size=8)
 
-OVERRIDES = ("model", "epochs", "hidden_size", "readout_features", "gate_bias_init")
+OVERRIDES = (
+    "model",
+    "epochs",
+    "hidden_size",
+    "readout_features",
+    "gate_bias_init",
+    "ode_unfolds",
+)
 """The fields of `Config` that set the main job's option of the same name (`None`:
 the main job's own)."""
 
