@@ -212,7 +212,7 @@ class LTCVectorField(AbstractLTCField):
         matmul_dtype: str | None = None,
         key: PRNGKeyArray,
     ):
-        """**Arguments:**
+        r"""**Arguments:**
 
         - `input_size`: number of input channels of $x(t)$.
         - `hidden_size`: number of units (the size of $h$).

@@ -14,6 +14,8 @@ from helpers import max_relative_error, quiet_fit, toy_ts_file
 
 import ltc_jax
 from ltc_jax._batch import epoch_order
+from ltc_jax.app.runs import config_from_json
+from ltc_jax.app.settings import make_model
 from ltc_jax.datasets import SequenceDataset
 
 
@@ -277,11 +279,10 @@ def test_ctrl_c_keeps_the_run_and_names_the_resume_command(tmp_path):
     _, err = victim.communicate(timeout=120)
     assert victim.returncode == 130
     assert err.strip().splitlines()[-1].endswith(f"ltc-jax train --resume {run}")
-    derived = json.loads((run / "config.json").read_text())["derived"]
+    saved = json.loads((run / "config.json").read_text())
+    settings = {name: choice["value"] for name, choice in saved["derived"].items()}
     with jax.enable_x64(False):  # the run was float32
-        like = ltc_jax.LTC(
-            2, 4, 2, readout_times=derived["readout_times"]["value"], key=jr_key(0)
-        )
+        like = make_model(config_from_json(saved), 2, 2, settings)
     _, meta, skipped = ltc_jax.load_latest_checkpoint(run / "checkpoints", like)
     assert skipped == [] and meta["epoch"] < 200
     refused = subprocess.run(
