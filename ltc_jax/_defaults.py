@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ._model import ReadoutFeatures, check_readout_features
 from .datasets import SequenceDataset
 
 
@@ -58,7 +59,8 @@ class DataDefaults:
     sequence's duration), `tau_init` (the range the time constants are drawn
     from, log-uniformly), `dt0` (a fixed step: one per observation interval,
     shortened to the solver's stability bound on the fastest initial decay),
-    `max_steps` (for adaptive steps), `batch_size`, `epochs`, `batching` (`"batched"` or
+    `max_steps` (for adaptive steps), `batch_size`, `epochs` (passes over the
+    training set: about `OPTIMIZER_STEPS` optimiser steps), `batching` (`"batched"` or
     `"vmap"`, for [`ltc_jax.make_integrator`][]), `readout_times` (for
     [`ltc_jax.LTC`][]), and `reasons` (one line per setting).
     """
@@ -136,7 +138,8 @@ def derive_defaults(
     adaptive: bool = True,
     batch_size: int | None = None,
     interpolation: str = "linear",
-    readout_features: str = "states",
+    readout_features: ReadoutFeatures = "states",
+    batch_multiple: int = 1,
 ) -> DataDefaults:
     """Settings derived from the data rather than guessed, so that a model's
     defaults work whatever the unit of the timestamps (seconds, milliseconds or
@@ -156,7 +159,8 @@ def derive_defaults(
       JapaneseVowels); `"full"` and `"checkpoint"` allocate for `max_steps`, so
       it is kept to a few times what the solve needs.
     - `batch_size`: a sixteenth of the training set, rounded to a power of two,
-      within [8, 64]: about 16 optimiser steps per epoch.
+      within [8, 64] (then up to a multiple of `batch_multiple`): about 16
+      optimiser steps per epoch.
     - `epochs = ceil(OPTIMIZER_STEPS / ceil(train_size / batch_size))`: about
       4,000 optimiser steps however many series there are (236 epochs of
       JapaneseVowels' 270, 800 of ArrowHead's 36, 26 of 10,000 series in
@@ -189,10 +193,14 @@ def derive_defaults(
     is; the batching is judged on it); `interpolation`: the input path's
     (`"cubic"` has no stops at the observations, so it is always batched);
     `readout_features`: what the model's readout reads of its readout times
-    ([`ltc_jax.LTC`][]).
+    ([`ltc_jax.LTC`][]); `batch_multiple`: the derived batch size is rounded up
+    to a multiple of this (the devices a batch is split over, as
+    [`ltc_jax.data_mesh`][] needs), before the epochs are derived from it.
 
-    **Raises:** `ValueError` as [`ltc_jax.observation_spacing`][].
+    **Raises:** `ValueError` as [`ltc_jax.observation_spacing`][], or for an
+    unknown `readout_features`.
     """
+    check_readout_features(readout_features)
     spacing = observation_spacing(datasets)
     longest = max(float(np.max(data.durations)) for data in datasets)
     low, high = spacing / 10, max(10 * spacing, longest)
@@ -225,6 +233,11 @@ def derive_defaults(
             f"about 16 steps per epoch over {n} training sequences, a power of "
             "two in [8, 64]"
         )
+        if batch_size % batch_multiple:
+            batch_size = batch_multiple * math.ceil(batch_size / batch_multiple)
+            reasons["batch_size"] += (
+                f", rounded up to a multiple of {batch_multiple} (the devices)"
+            )
     else:
         reasons["batch_size"] = "given"
     steps_per_epoch = math.ceil(n / batch_size)

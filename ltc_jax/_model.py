@@ -2,6 +2,7 @@
 
 import abc
 import math
+import typing
 from collections.abc import Callable
 from typing import Literal
 
@@ -18,6 +19,7 @@ from ._paths import InputPath
 from ._vector_field import (
     AbstractLTCField,
     BiophysicalLTCVectorField,
+    GateBiasInit,
     LTCVectorField,
     over_batch,
 )
@@ -129,7 +131,8 @@ ReadoutFeatures = Literal["states", "pooled", "both"]
 """What a readout of several times reads: the states side by side, their pooled
 summary, or both."""
 
-READOUT_FEATURES = ("states", "pooled", "both")
+READOUT_FEATURES = typing.get_args(ReadoutFeatures)
+"""The names `readout_features` accepts."""
 
 
 def check_readout_features(readout_features: str) -> None:
@@ -340,7 +343,7 @@ class LTC(AbstractSequenceModel):
         encoded_size: int | None = None,
         tau_init: tuple[float, float] = (0.1, 10.0),
         tau_min: float = 0.0,
-        gate_bias_init: str = "zero",
+        gate_bias_init: GateBiasInit = "zero",
         readout_times: int = 1,
         readout_features: ReadoutFeatures = "states",
         matmul_dtype: str | None = None,
@@ -371,8 +374,9 @@ class LTC(AbstractSequenceModel):
         - `readout_times`: the readout sees the states at this many times
             spread evenly over each sequence, at `1/n, 2/n, ..., 1` of its
             duration (default 1: the final state only); its linear readout then
-            takes `readout_times * hidden_size` inputs. Not for the biophysical
-            cell, which reads its motor neurons' final state.
+            takes `readout_size(readout_times, hidden_size, readout_features)`
+            inputs (`readout_times * hidden_size` for `"states"`). Not for the
+            biophysical cell, which reads its motor neurons' final state.
         - `readout_features`: with `readout_times > 1`, what the readout reads
             of the states at those times: `"states"` (default), side by side;
             `"pooled"`, their summary `[final, mean, max]` per unit (`3 *

@@ -15,6 +15,10 @@ from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 from ._custom_types import AbstractInput
 
 
+GateBiasInit = Literal["zero", "chrono"]
+"""How [`ltc_jax.LTCVectorField`][] initialises its gate's bias."""
+
+
 def inverse_softplus(y: ArrayLike) -> Array:
     """The inverse of `jax.nn.softplus`, for `y > 0`: `log(exp(y) - 1)`, computed
     stably."""
@@ -149,14 +153,13 @@ class LTCVectorField(AbstractLTCField):
     time units whatever its $\tau$, and `tau_init` barely matters.
     `gate_bias_init="chrono"` sets each unit's bias to
     $b = \operatorname{logit}(\min(1/2, 1/\tau))$ instead: with the input and the
-    other units at zero the gate is then $1/\tau$, the unit relaxes at rate
-    $2/\tau$ and its memory spans $\tau/2$, so the units' memories at
-    initialisation cover the range `tau_init` is drawn from. This is the
-    chrono initialisation of Tallec & Ollivier (2018), "Can recurrent neural
-    networks warp time?", ICLR, which sets an LSTM's forget-gate biases from
-    the time scales to be remembered. Measured on the development benchmark
-    (the docs' benchmark page): it lifted OSULeaf, whose classes need memory
-    across hundreds of samples, and changed JapaneseVowels within its spread.
+    state at zero the gate is then $\min(1/2, 1/\tau)$, a unit of $\tau \ge 2$
+    relaxes at rate $2/\tau$ and its memory spans $\tau/2$, so the units'
+    memories at initialisation follow the time constants `tau_init` spans.
+    This is the chrono initialisation of Tallec & Ollivier (2018), "Can
+    recurrent neural networks warp time?", ICLR, which sets an LSTM's
+    forget-gate biases from the time scales to be remembered. The docs'
+    benchmark page measures it against the zero bias.
 
     **Fields:**
 
@@ -207,7 +210,7 @@ class LTCVectorField(AbstractLTCField):
         *,
         tau_init: tuple[float, float] = (0.1, 10.0),
         tau_min: float = 0.0,
-        gate_bias_init: Literal["zero", "chrono"] = "zero",
+        gate_bias_init: GateBiasInit = "zero",
         dtype=None,
         matmul_dtype: str | None = None,
         key: PRNGKeyArray,

@@ -298,9 +298,9 @@ def test_cli_mixed_precision_trains_and_reloads_in_bfloat16(tmp_path):
 
 def test_cli_cfc_trains_evaluates_and_records_one_memory_entry(tmp_path, capsys):
     """`--model cfc`: no ODE, so only the batch size and readout times are
-    derived, the memory table has the one `backprop` entry, and `evaluate`
-    reproduces the run's test accuracy from the saved model, pooled readout
-    (`--readout-features pooled`) included."""
+    derived (the epochs are given), the memory table has the one `backprop`
+    entry, and `evaluate` reproduces the run's test accuracy from the saved
+    model, pooled readout (`--readout-features pooled`) included."""
     from ltc_jax.app.runs import load_run
 
     _, test, out, metrics = _train_toy(
@@ -381,5 +381,33 @@ def test_a_config_saved_before_readout_features_keeps_its_readout():
         assert config.gate_bias_init == "zero"
     config = config_from_json(dict(old))  # before readout_pooling, too
     assert config.readout_features == "states"
-    now = TrainConfig(epochs=3, readout_features="both", tau_init=(0.5, 2.0))
-    assert config_from_json(dataclasses.asdict(now)) == now
+    cfc = config_from_json(dict(old, model="cfc"))
+    assert cfc.gate_bias_init is None  # the CfC has no LTC gate
+    now = TrainConfig(
+        epochs=3, readout_features="both", gate_bias_init="chrono", tau_init=(0.5, 2.0)
+    )
+    # Through JSON, as the run folder holds it: lists read back as tuples.
+    assert config_from_json(json.loads(json.dumps(dataclasses.asdict(now)))) == now
+
+
+def test_the_main_job_builds_the_chrono_gate_and_both_readouts():
+    """The main job's model: the LTC with the chrono gate bias (sigmoid(b) =
+    min(1/2, 1/tau) per unit) reading the states and their summary; the
+    biophysical cell its final states, with no gate bias to set."""
+    from ltc_jax.app import TrainConfig
+    from ltc_jax.app.settings import make_model
+
+    settings = dict(tau_init=(0.5, 50.0), readout_times=4)
+    model = make_model(TrainConfig(hidden_size=6), 3, 2, settings)
+    gate = jax.nn.sigmoid(np.asarray(model.cell.bias))
+    np.testing.assert_allclose(gate, np.minimum(0.5, 1 / np.asarray(model.cell.tau)))
+    assert model.readout_features == "both"
+    assert model.readout.weight.shape == (2, 4 * 6 + 3 * 6)
+    zero = make_model(TrainConfig(hidden_size=6, gate_bias_init="zero"), 3, 2, settings)
+    np.testing.assert_array_equal(np.asarray(zero.cell.bias), 0.0)
+    cell = TrainConfig(cell="biophysical", wiring="random", hidden_size=6)
+    assert make_model(
+        cell, 3, 2, settings | dict(readout_times=1)
+    ).readout_features == ("states")
+    with pytest.raises(ValueError, match="--cell biophysical has no such gate"):
+        TrainConfig(cell="biophysical", gate_bias_init="chrono").check()

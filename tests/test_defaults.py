@@ -1,6 +1,7 @@
 """Defaults derived from the data, the stratified validation split, early
 stopping and the non-learning warning."""
 
+import jaxtyping
 import numpy as np
 import optax
 import pytest
@@ -65,7 +66,8 @@ def test_derived_defaults_of_short_irregular_data():
     """Median spacing over irregular gaps; short sequences keep tau up to ten
     spacings; 1,000 observations allow 16,000 steps; 40 sequences, batch 8,
     so 5 optimiser steps an epoch and 800 epochs; a given batch of 3 takes 14
-    steps an epoch, ceil(4000 / 14) = 286 epochs."""
+    steps an epoch, ceil(4000 / 14) = 286 epochs; over 3 devices the derived
+    batch of 8 becomes 9, 5 steps an epoch again, 800 epochs."""
     data = _grid(40, 1000, 1.0)
     ts = np.cumsum(np.tile([0.5, 1.5, 1.0], (40, 334))[:, :1000], axis=1)
     data = SequenceDataset(
@@ -80,6 +82,12 @@ def test_derived_defaults_of_short_irregular_data():
     assert defaults.max_steps == 16_000 and defaults.batch_size == 8
     assert defaults.epochs == 800
     assert ltc_jax.derive_defaults([data], batch_size=3).epochs == 286
+    split = ltc_jax.derive_defaults([data], batch_multiple=3)
+    assert (split.batch_size, split.epochs) == (9, 800)
+    assert "multiple of 3" in split.reasons["batch_size"]
+    # A ValueError, or under the tests' runtime type checks the Literal's own.
+    with pytest.raises((ValueError, jaxtyping.TypeCheckError), match="readout_f"):
+        ltc_jax.derive_defaults([data], readout_features="pool")
     short = ltc_jax.derive_defaults([_grid(40, 4, 1.0)])
     assert short.tau_init == (0.1, 10.0) and short.max_steps == 256
 

@@ -124,12 +124,12 @@ class TrainConfig:
     """Range the time constants are drawn from, log-uniformly (time units).
     Default: derived from the data, from a tenth of the median observation
     interval to the longest sequence's duration."""
-    gate_bias_init: Literal["zero", "chrono"] = "chrono"
+    gate_bias_init: Literal["zero", "chrono"] | None = None
     """The LTC gate's initial bias: chrono, logit(min(1/2, 1/tau)) per unit, so
     that each unit's memory at initialisation follows its tau (Tallec &
     Ollivier 2018); zero: the original write-up's, where every unit forgets
-    within about two time units. For --cell ltc (the other cells have no
-    such gate)."""
+    within about two time units. Default: chrono. For --cell ltc only (the
+    biophysical cell and the CfC have no such gate)."""
     readout_times: OptionalInt = None
     """The readout sees the states at this many evenly spread times of each
     sequence (1: the final state only). Default: derived from the data, the
@@ -274,6 +274,14 @@ class TrainConfig:
         if self.cell == "biophysical" and self.precision != "float32":
             raise ValueError(
                 "--precision bf16 is an option of --cell ltc; got --cell biophysical."
+            )
+        if self.gate_bias_init is not None and (
+            self.model == "cfc" or self.cell == "biophysical"
+        ):
+            raise ValueError(
+                f"--gate-bias-init {self.gate_bias_init} sets the LTC gate's bias; "
+                + ("--model cfc" if self.model == "cfc" else "--cell biophysical")
+                + " has no such gate."
             )
         if self.cell == "biophysical" and self.readout_features not in (
             None,

@@ -33,6 +33,7 @@ from .runs import (
     write_history,
 )
 from .settings import (
+    gate_bias_init,
     make_config_integrator,
     make_model,
     path_options,
@@ -260,6 +261,7 @@ def train_and_evaluate(
         solver=settings["solver"],
         epochs=settings["epochs"],
         readout_features=readout_features(config),
+        gate_bias_init=gate_bias_init(config),
     )
     mesh = training_mesh(config, settings)
     for name, choice in settings["derived"].items():
@@ -410,9 +412,9 @@ def start_processes(config: TrainConfig) -> None:
 
 
 def training_mesh(config: TrainConfig, settings: dict[str, Any]):
-    """The device mesh the batches are split over (`None` for one device), with
-    a derived batch size rounded up to a multiple of the device count (and its
-    reason updated in `settings`).
+    """The device mesh the batches are split over (`None` for one device); the
+    batch size of `settings` must divide over it (a derived one was rounded up
+    to a multiple of the device count by `resolve_settings`).
 
     **Raises:** `ValueError` for more devices than there are, fewer than all of
     them in a multi-process run, or a given `--batch-size` that does not divide
@@ -430,18 +432,11 @@ def training_mesh(config: TrainConfig, settings: dict[str, Any]):
         )
     if count == 1:
         return None
-    size = settings["batch_size"]
+    size = settings["batch_size"]  # a derived one is a multiple of the devices
     if size % count:
-        if config.batch_size is not None:
-            raise ValueError(
-                f"--batch-size {size} does not divide over {count} devices; choose a "
-                f"multiple of {count}."
-            )
-        settings["batch_size"] = size = count * math.ceil(size / count)
-        settings["derived"]["batch_size"] = dict(
-            value=size,
-            reason=settings["derived"]["batch_size"]["reason"]
-            + f", rounded up to a multiple of the {count} devices",
+        raise ValueError(
+            f"--batch-size {size} does not divide over {count} devices; choose a "
+            f"multiple of {count}."
         )
     return ltc_jax.data_mesh(count)
 

@@ -108,12 +108,16 @@ def config_from_json(saved: dict) -> TrainConfig:
     """A run's `config.json` as a `TrainConfig` (without the `derived` record;
     lists back to tuples). A run saved before `readout_features` and
     `gate_bias_init` existed gets the readout it had (`readout_pooling`'s
-    summary, or the states) and the zero gate bias."""
+    summary, or the states) and the zero gate bias (none for the CfC and the
+    biophysical cell, which have no such gate)."""
     saved = {k: v for k, v in saved.items() if k != "derived"}
     if "readout_features" not in saved:  # saved before the option: its readout
         pooling = saved.pop("readout_pooling", False)
         saved["readout_features"] = "pooled" if pooling else "states"
-    saved.setdefault("gate_bias_init", "zero")  # likewise: the zero bias it had
+    if saved.get("model", "ltc") != "ltc" or saved.get("cell", "ltc") != "ltc":
+        saved["gate_bias_init"] = None  # no LTC gate to set
+    else:
+        saved.setdefault("gate_bias_init", "zero")  # likewise: the zero bias it had
     if saved.get("tau_init") is not None:
         saved["tau_init"] = tuple(saved["tau_init"])
     return TrainConfig(**saved)

@@ -5,6 +5,7 @@ integrator and model they give."""
 from typing import Any
 
 import diffrax
+import jax
 import jax.random as jr
 
 import ltc_jax
@@ -99,6 +100,15 @@ pooled summary, for classes that lie at fixed positions in a series as well as
 those that do not (the docs' benchmark page measures each choice)."""
 
 
+def gate_bias_init(config: TrainConfig) -> str | None:
+    """The LTC gate's initial bias a config asks for: `config.gate_bias_init`,
+    else `"chrono"` for the `ltc` cell of `--model ltc`; `None` where there is no
+    such gate (the biophysical cell, the CfC)."""
+    if config.model == "cfc" or config.cell != "ltc":
+        return None
+    return config.gate_bias_init or "chrono"
+
+
 def readout_features(config: TrainConfig) -> str:
     """The readout features a config asks for: `config.readout_features`, else
     `"states"` for the biophysical cell (which reads one state) and
@@ -137,6 +147,7 @@ def resolve_settings(
         batch_size=config.batch_size,
         interpolation=config.interpolation,
         readout_features=readout_features(config),
+        batch_multiple=config.devices or len(jax.devices()),
     )
     every = (train, *others)
     reasons = dict(defaults.reasons)
@@ -288,7 +299,11 @@ def make_model(
             backbone_layers=config.backbone_layers,
             **shared,
         )
-    gate = dict(gate_bias_init=config.gate_bias_init) if config.cell == "ltc" else {}
+    gate = (
+        {}
+        if gate_bias_init(config) is None
+        else dict(gate_bias_init=gate_bias_init(config))
+    )
     return ltc_jax.LTC(
         *sizes,
         cell=config.cell,
