@@ -11,7 +11,7 @@ import tyro
 
 import ltc_jax
 
-from .config import TrainConfig
+from .config import File, TrainConfig
 from .job import RunInterrupted, train_and_evaluate
 from .runs import evaluate_run, predict_run
 
@@ -77,7 +77,7 @@ class PredictConfig:
     data: Annotated[str, tyro.conf.arg(metavar="FILE")]
     """A labelled .ts file, as the UEA/UCR archives write them (the labels are
     read, among the run's classes, but not used)."""
-    out: Annotated[str | None, tyro.conf.arg(metavar="FILE")] = None
+    out: File = None
     """The CSV file to write. Default: RUN_DIR/predictions-<data file name>.csv.
     An existing file is never overwritten."""
 

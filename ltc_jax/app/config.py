@@ -2,23 +2,37 @@
 tyro and the tests and notebooks build directly."""
 
 import dataclasses
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import tyro
 
 from .._custom_types import Interpolation
 from .._integrator import Batching
+from .._model import ReadoutFeatures
 from .._names import AdjointName, SolverName
+from .._vector_field import GateBiasInit
 
 
 DEFAULT_RTOL = 1e-3
 DEFAULT_ATOL = 1e-4
 
-# Metavars for optional options, instead of tyro's `{None}|STR`.
-File = Annotated[str | None, tyro.conf.arg(metavar="FILE")]
-Folder = Annotated[str | None, tyro.conf.arg(metavar="FOLDER")]
-OptionalFloat = Annotated[float | None, tyro.conf.arg(metavar="FLOAT")]
-OptionalInt = Annotated[int | None, tyro.conf.arg(metavar="INT")]
+
+def _optional(type_: Any, metavar: str | None = None) -> Any:
+    """`type_ | None` for an option whose help text says what leaving it out
+    does: shown as `metavar` (a Literal's choices by default) and "(optional)",
+    not as tyro's `{None}|...` and "(default: None)"."""
+    if metavar is None:
+        metavar = "{" + ",".join(get_args(type_)) + "}"
+    return Annotated[
+        type_ | None, tyro.conf.arg(metavar=metavar, help_behavior_hint="(optional)")
+    ]
+
+
+File = _optional(str, "FILE")
+Folder = _optional(str, "FOLDER")
+OptionalFloat = _optional(float, "FLOAT")
+OptionalInt = _optional(int, "INT")
+OptionalSolver = _optional(SolverName)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,7 +71,7 @@ class TrainConfig:
     authors' cell on a sparse wiring."""
     wiring: Literal["fc", "random", "ncp"] = "fc"
     """Wiring of the biophysical cell: fully connected, random, or NCP."""
-    solver: SolverName | None = None
+    solver: OptionalSolver = None
     """ODE solver; fused is the original authors' semi-implicit step. Default:
     fused (one step per observation interval, stable whatever the time
     constants); tsit5 where tolerances, --dtmin or --tighten-at are given, or
@@ -99,10 +113,10 @@ class TrainConfig:
     windows: OptionalInt = None
     """Windows for --adjoint windowed (default: derived from the time constants
     and the longest sequence)."""
-    backward_solver: SolverName | None = None
+    backward_solver: OptionalSolver = None
     """Reverse-solve solver for --adjoint backsolve or windowed (default: the
     forward one; needed with --solver fused)."""
-    batching: Batching | None = None
+    batching: _optional(Batching) = None
     """Solve the batch as one state (batched) or per sequence (vmap). Default:
     derived from the data: vmap for adaptive steps with a linear input where a
     batched solve would stop more than twice as often as a sequence needs steps
@@ -118,13 +132,11 @@ class TrainConfig:
     test, seeded by --seed): the irregular-sampling protocol of Kidger et al. 2020."""
     tau_min: float = 0.0
     """Floor on every time constant tau (time units)."""
-    tau_init: Annotated[
-        tuple[float, float] | None, tyro.conf.arg(metavar="LOW HIGH")
-    ] = None
+    tau_init: _optional(tuple[float, float], "LOW HIGH") = None
     """Range the time constants are drawn from, log-uniformly (time units).
     Default: derived from the data, from a tenth of the median observation
     interval to the longest sequence's duration."""
-    gate_bias_init: Literal["zero", "chrono"] | None = None
+    gate_bias_init: _optional(GateBiasInit) = None
     """The LTC gate's initial bias: chrono, logit(min(1/2, 1/tau)) per unit, so
     that each unit's memory at initialisation follows its tau (Tallec &
     Ollivier 2018); zero: the original write-up's, where every unit forgets
@@ -135,7 +147,7 @@ class TrainConfig:
     sequence (1: the final state only). Default: derived from the data, the
     median sequence's observations, at most 16, or 64 with --readout-features
     pooled (1 for the biophysical cell)."""
-    readout_features: Literal["states", "pooled", "both"] | None = None
+    readout_features: _optional(ReadoutFeatures) = None
     """What the readout reads of the states at the readout times: states, side
     by side; pooled, their final state, mean and maximum (standardised), the
     same features wherever in a series a pattern lies; both, the two side by
@@ -179,7 +191,7 @@ class TrainConfig:
     """Devices to split each batch over (data parallelism; the batch size must
     be a multiple). Default: every device of the backend, over all processes
     with --coordinator."""
-    coordinator: Annotated[str | None, tyro.conf.arg(metavar="HOST:PORT")] = None
+    coordinator: _optional(str, "HOST:PORT") = None
     """Several hosts: the address of process 0, where jax.distributed meets;
     with --num-processes and --process-id (and --out, the same on every host).
     Only process 0 writes the run folder."""
