@@ -57,7 +57,8 @@ def test_cli_on_any_ts_pair(tmp_path, capsys):
     assert sizes["test_size"] == 10
     derived = json.loads((out / "config.json").read_text())["derived"]
     # Batch size given; the rest from the data: the fused step, one per median
-    # observation interval (the toy series are sampled at unit spacing).
+    # observation interval (the toy series are sampled at unit spacing); the
+    # readout's features and the gate's bias from the model.
     assert set(derived) == {
         "solver",
         "dt0",
@@ -65,9 +66,13 @@ def test_cli_on_any_ts_pair(tmp_path, capsys):
         "max_steps",
         "batching",
         "readout_times",
+        "readout_features",
+        "gate_bias_init",
         "validation_fraction",
     }
     assert derived["solver"]["value"] == "fused" and derived["dt0"]["value"] == 1.0
+    assert derived["readout_features"]["value"] == "both"
+    assert derived["gate_bias_init"]["value"] == "chrono"
     assert derived["validation_fraction"]["value"] == 0
     assert all(choice["reason"] for choice in derived.values())
     assert metrics["best_epoch"] is None and len(metrics["history"]) == 2

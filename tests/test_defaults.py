@@ -208,6 +208,29 @@ def test_the_main_job_steps_within_the_stability_bound_of_a_given_tau_init():
     assert given["epochs"] == 3 and "epochs" not in given["derived"]
 
 
+def test_the_main_job_records_the_readout_and_gate_it_chose():
+    """Left out, the readout's features and the gate's bias are recorded with
+    their reasons: both and chrono for the LTC, the states and no bias for the
+    biophysical cell, no bias for the CfC; given, they are not derived."""
+    from ltc_jax.app import TrainConfig
+    from ltc_jax.app.settings import resolve_settings
+
+    data = _grid(32, 10, 0.5)
+
+    def derived(**options):
+        chosen = resolve_settings(TrainConfig(**options), data)["derived"]
+        return {
+            name: chosen[name]["value"]
+            for name in ("readout_features", "gate_bias_init")
+            if name in chosen and chosen[name]["reason"]
+        }
+
+    assert derived() == dict(readout_features="both", gate_bias_init="chrono")
+    assert derived(cell="biophysical") == dict(readout_features="states")
+    assert derived(model="cfc") == dict(readout_features="both")
+    assert derived(readout_features="pooled", gate_bias_init="zero") == {}
+
+
 @pytest.mark.parametrize(
     "options, solver",
     [

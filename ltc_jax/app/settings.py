@@ -129,7 +129,9 @@ def resolve_settings(
     ([`default_solver`][ltc_jax.app.settings.default_solver] where the config names
     none), `dt0` (for fixed steps), `adaptive`, `max_steps`, `batch_size`,
     `epochs`, `tau_init`, and `derived`, naming each setting the data chose and
-    why; also `batching` and `readout_times`."""
+    why; also `batching`, `readout_times`, `readout_features` and
+    `gate_bias_init` (the last two from the model, not the data, with their
+    reasons under `derived` where the config leaves them)."""
     name, solver_reason = (
         (config.solver, None) if config.solver is not None else default_solver(config)
     )
@@ -164,6 +166,16 @@ def resolve_settings(
         readout_times = 1
         reasons["readout_times"] = "the biophysical cell reads its final state"
     reasons["solver"] = solver_reason
+    reasons["readout_features"] = (
+        "the biophysical cell reads one state"
+        if config.cell == "biophysical"
+        else "the states side by side and their final, mean and maximum: for "
+        "classes at fixed positions in a series and for those anywhere in it"
+    )
+    reasons["gate_bias_init"] = (
+        "logit(min(1/2, 1/tau)) per unit: each unit's memory at initialisation "
+        "follows its time constant (Tallec & Ollivier 2018)"
+    )
     chosen = dict(
         solver=name,
         dt0=config.dt0 if config.dt0 is not None or adaptive else defaults.dt0,
@@ -172,6 +184,8 @@ def resolve_settings(
         tau_init=tuple(config.tau_init or defaults.tau_init),
         batching=config.batching or batching,
         readout_times=config.readout_times or readout_times,
+        readout_features=readout_features(config),
+        gate_bias_init=gate_bias_init(config),
     )
     if config.dt0 is None and not adaptive and bound is not None:
         # Stable on the time constants actually drawn (a given --tau-init too).
@@ -199,13 +213,17 @@ def resolve_settings(
         "max_steps",
         "batching",
         "readout_times",
+        "readout_features",
+        "gate_bias_init",
     )
     if config.model == "cfc":  # no ODE solve: only the batches and the readout
-        names = ("batch_size", "epochs", "readout_times")
+        names = ("batch_size", "epochs", "readout_times", "readout_features")
     derived = {
         name: dict(value=chosen[name], reason=reasons[name])
         for name in names
-        if getattr(config, name) is None and (name != "dt0" or not adaptive)
+        if getattr(config, name) is None
+        and chosen[name] is not None  # no gate bias without the LTC's gate
+        and (name != "dt0" or not adaptive)
     }
     if not adaptive and config.max_steps is None:
         derived["max_steps"]["reason"] = "the steps of dt0 the longest sequence needs"
