@@ -2,6 +2,7 @@
 `AbstractProgressMeter` is for a solve, with a tqdm bar and a silent one."""
 
 import math
+import sys
 from typing import Any
 
 from tqdm import tqdm
@@ -39,15 +40,25 @@ class NoFitProgress(AbstractFitProgress):
 
 
 class TqdmFitProgress(AbstractFitProgress):
-    """A tqdm bar over optimiser steps, with the epoch, loss and accuracy."""
+    """A tqdm bar over optimiser steps, with the epoch, loss and accuracy, on
+    standard error. Redrawn at most every 0.1 s on a terminal and every
+    `log_interval` seconds elsewhere (a file or a pipe keeps every redraw)."""
+
+    def __init__(self, log_interval: float = 30.0):
+        self.log_interval = log_interval
 
     def init(self, total_steps, done_steps):
-        return tqdm(total=total_steps, initial=done_steps, unit="step")
+        interval = 0.1 if sys.stderr.isatty() else self.log_interval
+        return tqdm(
+            total=total_steps, initial=done_steps, unit="step", mininterval=interval
+        )
 
     def step(self, state, epoch, loss, accuracy):
+        if math.isfinite(loss):  # shown with the next redraw
+            state.set_postfix(
+                epoch=epoch, loss=f"{loss:.4f}", acc=f"{accuracy:.3f}", refresh=False
+            )
         state.update()
-        if math.isfinite(loss):
-            state.set_postfix(epoch=epoch, loss=f"{loss:.4f}", acc=f"{accuracy:.3f}")
 
     def message(self, state, text):
         state.write(text)

@@ -156,3 +156,21 @@ def test_backsolve_blow_up_is_named(getkey):
     data = _long_sequences()
     with pytest.raises(ltc_jax.NonFiniteLossError, match="expansive backwards"):
         quiet_fit(model, data, integrator, batch_size=8)
+
+
+def test_progress_bar_redraws_a_log_at_its_interval(capsys):
+    """Written to a file or a pipe (not a terminal), the bar is redrawn every
+    `log_interval` seconds, not at every step: a log keeps every redraw."""
+
+    def redraws(log_interval):
+        progress = ltc_jax.TqdmFitProgress(log_interval=log_interval)
+        state = progress.init(total_steps=500, done_steps=0)
+        for _ in range(500):
+            progress.step(state, epoch=0, loss=0.5, accuracy=0.5)
+        progress.close(state)
+        log = capsys.readouterr().err
+        assert "500/500" in log and "loss=0.5000" in log
+        return log.count("\r")
+
+    assert redraws(3600.0) <= 3  # the first draw, the last and the close
+    assert redraws(0.0) > 100  # the control: no interval, a redraw per step
