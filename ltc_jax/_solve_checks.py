@@ -114,8 +114,9 @@ def check_precision(y0, integrator):
     if rtol < eps:
         raise ValueError(
             f"rtol={rtol:g} is below the resolution of the state's {y0.dtype} "
-            f"(machine epsilon {eps:.1e}): the error control can never be met and "
-            "the solve would exhaust max_steps. Keep the state in float32 (mixed "
-            "precision runs the matrix products alone in bfloat16), or take fixed "
-            "steps."
+            f"(machine epsilon {eps:.1e}): round-off alone can exceed the error "
+            f"control, and the solve may exhaust max_steps. Use rtol >= {eps:.1e}, "
+            "a wider state (float64 with jax_enable_x64; mixed precision keeps the "
+            "state in float32 and runs the matrix products alone in bfloat16), or "
+            "fixed steps."
         )

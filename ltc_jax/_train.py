@@ -379,8 +379,9 @@ def fit(
         history[-1]["learned"] = bool(learned)  # read by the main job
         if not learned:
             warnings.warn(
-                f"Training did not lower the loss: {position['initial_loss']:.4g} at "
-                f"the first step, {kept[0]['loss']:.4g} in the epoch kept. The "
+                "Training did not lower the loss by 5%: "
+                f"{position['initial_loss']:.4g} at the first step, "
+                f"{kept[0]['loss']:.4g} in the epoch kept. The "
                 "model may not see its input (check the time scale: tau against the "
                 "sequences' durations) or the learning rate may be too low.",
                 stacklevel=2,
