@@ -48,8 +48,10 @@ class Config(_run.RunConfig):
 QUICK = dict(batch_size=8, hidden_size=8, repeats=3)
 
 
-def measure_count(devices: int, batch_size: int, hidden_size: int, repeats: int):
-    """In a fresh process: the step's seconds on `devices` devices."""
+def measure_count(config: dict, devices: int):
+    """In a fresh process: the step's seconds on `devices` devices, at the sizes
+    of `config` (a `Config` as a dict, `dataclasses.asdict`)."""
+    config = Config(**config)
     import equinox as eqx
     import jax
 
@@ -60,7 +62,7 @@ def measure_count(devices: int, batch_size: int, hidden_size: int, repeats: int)
     defaults = ltc_jax.derive_defaults([train])
     model = ltc_jax.LTC(
         train.num_channels,
-        hidden_size,
+        config.hidden_size,
         int(train.labels.max()) + 1,
         tau_init=defaults.tau_init,
         readout_times=defaults.readout_times,
@@ -75,14 +77,14 @@ def measure_count(devices: int, batch_size: int, hidden_size: int, repeats: int)
     )
     optimizer = ltc_jax.make_optimizer(1e-2, 1000)
     opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
-    batch = next(ltc_jax.batches(train, batch_size))
+    batch = next(ltc_jax.batches(train, config.batch_size))
     step = eqx.filter_jit(ltc_jax.make_train_step(optimizer, integrator))
     if devices > 1:
         mesh = ltc_jax.data_mesh(devices)
         model, opt_state = ltc_jax.replicate((model, opt_state), mesh)
-        batch = ltc_jax.shard_batch(batch, mesh, batch_size)
+        batch = ltc_jax.shard_batch(batch, mesh, config.batch_size)
     seconds = ltc_jax.time_calls(
-        step, model, opt_state, batch, warmup=1, repeats=repeats
+        step, model, opt_state, batch, warmup=1, repeats=config.repeats
     )
     return dict(
         devices=devices,
@@ -102,12 +104,7 @@ def main(config: Config) -> dict:
             env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={count}"
         row = ltc_jax.call_in_subprocess(
             "benchmarks.devices:measure_count",
-            dict(
-                devices=count,
-                batch_size=config.batch_size,
-                hidden_size=config.hidden_size,
-                repeats=config.repeats,
-            ),
+            dict(config=dataclasses.asdict(config), devices=count),
             env=env,
         )
         row["median_step_seconds"] = statistics.median(row["step_seconds"])

@@ -300,14 +300,7 @@ def estimate_configuration(
         fn, args = _naive_backsolve_gradient(solver, steps, rate_hz), (model, batch)
     else:
         integrator = fixed_integrator(solver, mode, steps, option, rate_hz)
-        # The windowed adjoint's default windows, as ltc_jax.fit would derive them.
-        integrator = ltc_jax.resolve_windows(
-            integrator, model.cell, steps / rate_hz, dtype=jnp.float32
-        )
-        optimizer = ltc_jax.make_optimizer(1e-3, 1)
-        opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
-        fn = ltc_jax.make_train_step(optimizer, integrator)
-        args = (model, opt_state, batch)
+        integrator, fn, args = _train_step(model, batch, integrator, steps / rate_hz)
     memory = ltc_jax.compiled_memory(fn, *args)
     windows = None
     if mode == "windowed":
@@ -339,13 +332,10 @@ def precision_configuration(
     gradient's error against the float64 reference."""
     model, batch = make_problem(steps, **problem, matmul_dtype=matmul_dtype)
     integrator = fixed_integrator("rk4", mode, steps, None, SAMPLE_RATE_HZ)
-    integrator = ltc_jax.resolve_windows(
-        integrator, model.cell, steps / SAMPLE_RATE_HZ, dtype=jnp.float32
+    integrator, step, args = _train_step(
+        model, batch, integrator, steps / SAMPLE_RATE_HZ
     )
-    optimizer = ltc_jax.make_optimizer(1e-3, 1)
-    opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
-    step = ltc_jax.make_train_step(optimizer, integrator)
-    memory = ltc_jax.compiled_memory(step, model, opt_state, batch)
+    memory = ltc_jax.compiled_memory(step, *args)
     gradient = ltc_jax.loss_gradient(model, batch, integrator)
     error = ltc_jax.gradient_relative_error(gradient, np.load(reference_file))
     return dict(
@@ -357,6 +347,19 @@ def precision_configuration(
         gradient_relative_error=error,
         **(memory.asdict() if memory is not None else {}),
     )
+
+
+def _train_step(model, batch, integrator, horizon: float):
+    """A training step of `model` on `batch` (Adam) and its arguments, with the
+    windowed adjoint's default windows for `horizon` seconds as `ltc_jax.fit`
+    would derive them: `(integrator, step, (model, opt_state, batch))`."""
+    integrator = ltc_jax.resolve_windows(
+        integrator, model.cell, horizon, dtype=jnp.float32
+    )
+    optimizer = ltc_jax.make_optimizer(1e-3, 1)
+    opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
+    step = ltc_jax.make_train_step(optimizer, integrator)
+    return integrator, step, (model, opt_state, batch)
 
 
 def _naive_backsolve_gradient(solver: str, steps: int, rate_hz: float):
