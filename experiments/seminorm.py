@@ -122,12 +122,8 @@ def _measure_window(
                 max_steps=config.max_steps,
                 seminorm=seminorm,
             )
-            m = ltc_jax.measure(
-                model,
-                batch,
-                integrator,
-                timed_steps=config.timed_steps,
-                reference_gradient=reference,
+            figures = _problems.measure_or_failure(
+                model, batch, integrator, reference, timed_steps=config.timed_steps
             )
             rows.append(
                 dict(
@@ -137,12 +133,17 @@ def _measure_window(
                     rtol=rtol,
                     atol=atol,
                     seminorm=seminorm,
-                    **m.figures(),
+                    **figures,
                 )
             )
             print(
                 f"{interpolation} window {window}, rtol {rtol:g}, seminorm "
-                f"{seminorm}: {m.backward_evaluations} backward evaluations"
+                f"{seminorm}: "
+                + (
+                    figures["error"]
+                    if figures["error"]
+                    else f"{figures['backward_evaluations']} backward evaluations"
+                )
             )
     return rows
 
@@ -154,14 +155,15 @@ def main(config: Config) -> dict:
     for interpolation in config.interpolations:
         for window in config.windows:
             rows += _measure_window(config, window, interpolation, run_dir)
-    savings = [
+    savings = [  # of the pairs where both solves finished
         1 - with_["backward_evaluations"] / without["backward_evaluations"]
         for without, with_ in zip(rows[::2], rows[1::2], strict=True)
+        if without["error"] is None and with_["error"] is None
     ]
     metrics = dict(
         rows=rows,
         backward_evaluation_savings=savings,
-        median_saving=float(np.median(savings)),
+        median_saving=float(np.median(savings)) if savings else None,
         environment=ltc_jax.environment(),
         run_dir=run_dir,
     )
@@ -173,9 +175,14 @@ def main(config: Config) -> dict:
 
 def format_report(metrics: dict) -> str:
     def error(r):
+        if r["error"] is not None:
+            return f"failed: {r['error']}"
         if r["gradient_is_finite"] is False:
             return "non-finite"
         return f"{r['gradient_relative_error']:.1e}"
+
+    def figure(name, spec):
+        return lambda r: "-" if r["error"] is not None else format(r[name], spec)
 
     table = _report.format_table(
         metrics["rows"],
@@ -184,22 +191,24 @@ def format_report(metrics: dict) -> str:
             ("window", lambda r: f"{r['window_seconds']:g} s"),
             ("rtol / atol", lambda r: f"{r['rtol']:g} / {r['atol']:g}"),
             ("seminorm", lambda r: "yes" if r["seminorm"] else "no"),
-            (
-                "evaluations fwd + bwd",
-                lambda r: (
-                    f"{r['forward_evaluations']:,} + {r['backward_evaluations']:,}"
-                ),
-            ),
-            ("forward s", lambda r: f"{r['forward_seconds']:.3f}"),
-            ("backward s", lambda r: f"{r['backward_seconds']:.3f}"),
+            ("evaluations fwd", figure("forward_evaluations", ",")),
+            ("bwd", figure("backward_evaluations", ",")),
+            ("forward s", figure("forward_seconds", ".3f")),
+            ("backward s", figure("backward_seconds", ".3f")),
             ("gradient error", error),
         ],
     )
+    savings = metrics["backward_evaluation_savings"]
+    saved = (
+        "no pair finished"
+        if not savings
+        else f"median {100 * metrics['median_saving']:.0f}% (each finished pair: "
+        + ", ".join(f"{100 * s:.0f}%" for s in savings)
+        + ")"
+    )
     return (
-        f"\n{table}\n\nbackward evaluations saved by the seminorm: median "
-        f"{100 * metrics['median_saving']:.0f}% (each pair: "
-        + ", ".join(f"{100 * s:.0f}%" for s in metrics["backward_evaluation_savings"])
-        + f")\n\nrun folder {metrics['run_dir']}"
+        f"\n{table}\n\nbackward evaluations saved by the seminorm: {saved}"
+        f"\n\nrun folder {metrics['run_dir']}"
     )
 
 
@@ -213,17 +222,13 @@ def plot(rows: list[dict], path: str) -> None:
     ]
     x = np.arange(len(labels))
     fig, ax = plt.subplots(figsize=(max(5, 1.4 * len(labels)), 3.8))
+
+    def evaluations(half):  # a failed solve has none to show
+        return [r.get("backward_evaluations", np.nan) for r in half]
+
+    ax.bar(x - 0.2, evaluations(rows[::2]), 0.4, label="error norm over every channel")
     ax.bar(
-        x - 0.2,
-        [r["backward_evaluations"] for r in rows[::2]],
-        0.4,
-        label="error norm over every channel",
-    )
-    ax.bar(
-        x + 0.2,
-        [r["backward_evaluations"] for r in rows[1::2]],
-        0.4,
-        label="seminorm (cotangents left out)",
+        x + 0.2, evaluations(rows[1::2]), 0.4, label="seminorm (cotangents left out)"
     )
     ax.set(xticks=x, xticklabels=labels, ylabel="backward evaluations")
     ax.legend(fontsize=8)

@@ -99,6 +99,20 @@ def train_setting(name: str, integrator, config: Config, data, optimizer) -> dic
     )
 
 
+def _refused(reason: str, seeds: int) -> dict:
+    """The row of a setting ltc_jax refuses (a tolerance the state's float type
+    cannot resolve): no training and no figures, the reason instead."""
+    return dict(
+        error=reason,
+        accuracies=[None] * seeds,
+        accuracy_mean=math.nan,
+        accuracy_std=math.nan,
+        failures=[],
+        train_seconds_mean=None,
+        steps_per_epoch=None,
+    )
+
+
 def measure_at_init(integrator, config: Config, batch, reference) -> dict:
     """One training step at initialisation; a failed solve is recorded as such."""
     model = _problems.vowels_model(config.hidden_size, config.seeds[0])
@@ -135,7 +149,16 @@ def main(config: Config) -> dict:
     sweep = []
     for rtol, atol in config.tolerances:
         row = dict(rtol=rtol, atol=atol)
-        row.update(measure_at_init(integrator(rtol, atol), config, batch, reference))
+        try:
+            row.update(
+                measure_at_init(integrator(rtol, atol), config, batch, reference)
+            )
+        except ValueError as error:  # refused before any solve: a result too
+            refusal = str(error).split(": round-off")[0]
+            row.update(_refused(f"refused: {refusal}", len(config.seeds)))
+            sweep.append(row)
+            print(f"rtol {rtol:g} atol {atol:g}: {row['error']}")
+            continue
         row.update(
             train_setting(
                 f"rtol {rtol:g}, atol {atol:g}",
@@ -244,7 +267,7 @@ def plot(metrics: dict, path: str) -> None:
     """Accuracy and training time against rtol (left); the schedules (right)."""
     plt = _report.pyplot()
 
-    sweep = metrics["sweep"]
+    sweep = [r for r in metrics["sweep"] if not math.isnan(r["accuracy_mean"])]
     fig, (ax, ax_sched) = plt.subplots(1, 2, figsize=(11, 4))
     rtol = [r["rtol"] for r in sweep]
     ax.errorbar(

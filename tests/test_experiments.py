@@ -160,10 +160,15 @@ def test_tolerances_quick(tmp_path):
     from experiments import tolerances
 
     out = tmp_path / "run"
-    tolerances.main(tolerances.Config(quick=True, out=str(out)))
+    swept = ((1e-3, 1e-4), (1e-5, 1e-6), (1e-8, 1e-9))
+    tolerances.main(tolerances.Config(quick=True, out=str(out), tolerances=swept))
     written = json.loads((out / "metrics.json").read_text())
-    loose, tight = written["sweep"]
+    loose, tight, refused = written["sweep"]
     assert (loose["rtol"], tight["rtol"]) == (1e-3, 1e-5)
+    # rtol 1e-8 is below float32's epsilon: refused before any solve, recorded
+    # with the reason, and the sweep goes on.
+    assert refused["error"].startswith("refused: rtol=1e-08 is below the resolution")
+    assert "num_steps" not in refused and math.isnan(refused["accuracy_mean"])
     assert tight["num_steps"] > loose["num_steps"]
     assert tight["gradient_relative_error"] < loose["gradient_relative_error"]
     names = [r["setting"] for r in written["schedules"]]
