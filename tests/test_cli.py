@@ -426,5 +426,6 @@ def test_help_names_the_choices_of_options_left_to_the_data(capsys):
     text = " ".join(capsys.readouterr().out.split())  # unwrap the help's lines
     assert "(default: None)" not in text and "None," not in text
     assert "--gate-bias-init {zero,chrono}" in text
+    assert "never stop early). (default: 20)" in text  # a default that is not None
     assert "--readout-features {states,pooled,both}" in text
     assert "--solver {" + ",".join(ltc_jax.SOLVER_NAMES) + "}" in text

@@ -2,7 +2,7 @@
 tyro and the tests and notebooks build directly."""
 
 import dataclasses
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 import tyro
 
@@ -22,6 +22,7 @@ def _optional(type_: Any, metavar: str | None = None) -> Any:
     does: shown as `metavar` (a Literal's choices by default) and "(optional)",
     not as tyro's `{None}|...` and "(default: None)"."""
     if metavar is None:
+        assert get_origin(type_) is Literal, "name the metavar of a non-Literal"
         metavar = "{" + ",".join(get_args(type_)) + "}"
     return Annotated[
         type_ | None, tyro.conf.arg(metavar=metavar, help_behavior_hint="(optional)")
@@ -167,9 +168,10 @@ class TrainConfig:
     (stratified, seeded by --seed); 0: none, train on the whole training set for
     --epochs and keep the last epoch. The test set is never used. Default:
     derived, 0.1 where that holds out at least 100 series, else 0."""
-    patience: OptionalInt = 20
+    patience: Annotated[int | None, tyro.conf.arg(metavar="INT")] = 20
     """Stop after this many epochs without a lower validation loss, and keep the
-    best epoch's model (ignored without a validation share)."""
+    best epoch's model (ignored without a validation share; None: never stop
+    early)."""
     learning_rate: float = 1e-2
     """Peak learning rate of Adam (cosine decay to 1% of it)."""
     weight_decay: float = 0.0
