@@ -48,9 +48,14 @@ class TqdmFitProgress(AbstractFitProgress):
         self.log_interval = log_interval
 
     def init(self, total_steps, done_steps):
-        interval = 0.1 if sys.stderr.isatty() else self.log_interval
+        terminal = getattr(sys.stderr, "isatty", lambda: False)()
+        interval = 0.1 if terminal else self.log_interval
         return tqdm(
-            total=total_steps, initial=done_steps, unit="step", mininterval=interval
+            total=total_steps,
+            initial=done_steps,
+            unit="step",
+            mininterval=interval,
+            maxinterval=max(interval, 10.0),  # tqdm's monitor redraws after this
         )
 
     def step(self, state, epoch, loss, accuracy):
