@@ -6,6 +6,8 @@ fixed explicit step outside its stability region shows while staying finite.
 Under `jit` they fail the solve through `eqx.error_if`, as diffrax's own
 checks do, so they need `throw=True` (and `check_state`)."""
 
+import math
+
 import diffrax
 import equinox as eqx
 import jax
@@ -112,10 +114,12 @@ def check_precision(y0, integrator):
     eps = float(jnp.finfo(y0.dtype).eps)
     rtol = float(integrator.stepsize_controller.rtol)
     if rtol < eps:
+        scale = 10.0 ** (math.floor(math.log10(eps)) - 1)
+        least = math.ceil(eps / scale) * scale  # eps rounded up to 2 digits
         raise ValueError(
             f"rtol={rtol:g} is below the resolution of the state's {y0.dtype} "
             f"(machine epsilon {eps:.1e}): round-off alone can exceed the error "
-            f"control, and the solve may exhaust max_steps. Use rtol >= {eps:.1e}, "
+            f"control, and the solve may exhaust max_steps. Use rtol >= {least:.1e}, "
             "a wider state (float64 with jax_enable_x64; mixed precision keeps the "
             "state in float32 and runs the matrix products alone in bfloat16), or "
             "fixed steps."

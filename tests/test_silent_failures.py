@@ -108,8 +108,11 @@ def test_tolerances_below_the_state_precision_are_refused():
     integrator = ltc_jax.make_integrator("tsit5", rtol=1e-3, atol=1e-6)
     with pytest.raises(
         ValueError, match="below the resolution of the state's bfloat16"
-    ):
+    ) as refused:
         cast[0].solve(cast[1], integrator=integrator)
+    # It names the least rtol that works: bfloat16's epsilon, 2**-7 = 0.0078125,
+    # rounded up (rounded to nearest, 7.8e-03 would itself be refused).
+    assert "Use rtol >= 7.9e-03," in str(refused.value)
 
 
 @pytest.mark.parametrize("solver", ["tsit5", "rk4"])
