@@ -219,11 +219,9 @@ def test_the_main_job_records_the_readout_and_gate_it_chose():
 
     def derived(**options):
         chosen = resolve_settings(TrainConfig(**options), data)["derived"]
-        return {
-            name: chosen[name]["value"]
-            for name in ("readout_features", "gate_bias_init")
-            if name in chosen and chosen[name]["reason"]
-        }
+        names = {"readout_features", "gate_bias_init"} & set(chosen)
+        assert all(chosen[name]["reason"] for name in names)
+        return {name: chosen[name]["value"] for name in names}
 
     assert derived() == dict(readout_features="both", gate_bias_init="chrono")
     assert derived(cell="biophysical") == dict(readout_features="states")

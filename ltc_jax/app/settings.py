@@ -1,6 +1,7 @@
-"""What a run's configuration leaves to the data: the settings derived from the
-training set (solver, step, batch size, time constants, readout times), and the
-integrator and model they give."""
+"""What a run's configuration leaves to the data and the model: the settings
+derived from the training set (solver, step, batch size, time constants, readout
+times), those the model sets (readout features, gate bias), and the integrator
+and model they give."""
 
 from typing import Any
 
@@ -99,6 +100,14 @@ DEFAULT_READOUT_FEATURES = "both"
 pooled summary, for classes that lie at fixed positions in a series as well as
 those that do not (the docs' benchmark page measures each choice)."""
 
+READOUT_REASONS = dict(
+    states="the states side by side: for classes at fixed positions in a series",
+    pooled="their final, mean and maximum: for classes anywhere in a series",
+    both="the states side by side and their final, mean and maximum: for classes "
+    "at fixed positions in a series and for those anywhere in it",
+)
+"""Why the main job reads each `readout_features`, recorded as its reason."""
+
 
 def gate_bias_init(config: TrainConfig) -> str | None:
     """The LTC gate's initial bias a config asks for: `config.gate_bias_init`,
@@ -128,8 +137,8 @@ def resolve_settings(
     so that every solve fits), each given option kept: `solver`
     ([`default_solver`][ltc_jax.app.settings.default_solver] where the config names
     none), `dt0` (for fixed steps), `adaptive`, `max_steps`, `batch_size`,
-    `epochs`, `tau_init`, and `derived`, naming each setting the data chose and
-    why; also `batching`, `readout_times`, `readout_features` and
+    `epochs`, `tau_init`, and `derived`, naming each setting the data or the
+    model chose and why; also `batching`, `readout_times`, `readout_features` and
     `gate_bias_init` (the last two from the model, not the data, with their
     reasons under `derived` where the config leaves them)."""
     name, solver_reason = (
@@ -169,8 +178,7 @@ def resolve_settings(
     reasons["readout_features"] = (
         "the biophysical cell reads one state"
         if config.cell == "biophysical"
-        else "the states side by side and their final, mean and maximum: for "
-        "classes at fixed positions in a series and for those anywhere in it"
+        else READOUT_REASONS[DEFAULT_READOUT_FEATURES]
     )
     reasons["gate_bias_init"] = (
         "logit(min(1/2, 1/tau)) per unit: each unit's memory at initialisation "
