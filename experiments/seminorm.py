@@ -155,15 +155,17 @@ def main(config: Config) -> dict:
     for interpolation in config.interpolations:
         for window in config.windows:
             rows += _measure_window(config, window, interpolation, run_dir)
-    savings = [  # of the pairs where both solves finished
+    savings = [  # one per pair of rows; None where a solve failed
         1 - with_["backward_evaluations"] / without["backward_evaluations"]
-        for without, with_ in zip(rows[::2], rows[1::2], strict=True)
         if without["error"] is None and with_["error"] is None
+        else None
+        for without, with_ in zip(rows[::2], rows[1::2], strict=True)
     ]
+    finished = [saving for saving in savings if saving is not None]
     metrics = dict(
         rows=rows,
         backward_evaluation_savings=savings,
-        median_saving=float(np.median(savings)) if savings else None,
+        median_saving=float(np.median(finished)) if finished else None,
         environment=ltc_jax.environment(),
         run_dir=run_dir,
     )
@@ -198,12 +200,15 @@ def format_report(metrics: dict) -> str:
             ("gradient error", error),
         ],
     )
-    savings = metrics["backward_evaluation_savings"]
     saved = (
         "no pair finished"
-        if not savings
-        else f"median {100 * metrics['median_saving']:.0f}% (each finished pair: "
-        + ", ".join(f"{100 * s:.0f}%" for s in savings)
+        if metrics["median_saving"] is None
+        else f"median {100 * metrics['median_saving']:.0f}% over the pairs that "
+        "finished (each pair: "
+        + ", ".join(
+            "failed" if s is None else f"{100 * s:.0f}%"
+            for s in metrics["backward_evaluation_savings"]
+        )
         + ")"
     )
     return (

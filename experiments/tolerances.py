@@ -153,8 +153,11 @@ def main(config: Config) -> dict:
             row.update(
                 measure_at_init(integrator(rtol, atol), config, batch, reference)
             )
-        except ValueError as error:  # refused before any solve: a result too
-            refusal = str(error).split(": round-off")[0]
+        except ValueError as error:
+            if "below the resolution" not in str(error):
+                raise
+            # Refused before any solve (float32 cannot resolve rtol): a result too.
+            refusal = str(error).split("):")[0] + ")"
             row.update(_refused(f"refused: {refusal}", len(config.seeds)))
             sweep.append(row)
             print(f"rtol {rtol:g} atol {atol:g}: {row['error']}")
@@ -221,7 +224,11 @@ def format_report(metrics: dict, config: Config) -> str:
             ("atol", lambda r: f"{r['atol']:g}"),
             (
                 f"test accuracy % ({len(config.seeds)} seeds)",
-                lambda r: _report.percent(r["accuracy_mean"], r["accuracy_std"]),
+                lambda r: (
+                    "-"
+                    if r.get("error", "").startswith("refused")
+                    else _report.percent(r["accuracy_mean"], r["accuracy_std"])
+                ),
             ),
             ("train s", lambda r: _number(r["train_seconds_mean"], ".1f")),
             ("steps", lambda r: _number(r.get("num_steps"), ",")),
