@@ -226,7 +226,7 @@ def format_report(metrics: dict, config: Config) -> str:
                 f"test accuracy % ({len(config.seeds)} seeds)",
                 lambda r: (
                     "-"
-                    if r.get("error", "").startswith("refused")
+                    if (r.get("error") or "").startswith("refused")
                     else _report.percent(r["accuracy_mean"], r["accuracy_std"])
                 ),
             ),
