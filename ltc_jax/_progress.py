@@ -41,15 +41,19 @@ class NoFitProgress(AbstractFitProgress):
 
 class TqdmFitProgress(AbstractFitProgress):
     """A tqdm bar over optimiser steps, with the epoch, loss and accuracy, on
-    standard error. Redrawn at most every 0.1 s on a terminal and every
-    `log_interval` seconds elsewhere (a file or a pipe keeps every redraw)."""
+    standard error. Redrawn at most every 0.1 s on a terminal or in a notebook,
+    and every `log_interval` seconds elsewhere (a file or a pipe keeps every
+    redraw)."""
 
     def __init__(self, log_interval: float = 30.0):
         self.log_interval = log_interval
 
     def init(self, total_steps, done_steps):
-        terminal = getattr(sys.stderr, "isatty", lambda: False)()
-        interval = 0.1 if terminal else self.log_interval
+        # A notebook redraws the bar in place too, though its stderr is no TTY.
+        live = getattr(sys.stderr, "isatty", lambda: False)() or (
+            "ipykernel" in sys.modules
+        )
+        interval = 0.1 if live else self.log_interval
         return tqdm(
             total=total_steps,
             initial=done_steps,

@@ -1,5 +1,7 @@
 import dataclasses
 import os
+import sys
+import types
 
 import equinox as eqx
 import numpy as np
@@ -158,9 +160,11 @@ def test_backsolve_blow_up_is_named(getkey):
         quiet_fit(model, data, integrator, batch_size=8)
 
 
-def test_progress_bar_redraws_a_log_at_its_interval(capsys):
+def test_progress_bar_redraws_a_log_at_its_interval(capsys, monkeypatch):
     """Written to a file or a pipe (not a terminal), the bar is redrawn every
-    `log_interval` seconds, not at every step: a log keeps every redraw."""
+    `log_interval` seconds, not at every step: a log keeps every redraw. In a
+    notebook (an IPython kernel) it is redrawn live."""
+    monkeypatch.delitem(sys.modules, "ipykernel", raising=False)
 
     def redraws(log_interval):
         progress = ltc_jax.TqdmFitProgress(log_interval=log_interval)
@@ -174,3 +178,7 @@ def test_progress_bar_redraws_a_log_at_its_interval(capsys):
 
     assert redraws(3600.0) <= 3  # the first draw, the last and the close
     assert redraws(0.0) > 100  # the control: no interval, a redraw per step
+    monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))
+    bar = ltc_jax.TqdmFitProgress(log_interval=3600.0).init(10, 0)
+    assert bar.mininterval == 0.1
+    bar.close()
