@@ -8,7 +8,7 @@ fused semi-implicit step (6 unfolds) once per sample of real ECG windows
 each window), batch 32, 128 units, under full storage and checkpointing. Each
 configuration is measured in its own process, so its runtime peak is its own.
 
-    python -m experiments.biophysical_benchmark           # default, about 10 min
+    python -m experiments.biophysical_benchmark           # default, about 5 min
     python -m experiments.biophysical_benchmark --quick   # smoke test, under a minute
 
 Writes `results/biophysical_benchmark/<run>/`: `config.json`, `metrics.json`, and

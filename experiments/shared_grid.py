@@ -1,7 +1,8 @@
 """Forward-solve time per RK4 step on the memory-scaling experiment's ECG windows,
 with the windows' one time grid passed once (`ts` of shape `(times,)`) and passed
-per sequence (`(batch, times)`): the figures behind the README's note on shared
-time grids. Both give the same loss, bit for bit; the script checks that.
+per sequence (`(batch, times)`): the figures behind the docs' note on shared
+time grids (docs/concepts/irregular-data.md). Both give the same loss, bit for
+bit; the script checks that.
 
     python -m experiments.shared_grid            # default sizes, about a minute
     python -m experiments.shared_grid --quick    # smoke test, seconds

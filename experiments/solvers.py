@@ -8,7 +8,7 @@ median seconds per training step, the gradient's relative error against a tight
 float64 reference, and failures (solves that reached `max_steps`, non-finite
 losses or gradients).
 
-    python -m experiments.solvers           # default size, about 20 min on 2 CPU cores
+    python -m experiments.solvers           # default size, about 16 min on 2 CPU cores
     python -m experiments.solvers --quick   # smoke test, under a minute
 
 Writes `results/solvers/<run>/`: `config.json`, `metrics.json` (every row and the

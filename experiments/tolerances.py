@@ -7,7 +7,7 @@ steps and vector-field evaluations of one training step (at initialisation, and
 per training epoch from the history), and the gradient's relative error against a
 tight float64 reference at initialisation.
 
-    python -m experiments.tolerances           # default size, about 15 min, 2 CPUs
+    python -m experiments.tolerances           # default size, about 3 min
     python -m experiments.tolerances --quick   # smoke test, under a minute
 
 Writes `results/tolerances/<run>/`: `config.json`, `metrics.json`,
