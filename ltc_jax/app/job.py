@@ -33,11 +33,9 @@ from .runs import (
     write_history,
 )
 from .settings import (
-    gate_bias_init,
     make_config_integrator,
     make_model,
     path_options,
-    readout_features,
     resolve_settings,
     training_schedule,
     validation_share,
@@ -260,8 +258,8 @@ def train_and_evaluate(
         config,
         solver=settings["solver"],
         epochs=settings["epochs"],
-        readout_features=readout_features(config),
-        gate_bias_init=gate_bias_init(config),
+        readout_features=settings["readout_features"],
+        gate_bias_init=settings["gate_bias_init"],
     )
     mesh = training_mesh(config, settings)
     for name, choice in settings["derived"].items():

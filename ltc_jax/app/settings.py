@@ -100,13 +100,11 @@ DEFAULT_READOUT_FEATURES = "both"
 pooled summary, for classes that lie at fixed positions in a series as well as
 those that do not (the docs' benchmark page measures each choice)."""
 
-READOUT_REASONS = dict(
-    states="the states side by side: for classes at fixed positions in a series",
-    pooled="their final, mean and maximum: for classes anywhere in a series",
-    both="the states side by side and their final, mean and maximum: for classes "
-    "at fixed positions in a series and for those anywhere in it",
+DEFAULT_READOUT_REASON = (
+    "the states side by side and their final, mean and maximum: for classes at "
+    "fixed positions in a series and for those anywhere in it"
 )
-"""Why the main job reads each `readout_features`, recorded as its reason."""
+"""Why the main job reads `DEFAULT_READOUT_FEATURES`, recorded as its reason."""
 
 
 def gate_bias_init(config: TrainConfig) -> str | None:
@@ -178,7 +176,7 @@ def resolve_settings(
     reasons["readout_features"] = (
         "the biophysical cell reads one state"
         if config.cell == "biophysical"
-        else READOUT_REASONS[DEFAULT_READOUT_FEATURES]
+        else DEFAULT_READOUT_REASON
     )
     reasons["gate_bias_init"] = (
         "logit(min(1/2, 1/tau)) per unit: each unit's memory at initialisation "
