@@ -40,12 +40,19 @@ class NoFitProgress(AbstractFitProgress):
 
 
 class TqdmFitProgress(AbstractFitProgress):
-    """A tqdm bar over optimiser steps, with the epoch, loss and accuracy, on
-    standard error. Redrawn at most every 0.1 s on a terminal or in a notebook,
-    and every `log_interval` seconds elsewhere (a file or a pipe keeps every
-    redraw)."""
+    """A tqdm bar (the `tqdm` package) over optimiser steps, with the epoch,
+    loss and accuracy, on standard error. Redrawn at most every 0.1 s on a
+    terminal or in a notebook, and every `log_interval` seconds elsewhere (a file
+    or a pipe keeps every redraw)."""
 
     def __init__(self, log_interval: float = 30.0):
+        """**Arguments:**
+
+        - `log_interval`: wall-clock seconds between redraws when standard
+            error is neither a terminal nor a notebook's (0: every step).
+            tqdm's monitor thread, which redraws a stalled bar, waits
+            `max(log_interval, 10)` seconds.
+        """
         self.log_interval = log_interval
 
     def init(self, total_steps, done_steps):
