@@ -21,8 +21,10 @@ fixed steps and is always batched.
 Prints, per case, the median seconds of an epoch of training steps under each
 strategy (epochs alternated, after one compiling epoch), their ratio with its
 spread, the mean solver steps per batch (the most over each batch), the
-[`ltc_jax.batch_stop_ratio`][] and the strategy [`ltc_jax.derive_defaults`][]
-chooses from it; writes `results/batching/<run>/`.
+[`ltc_jax.training.batch_stop_ratio`][] and the strategy
+[`ltc_jax.training.derive_defaults`][] chooses from it; writes
+`results/batching/<run>/` (`metrics.json`, and `report.txt` with the table by
+`experiments._report`).
 """
 
 import dataclasses
@@ -35,7 +37,7 @@ import tyro
 
 import ltc_jax
 from benchmarks import _side_by_side
-from experiments import _run
+from experiments import _problems, _run
 
 
 UEA = os.path.join(os.path.dirname(__file__), "..", "experiments", "data", "uea")
@@ -105,8 +107,8 @@ def epoch_step(step, batches):
 
 def measure_case(config: Config, case: str) -> dict:
     train = load_case(case, config.seed)
-    bound = ltc_jax.real_stability_bound(ltc_jax.make_solver("tsit5"))
-    defaults = ltc_jax.derive_defaults([train], stability_bound=bound)
+    bound = ltc_jax.training.real_stability_bound(ltc_jax.make_solver("tsit5"))
+    defaults = ltc_jax.training.derive_defaults([train], stability_bound=bound)
     model = ltc_jax.LTC(
         train.num_channels,
         config.hidden_size,
@@ -114,8 +116,6 @@ def measure_case(config: Config, case: str) -> dict:
         tau_init=defaults.tau_init,
         key=jax.random.PRNGKey(config.seed),
     )
-    optimizer = ltc_jax.make_optimizer(1e-2, total_steps=1000)
-    opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
     path = ltc_jax.make_input_path(train)
     batches = list(ltc_jax.batches(train, defaults.batch_size, path=path))
     calls, steps = {}, {}
@@ -128,61 +128,37 @@ def measure_case(config: Config, case: str) -> dict:
             max_steps=defaults.max_steps,
             batching=batching,
         )
-        step = eqx.filter_jit(ltc_jax.make_train_step(optimizer, integrator))
-        calls[batching] = (epoch_step(step, batches), (model, opt_state))
-        steps[batching] = float(
-            np.mean(
-                [
-                    int(step(model, opt_state, batch)[3]["num_steps"])
-                    for batch in batches
-                ]
-            )
+        _, step, opt_state = _problems.train_step(
+            model, integrator, learning_rate=1e-2, total_steps=1000
         )
-    compile_seconds, _ = _side_by_side.compile_and_run(calls)
+        step = eqx.filter_jit(step)
+        calls[batching] = (epoch_step(step, batches), (model, opt_state))
+        solver_steps = [int(step(model, opt_state, b)[3]["num_steps"]) for b in batches]
+        steps[batching] = float(np.mean(solver_steps))
+    timed = _side_by_side.compare(
+        calls, config.repeats, ("batched", "vmap"), unit="epoch", rtol=None
+    )
     return dict(
         case=case,
         sequences=len(train),
         batch_size=defaults.batch_size,
         derived_reason=defaults.reasons["batching"],
-        stop_ratio=ltc_jax.batch_stop_ratio(
+        stop_ratio=ltc_jax.training.batch_stop_ratio(
             train,
             defaults.batch_size,
             min_step=bound * defaults.tau_init[0] / (1 + defaults.tau_init[0]),
         ),
         derived_batching=defaults.batching,
         mean_solver_steps_per_batch=steps,
-        **_side_by_side.timed_figures(
-            calls, config.repeats, compile_seconds, ("batched", "vmap"), unit="epoch"
-        ),
+        **timed,
     )
-
-
-COLUMNS = [
-    ("case", lambda r: r["case"]),
-    ("batch", lambda r: r["batch_size"]),
-    _side_by_side.pair_column(
-        "median_epoch_seconds", "batched", "vmap", unit="epoch s"
-    ),
-    _side_by_side.ratio_column("batched / vmap (min-max)"),
-    _side_by_side.pair_column(
-        "mean_solver_steps_per_batch", "batched", "vmap", unit="steps", digits=0
-    ),
-    ("stop ratio", lambda r: f"{r['stop_ratio']:.2f}"),
-    ("derived", lambda r: r["derived_batching"]),
-]
-"""The report's columns, as `(header, cell of a row)`."""
 
 
 def main(config: Config) -> dict:
     """Measure every case; return (and write) the rows."""
-    config, run_dir = _run.start_run(config, "batching", QUICK)
+    config, run = _run.start_run(config, "batching", QUICK)
     with jax.enable_x64(False):
-        rows = [measure_case(config, case) for case in config.cases]
-    title = (
-        "One epoch of training steps, Tsit5 rtol 1e-3, checkpoint, "
-        f"{config.hidden_size} units"
-    )
-    return _side_by_side.finish(run_dir, rows, COLUMNS, title)
+        return run.finish(dict(rows=[measure_case(config, c) for c in config.cases]))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ Two sizes:
     python -m benchmarks.divergence_check --quick   # seconds
 
 Prints the median step seconds with and without the check, the ratio and its
-spread over the repeats, and writes `results/divergence_check/<run>/metrics.json`.
+spread over the repeats, and writes `results/divergence_check/<run>/`
+(`metrics.json`, and `report.txt` with the table by `experiments._report`).
 """
 
 import dataclasses
@@ -91,50 +92,24 @@ def ecg_problem(config: Config):
 
 
 def measure_case(config: Config, case: Case) -> dict:
-    model, batch, integrator, label = {"vowels": vowels_problem, "ecg": ecg_problem}[
-        case
-    ](config)
-    optimizer = ltc_jax.make_optimizer(1e-3, total_steps=100)
-    opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
-    calls = {
-        name: (
-            eqx.filter_jit(
-                ltc_jax.make_train_step(
-                    optimizer, dataclasses.replace(integrator, check_state=checked)
-                )
-            ),
-            (model, opt_state, batch),
+    problem = {"vowels": vowels_problem, "ecg": ecg_problem}[case]
+    model, batch, integrator, label = problem(config)
+    calls = {}
+    for name, checked in (("checked", True), ("unchecked", False)):
+        _, step, opt_state = _problems.train_step(
+            model, dataclasses.replace(integrator, check_state=checked), total_steps=100
         )
-        for name, checked in (("checked", True), ("unchecked", False))
-    }
-    compile_seconds, losses = _side_by_side.compile_and_run(calls)
-    if losses["checked"] != losses["unchecked"]:
-        raise RuntimeError(f"The check changed the loss: {losses}.")
-    return dict(
-        case=case,
-        label=label,
-        loss=losses["checked"],
-        **_side_by_side.timed_figures(
-            calls, config.repeats, compile_seconds, ("checked", "unchecked")
-        ),
-    )
-
-
-COLUMNS = [
-    ("case", lambda r: r["label"]),
-    _side_by_side.pair_column("median_step_seconds", "checked", "unchecked"),
-    _side_by_side.ratio_column("ratio (min-max)", digits=3),
-]
-"""The report's columns, as `(header, cell of a row)`."""
+        calls[name] = (eqx.filter_jit(step), (model, opt_state, batch))
+    # The check never changes the loss (`compare` raises if it does).
+    figures = _side_by_side.compare(calls, config.repeats, ("checked", "unchecked"))
+    return dict(case=case, label=label, **figures)
 
 
 def main(config: Config) -> dict:
     """Measure every case; return (and write) the rows."""
-    config, run_dir = _run.start_run(config, "divergence_check", QUICK)
+    config, run = _run.start_run(config, "divergence_check", QUICK)
     with jax.enable_x64(False), jax.numpy_dtype_promotion("standard"):
-        rows = [measure_case(config, case) for case in config.cases]
-    title = "Training step with and without the state-bound check"
-    return _side_by_side.finish(run_dir, rows, COLUMNS, title)
+        return run.finish(dict(rows=[measure_case(config, c) for c in config.cases]))
 
 
 if __name__ == "__main__":

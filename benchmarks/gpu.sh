@@ -11,7 +11,7 @@
 #    CPU high-water mark), the compile-only estimate at 21.6 M steps, and bfloat16
 #    products against float32 (compiled memory and gradient error).
 # 2. benchmarks.devices: training steps per second on 1, 2, ... up to every local
-#    GPU (data parallelism over a ltc_jax.data_mesh).
+#    GPU (data parallelism over a ltc_jax.training.data_mesh).
 #
 # The environment (nvidia-smi, jax's devices) goes to OUT/environment.txt.
 set -euo pipefail

@@ -5,18 +5,19 @@ The hand-written step is what a diffrax user would write for this batch: the
 sequences share one time grid, so the batch is one `(batch, hidden_size)` state,
 the input is one `diffrax.LinearInterpolation` over the knots (in the solve's
 `args`), and the loss reads the final state. ltc_jax's step is
-`ltc_jax.make_train_step` on an `ltc_jax.InputPath` of the same knots. Both take
-the same fixed RK4 steps over the same model's vector field, with the same
-gradient mode and Adam, so any difference is ltc_jax's machinery: the per-sequence
-clock, the two-level interval search of the input path, the finite-update guard
-and the metrics.
+`ltc_jax.training.make_train_step` on an `ltc_jax.InputPath` of the same knots.
+Both take the same fixed RK4 steps over the same model's vector field, with the
+same gradient mode and Adam, so any difference is ltc_jax's machinery: the
+per-sequence clock, the two-level interval search of the input path, the
+finite-update guard and the metrics.
 
     python -m benchmarks.overhead           # the original write-up's size
     python -m benchmarks.overhead --quick   # seconds
 
 Prints compile seconds and the median step seconds (steps of the two alternated,
 so that a shared machine's load falls on both), their ratio and its spread over
-the repeats, and writes `results/overhead/<run>/metrics.json`.
+the repeats, and writes `results/overhead/<run>/` (`metrics.json`, and
+`report.txt` with the table by `experiments._report`).
 """
 
 import dataclasses
@@ -100,11 +101,11 @@ def hand_written_step(config: Config, mode: Mode, optimizer):
 
 
 def ltc_jax_step(config: Config, mode: Mode, optimizer):
-    """`ltc_jax.make_train_step`, compiled with `eqx.filter_jit`."""
+    """`ltc_jax.training.make_train_step`, compiled with `eqx.filter_jit`."""
     integrator = ltc_jax.make_integrator(
         "rk4", mode, dt0=1.0 / config.steps, max_steps=config.steps
     )
-    return eqx.filter_jit(ltc_jax.make_train_step(optimizer, integrator))
+    return eqx.filter_jit(ltc_jax.training.make_train_step(optimizer, integrator))
 
 
 def measure_mode(config: Config, mode: Mode) -> dict:
@@ -121,43 +122,16 @@ def measure_mode(config: Config, mode: Mode) -> dict:
             (model, opt_state, ts, xs, labels),
         ),
     }
-    compile_seconds, losses = _side_by_side.compile_and_run(calls)
-    if abs(losses["ltc_jax"] - losses["hand-written"]) > 1e-5 * abs(losses["ltc_jax"]):
-        raise RuntimeError(f"The two steps compute different losses: {losses}.")
-    return dict(
-        mode=mode,
-        loss=losses,
-        **_side_by_side.timed_figures(
-            calls, config.repeats, compile_seconds, ("ltc_jax", "hand-written")
-        ),
-    )
-
-
-COLUMNS = [
-    ("mode", lambda r: r["mode"]),
-    _side_by_side.pair_column("median_step_seconds", "ltc_jax", "hand-written"),
-    _side_by_side.ratio_column("ratio (min-max)"),
-    _side_by_side.pair_column(
-        "compile_and_first_step_seconds",
-        "ltc_jax",
-        "hand-written",
-        unit="compile s",
-        digits=1,
-    ),
-]
-"""The report's columns, as `(header, cell of a row)`."""
+    ratio = ("ltc_jax", "hand-written")
+    figures = _side_by_side.compare(calls, config.repeats, ratio, rtol=1e-5)
+    return dict(mode=mode, **figures)
 
 
 def main(config: Config) -> dict:
     """Measure every mode; return (and write) the rows."""
-    config, run_dir = _run.start_run(config, "overhead", QUICK)
+    config, run = _run.start_run(config, "overhead", QUICK)
     with jax.enable_x64(False):
-        rows = [measure_mode(config, mode) for mode in config.modes]
-    title = (
-        f"Training step, batch {config.batch_size}, {config.input_size} inputs, "
-        f"{config.hidden_size} units, {config.knots} knots, RK4 x {config.steps}"
-    )
-    return _side_by_side.finish(run_dir, rows, COLUMNS, title)
+        return run.finish(dict(rows=[measure_mode(config, m) for m in config.modes]))
 
 
 if __name__ == "__main__":

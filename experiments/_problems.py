@@ -1,7 +1,12 @@
-"""The problems the experiments measure on: ECG forecasting windows of the bundled
-MIT-BIH record 208, and JapaneseVowels classification; and how they train."""
+"""The problems the experiments measure on, and the steps they share: ECG
+forecasting windows of the bundled MIT-BIH record 208, JapaneseVowels
+classification and random classification; float64 reference gradients, training
+steps, main-job runs and training runs over seeds."""
 
 import dataclasses
+import importlib
+import math
+import statistics
 import time
 
 import equinox as eqx
@@ -11,10 +16,14 @@ import jax.random as jr
 import numpy as np
 
 import ltc_jax
-from experiments import _run
+from experiments import _report, _run
 
 
 SAMPLE_RATE_HZ = ltc_jax.datasets.MITBIH_208_SAMPLE_RATE_HZ
+STEP_SLACK = 1.0 + 1e-6
+"""A fixed step a hair longer than one sample: a window of n sample intervals
+takes ceil(duration / dt0) = n steps, float32 rounding of the sample times
+(absolute times near 300 s, hundreds of float32 epsilons) adding none."""
 
 
 def cast(tree, dtype: str):
@@ -41,7 +50,7 @@ def ecg_problem(
     samples (`ltc_jax.datasets.mitbih_208_windows`: time in seconds from each
     window's start, on one grid shared by the windows), each labelled with the
     signal `horizon` samples after its end (millivolts). `model_options` go to
-    `ltc_jax.LTC` (`cell`, `wiring`, `tau_init`, ...).
+    `ltc_jax.LTC` (`cell`, `wiring`, `matmul_dtype`, ...).
 
     Built in float32 on the host whatever `dtype` is, then cast and placed on the
     default device, so that a float64 reference sees exactly the same parameters
@@ -54,6 +63,97 @@ def ecg_problem(
         batch = ltc_jax.make_batch(data, dtype=jnp.float32, interpolation=interpolation)
     model, batch = cast((model, batch), dtype)
     return jax.device_put((model, batch), jax.devices()[0])
+
+
+def ecg_integrator(
+    solver: str, mode: str, steps: int, rate_hz: float = SAMPLE_RATE_HZ, **options
+) -> ltc_jax.Integrator:
+    """Fixed steps of one sample (`STEP_SLACK / rate_hz` seconds) over `steps`
+    sample intervals; `max_steps` is exactly the steps taken. `options` go to
+    `ltc_jax.make_integrator` (`checkpoints`, `windows`, ...)."""
+    dt0 = STEP_SLACK / rate_hz
+    return ltc_jax.make_integrator(solver, mode, dt0=dt0, max_steps=steps, **options)
+
+
+def train_step(
+    model: eqx.Module,
+    integrator: ltc_jax.Integrator,
+    horizon: float | None = None,
+    *,
+    learning_rate: float = 1e-3,
+    total_steps: int = 1,
+):
+    """A training step of `model` under `integrator` with Adam
+    (`ltc_jax.training.make_train_step`, not compiled) and the optimiser's state;
+    with `horizon` (seconds), the windowed adjoint's default windows for it, as
+    `ltc_jax.fit` derives them.
+
+    **Returns:** `(integrator, step, opt_state)`, the integrator with its windows."""
+    if horizon is not None:
+        integrator = ltc_jax.training.resolve_windows(
+            integrator, model.cell, horizon, dtype=jnp.float32
+        )
+    optimizer = ltc_jax.training.make_optimizer(learning_rate, total_steps)
+    opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
+    step = ltc_jax.training.make_train_step(optimizer, integrator)
+    return integrator, step, opt_state
+
+
+def float64_gradient(build: str, **kwargs) -> np.ndarray:
+    """The reference the experiments measure gradients against: the flat gradient
+    of the training loss of the problem `build(**kwargs)` returns, `(model, batch,
+    integrator)` (`build` a `"module:function"`, typically exact backpropagation at
+    a tight tolerance), built and differentiated in a fresh float64 process.
+
+    **Raises:** `FloatingPointError` if it is not finite."""
+    flat = np.asarray(
+        ltc_jax.measure.call_in_subprocess(
+            "experiments._problems:_gradient_of",
+            dict(build=build, kwargs=kwargs),
+            env={"JAX_ENABLE_X64": "1"},
+        )
+    )
+    if not np.all(np.isfinite(flat)):
+        raise FloatingPointError(f"The reference gradient of {build} is not finite.")
+    return flat
+
+
+def _gradient_of(build: str, kwargs: dict) -> list[float]:
+    module, _, function = build.partition(":")
+    problem = getattr(importlib.import_module(module), function)(**kwargs)
+    gradient = ltc_jax.measure.loss_gradient(*problem)
+    return ltc_jax.measure.flatten_gradient(gradient).tolist()
+
+
+def measure_or_failure(model, batch, integrator, reference=None, **options) -> dict:
+    """`ltc_jax.measure.measure(...).figures()` with `error=None`, or, when the
+    solve fails (`max_steps` reached, a step below `dtmin`), `{"error": reason}`:
+    a failure is a result, recorded like any other."""
+    try:
+        measurement = ltc_jax.measure.measure(
+            model, batch, integrator, reference_gradient=reference, **options
+        )
+    except (eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError) as error:
+        return dict(error=ltc_jax.training.failure_reason(error))
+    return dict(error=None, **measurement.figures())
+
+
+def main_job(options: dict) -> dict:
+    """One run of the main job (`ltc_jax.app.train_and_evaluate` with `options`
+    and no progress bar; call it in its own process): its test accuracy, training
+    time, epochs, solver steps per sequence, the options it derived, and the
+    memory of a training step per gradient mode."""
+    from ltc_jax import app
+
+    metrics = app.train_and_evaluate(app.TrainConfig(progress=False, **options))
+    kept = "test_accuracy train_seconds best_epoch steps_per_sequence learned solver"
+    return dict(
+        {key: metrics[key] for key in kept.split()},
+        epochs_run=len(metrics["history"]),
+        epoch_seconds=statistics.median(h["seconds"] for h in metrics["history"]),
+        derived={key: value["value"] for key, value in metrics["derived"].items()},
+        memory=metrics["memory_bytes_by_mode"],
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,87 +236,94 @@ def float32_paths(*datasets) -> list[ltc_jax.InputPath]:
     return [ltc_jax.make_input_path(data, dtype=np.float32) for data in datasets]
 
 
-def train_skipping_failures(
-    model: ltc_jax.LTC, train, integrator, optimizer, *, epochs, batch_size, seed, path
-):
-    """`ltc_jax.fit` as the experiments train: a failed update (a solve past
-    `max_steps`, a non-finite loss or gradient) is skipped and counted; five in a
-    row end the run with `ltc_jax.TrainingFailedError`, which the experiments
-    record as a result."""
-    return ltc_jax.fit(
-        model,
-        train,
-        integrator=integrator,
-        optimizer=optimizer,
-        epochs=epochs,
-        batch_size=batch_size,
-        seed=seed,
-        path=path,
-        on_failure="skip",
-        max_consecutive_failures=5,
-        progress=ltc_jax.NoFitProgress(),
+def vowels_batch(train, batch_size: int) -> ltc_jax.Batch:
+    """The first float32 training batch (unshuffled) of `batch_size` utterances."""
+    (path,) = float32_paths(train)
+    return next(ltc_jax.batches(train, batch_size, path=path))
+
+
+def vowels_reference(config: dict, tau: float | None = None, max_steps: int = 65_536):
+    """The reference problem of the JapaneseVowels studies (for
+    `float64_gradient`): the LTC of `config`'s first seed at initialisation, in
+    float64, on the first training batch, by exact backpropagation through an
+    adaptive solve at rtol = atol = `config["reference_rtol"]` (Tsit5; Kvaerno5
+    for time constants drawn around `tau`, stiff)."""
+    train, _ = japanese_vowels(config["train_size"])
+    model = vowels_model(config["hidden_size"], config["seeds"][0], tau)
+    batch = next(ltc_jax.batches(train, config["batch_size"]))
+    integrator = ltc_jax.make_integrator(
+        "tsit5" if tau is None else "kvaerno5",
+        "checkpoint",
+        rtol=config["reference_rtol"],
+        atol=config["reference_rtol"],
+        max_steps=max_steps,
     )
+    return cast(model, "float64"), batch, integrator
 
 
-def measure_or_failure(model, batch, integrator, reference=None, **options) -> dict:
-    """`ltc_jax.measure(...).figures()` with `error=None`, or, when the solve
-    fails (`max_steps` reached, a step below `dtmin`), `{"error": reason}`: a
-    failure is a result, recorded like any other."""
-    try:
-        measurement = ltc_jax.measure(
-            model, batch, integrator, reference_gradient=reference, **options
-        )
-    except (eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError) as error:
-        return dict(error=ltc_jax.failure_reason(error))
-    return dict(error=None, **measurement.figures())
+def vowels_optimizer(config: VowelsTraining, train):
+    """Adam at `config.learning_rate` with cosine decay over the training budget
+    (float32 whatever JAX's default float)."""
+    steps = config.epochs * math.ceil(len(train) / config.batch_size)
+    with jax.enable_x64(False):
+        return ltc_jax.training.make_optimizer(config.learning_rate, steps)
 
 
-def save_reference_gradient(model, batch, integrator, out_file: str) -> dict:
-    """The gradient of `model`'s training loss on `batch` under `integrator`
-    (typically float64 exact backpropagation at tight tolerance), saved flat to
-    `out_file` (`.npy`). **Returns:** `{"norm", "seconds"}`. **Raises:**
-    `FloatingPointError` if it is not finite."""
-    start = time.perf_counter()
-    flat = ltc_jax.flatten_gradient(ltc_jax.loss_gradient(model, batch, integrator))
-    seconds = time.perf_counter() - start
-    if not np.all(np.isfinite(flat)):
-        raise FloatingPointError(
-            f"The reference gradient for {out_file} is not finite."
-        )
-    np.save(out_file, flat)
-    return dict(norm=float(np.linalg.norm(flat)), seconds=seconds)
+def train_seeds(config: VowelsTraining, integrator, data, label: str) -> dict:
+    """One JapaneseVowels run per seed of `config`: train the LTC of the seed with
+    `ltc_jax.fit` as the experiments train (a failed update, a solve past
+    `max_steps` or a non-finite loss or gradient, is skipped and counted; five in
+    a row end the run with `ltc_jax.TrainingFailedError`, recorded as a result),
+    then test it with `integrator` (the final phase of a tolerance schedule).
 
-
-def train_seeds(config: VowelsTraining, integrator, optimizer, data, label: str):
-    """One JapaneseVowels run per seed of `config`: train the LTC of the seed
-    (`train_skipping_failures`), then test it with `integrator` (the final phase
-    of a tolerance schedule). **Returns:** one record per seed: `seed`,
-    `accuracy` (`None` for a run that failed), `history`, `error`,
-    `train_seconds` (training) and `seconds` (training and test)."""
+    **Returns:** `accuracies` (`None` for a failed run) with their mean and sample
+    standard deviation, `failures` (the failed runs' errors), `failed_runs`,
+    `failed_updates`, `train_seconds` (training and test, all runs),
+    `train_seconds_mean` (training, the runs that finished) and
+    `steps_per_epoch` (solver steps per batch of each epoch, their mean)."""
     train, test = data
     final = getattr(integrator, "final", integrator)
     train_path, test_path = float32_paths(train, test)
+    optimizer = vowels_optimizer(config, train)
     runs = []
     for seed in config.seeds:
         start = time.perf_counter()
-        record = dict(seed=seed, accuracy=None, history=None, error=None)
+        run = dict(seed=seed, accuracy=None, history=None, error=None)
         try:
-            model, record["history"] = train_skipping_failures(
+            model, run["history"] = ltc_jax.fit(
                 vowels_model(config.hidden_size, seed),
                 train,
-                integrator,
-                optimizer,
+                integrator=integrator,
+                optimizer=optimizer,
                 epochs=config.epochs,
                 batch_size=config.batch_size,
                 seed=seed,
                 path=train_path,
+                on_failure=ltc_jax.training.SkipFailures(5),
+                progress=ltc_jax.training.NoFitProgress(),
             )
-            record["train_seconds"] = time.perf_counter() - start
+            run["train_seconds"] = time.perf_counter() - start
             result = ltc_jax.evaluate(model, test, integrator=final, path=test_path)
-            record["accuracy"] = result["accuracy"]
+            run["accuracy"] = result["accuracy"]
         except ltc_jax.TrainingFailedError as error:  # a failure is a result
-            record["error"] = str(error)
+            run["error"] = str(error)
             print(f"  {label}, seed {seed}: {str(error)[:160]}")
-        record["seconds"] = time.perf_counter() - start
-        runs.append(record)
-    return runs
+        run["seconds"] = time.perf_counter() - start
+        runs.append(run)
+    finished = [run for run in runs if run["error"] is None]
+    accuracies = [run["accuracy"] for run in runs]
+    mean, std, _ = _report.mean_std(accuracies)
+    steps = [[h["num_steps"] for h in run["history"]] for run in finished]
+    return dict(
+        accuracies=accuracies,
+        accuracy_mean=mean,
+        accuracy_std=std,
+        failures=[run["error"] for run in runs if run["error"] is not None],
+        failed_runs=len(runs) - len(finished),
+        failed_updates=sum(h["failures"] for run in finished for h in run["history"]),
+        train_seconds=sum(run["seconds"] for run in runs),
+        train_seconds_mean=statistics.mean(r["train_seconds"] for r in finished)
+        if finished
+        else None,
+        steps_per_epoch=np.mean(steps, axis=0).tolist() if steps else None,
+    )

@@ -1,32 +1,30 @@
-"""Tables, figures and number formats shared by the experiments' reports."""
+"""The one report of the experiments and benchmarks: a run folder's records
+(`metrics.json`, with the run's `config.json`) rendered as the tables of
+`report.txt` and the figures.
 
+Experiments measure and write records; they never format or plot. `render` turns
+a run folder into its report with the function here named after the experiment,
+so a finished run can be drawn again without measuring anything:
+
+    python -m experiments._report --run-dir results/memory_scaling/<run>
+"""
+
+import itertools
+import json
 import math
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+import tyro
 
 
 MIB = 2**20
 GIB = 2**30
 
 
-def format_table(
-    rows: Sequence[dict], columns: Sequence[tuple[str, Callable[[dict], Any]]]
-) -> str:
-    """A fixed-width table: one line per row, `columns` as `(header, cell_of_row)`."""
-    cells = [[str(cell(row)) for _, cell in columns] for row in rows]
-    widths = [
-        max([len(header)] + [len(line[i]) for line in cells])
-        for i, (header, _) in enumerate(columns)
-    ]
-    lines = ["  ".join(h.ljust(w) for (h, _), w in zip(columns, widths, strict=True))]
-    lines.append("  ".join("-" * w for w in widths))
-    lines += [
-        "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True))
-        for line in cells
-    ]
-    return "\n".join(lines)
+# --- numbers ---------------------------------------------------------------------
 
 
 def mean_std(values: Sequence[float | None]) -> tuple[float, float, int]:
@@ -43,7 +41,7 @@ def percent(mean: float, std: float) -> str:
     return "failed" if math.isnan(mean) else f"{100 * mean:.1f} ± {100 * std:.1f}"
 
 
-def mib(value: int | float | None, digits: int = 2) -> str:
+def mib(value: float | None, digits: int = 2) -> str:
     """Bytes as MiB; `"-"` where not measured."""
     return "-" if value is None else f"{value / MIB:,.{digits}f}"
 
@@ -58,25 +56,96 @@ def ratio(value: float | None, suffix: str = "") -> str:
     return "-" if value is None else f"{value:.2f}{suffix}"
 
 
-def count(value: int | None) -> str:
-    """An integer with thousands separators; `"-"` where not counted."""
-    return "-" if value is None else f"{value:,}"
+FORMATS: dict[str, Callable[[Any], str]] = {
+    "mib": mib,
+    "mib0": lambda value: mib(value, 0),
+    "mib1": lambda value: mib(value, 1),
+    "error": error,
+    "ratio": ratio,
+    "x": lambda value: ratio(value, "x"),
+    "x1": lambda value: f"{value:.1f}x",
+    "yes": lambda value: "yes" if value else "no",
+}
+"""Named cell formats; unlike a format spec, each also formats `None`."""
 
 
-def measurement_columns(
-    mib_digits: int, seconds_format: str
-) -> list[tuple[str, Callable[[dict], str]]]:
-    """The memory and time columns of a `ltc_jax.Measurement` record (as a dict):
-    compiled temp and argument MiB and the runtime peak MiB to `mib_digits`
-    places, then the training step's and the forward pass's seconds in
-    `seconds_format` (say `".3f"`)."""
-    return [
-        ("temp MiB", lambda r: mib(r["temp_bytes"], mib_digits)),
-        ("args MiB", lambda r: mib(r["argument_bytes"], mib_digits)),
-        ("runtime peak MiB", lambda r: mib(r["runtime_peak_bytes"], mib_digits)),
-        ("step s", lambda r: format(r["step_seconds"], seconds_format)),
-        ("forward s", lambda r: format(r["forward_seconds"], seconds_format)),
+# --- tables ----------------------------------------------------------------------
+
+
+def cell(row: dict, key: str | Callable[[dict], Any], spec: Any = None) -> str:
+    """One table cell: `key(row)`, or the row's field `key` (`"a.b"` for
+    `row["a"]["b"]`, `None` where missing), formatted by `spec`: a name of
+    `FORMATS`, a function of the value, or a format spec (`".3f"`; `None` then
+    shows as `"-"`)."""
+    if callable(key):
+        value = key(row)
+    else:
+        value = row
+        for part in key.split("."):
+            value = None if value is None else value.get(part)
+    if callable(spec) or spec in FORMATS:
+        return FORMATS.get(spec, spec)(value)
+    if value is None:
+        return "-"
+    return str(value) if spec is None else format(value, spec)
+
+
+def format_table(rows: Sequence[dict], columns: Sequence[str | tuple]) -> str:
+    """A fixed-width table, one line per row. Each column is `(header, key)` or
+    `(header, key, spec)`, its cells as [`cell`][] makes them; a string
+    `"header:key:spec | header:key"` gives several columns (`spec` then names a
+    format of `FORMATS` or is a format spec)."""
+    columns = [
+        column
+        for entry in columns
+        for column in (
+            [tuple(part.strip().split(":")) for part in entry.split("|")]
+            if isinstance(entry, str)
+            else [entry]
+        )
     ]
+    headers = [header for header, *_ in columns]
+    cells = [[cell(row, *column) for _, *column in columns] for row in rows]
+    widths = [max(map(len, texts)) for texts in zip(headers, *cells, strict=True)]
+    lines = [headers, ["-" * width for width in widths], *cells]
+    return "\n".join(
+        "  ".join(text.ljust(width) for text, width in zip(line, widths, strict=True))
+        for line in lines
+    )
+
+
+def table(title: str, rows: Sequence[dict], *columns: str | tuple) -> str:
+    """`title` over the table of `columns` of `rows` (as [`format_table`][]
+    takes them); empty without rows."""
+    return f"{title}\n{format_table(rows, columns)}" if rows else ""
+
+
+def join(*parts: str) -> str:
+    """The non-empty parts of a report, a blank line apart."""
+    return "\n\n".join(part for part in parts if part)
+
+
+def pair(field: str, first: str, second: str, unit="step s", digits=4) -> tuple:
+    """A column `first / second` of `row[field]`, titled `"<unit>: <first> /
+    <second>"` (two timings measured side by side)."""
+
+    def text(row):
+        return f"{row[field][first]:.{digits}f} / {row[field][second]:.{digits}f}"
+
+    return f"{unit}: {first} / {second}", text
+
+
+def ratio_range(title: str, digits: int = 2) -> tuple:
+    """A column `median (min-max)` of a row's call-by-call ratios."""
+
+    def text(row):
+        low, high = row["ratio_min"], row["ratio_max"]
+        return f"{row['ratio_median']:.{digits}f}x ({low:.{digits}f}-{high:.{digits}f})"
+
+    return title, text
+
+
+# --- figures ---------------------------------------------------------------------
 
 
 def pyplot():
@@ -95,3 +164,797 @@ def save_figure(figure, path: str, dpi: int = 110, **layout: Any) -> None:
     figure.tight_layout(**layout)
     figure.savefig(path, dpi=dpi)
     pyplot().close(figure)
+
+
+def nan(value: float | None) -> float:
+    """`value`, NaN for `None` (a gap in a plotted line)."""
+    return math.nan if value is None else value
+
+
+def curve(axis, points, *style, **options) -> None:
+    """`points` `(x, y)` joined in the order of x, log-log; `None` values are
+    gaps; nothing without points."""
+    points = sorted((x, nan(y)) for x, y in points)
+    if points:
+        axis.loglog(*zip(*points, strict=True), *style, **options)
+
+
+# --- the experiments' reports ------------------------------------------------------
+
+MEASUREMENT = (
+    "temp MiB:temp_bytes:{mib} | args MiB:argument_bytes:{mib} | runtime peak MiB:"
+    "runtime_peak_bytes:{mib} | step s:step_seconds:{s} | forward s:forward_seconds:{s}"
+)
+"""The memory and time columns of a `ltc_jax.measure.Measurement` record, to be
+given a MiB format `mib` and a seconds format spec `s`."""
+EVALUATIONS = (
+    "fwd evals:forward_evaluations | bwd evals:backward_evaluations | "
+    "bwd/fwd evals:backward_forward_evaluation_ratio:ratio"
+)
+
+
+def memory_scaling(m: dict, c: dict, run_dir: str) -> str:
+    """The tables of `experiments.memory_scaling`, and `memory_scaling.png`:
+    compiled temp memory (measured solid, compile-only dashed) and median step
+    time against solver steps, log-log, one line per gradient mode."""
+    env, records, law = m["environment"], m["records"], m["window_memory_law"]
+    estimates, largest = m["estimates"], max(r["num_steps"] for r in records)
+    counted = [r for r in records if r["backward_forward_evaluation_ratio"] is not None]
+    at = max((r["num_steps"] for r in counted), default=None)  # the largest counted
+    evaluations = {
+        r["label"]: r["backward_forward_evaluation_ratio"]
+        for r in counted
+        if r["num_steps"] == at
+    }
+    rtol, temp = c["cost_rtol"], "temp MiB:temp_bytes:mib"
+    cost = "bwd/fwd time:backward_forward_time_ratio:.2f"
+    gradient = "grad rel. error:gradient_relative_error:error"
+    law_text = ":"
+    if law:
+        law_text = (
+            "({bytes_per_window:,.0f} bytes per window, largest deviation from a "
+            "line {largest_relative_deviation:.1%}):".format(**law)
+        )
+    text = join(
+        table(
+            f"Measured on the ECG ({env['backend']}, {env['device']}; times are "
+            "medians; gradient error against the float64 reference):",
+            records,
+            "mode:label | steps:num_steps | observations:num_observations | "
+            "compile s:compile_seconds:.1f",
+            MEASUREMENT.format(mib="mib", s=".3f"),
+            f"{cost} | {EVALUATIONS} | {gradient}",
+        ),
+        table(
+            "Compile-only estimates (an input of as many samples at "
+            f"{c['estimate_rate_hz']:g} Hz; peak = temp + arguments + outputs):",
+            estimates,
+            f"mode:label | steps:num_steps | {temp} | input MiB:input_bytes:mib | "
+            "peak MiB:peak_bytes:mib",
+            *[f"fits {b:g} GiB:fits_{b:g}_gib:yes" for b in c["budgets_gib"]],
+        ),
+        table(
+            f"Windowed adjoint, compile-only at {c['window_memory_steps']:,} steps: "
+            f"temp memory against windows {law_text}",
+            m["window_memory"],
+            f"windows:windows | {temp} | stored states:stored_checkpoints",
+        ),
+        table(
+            "Temp memory of full storage divided by each mode's:",
+            m["reductions"],
+            "mode:label | steps:num_steps | full / mode:full_over_this:x1",
+        ),
+        table(
+            f"Adaptive Tsit5 on a {c['adaptive_window_seconds']:g} s window (cubic "
+            "input): memory follows max_steps, not the steps taken:",
+            m["adaptive_max_steps"],
+            "mode:gradient_mode | max_steps:max_steps | steps taken:num_steps | "
+            f"rejected:num_rejected_steps | stored states:stored_checkpoints | {temp}",
+        ),
+        table(
+            f"Mixed precision, RK4 x {c['precision_steps']:,} steps: the gate's "
+            "matrix products in bfloat16 (state, solver, loss and optimiser in "
+            "float32); compiled temp memory and the gradient's error against the "
+            "float64 reference:",
+            m["precision"],
+            f"mode:label | products:matmul_dtype | {temp} | "
+            "grad error:gradient_relative_error:error",
+        ),
+        table(
+            "Saved outputs are not solver steps (RK4, 3,600 steps over 10 s):",
+            m["saves_versus_steps"],
+            "mode:gradient_mode | solver steps:num_steps | "
+            f"saved outputs:num_saved_outputs | {temp}",
+        ),
+        table(
+            f"Cost of the gradient (backward / forward): time at {largest} steps, "
+            f"evaluations at {at} steps (the largest size counted):",
+            [r for r in records if r["num_steps"] == largest],
+            "mode:label | time:backward_forward_time_ratio:x",
+            ("evaluations", lambda r: evaluations.get(r["label"]), "x"),
+        ),
+        table(
+            f"Cost of the gradient with adaptive {c['cost_solver']} (rtol {rtol:g}, "
+            f"atol {rtol / 100:g}) on {c['cost_window_seconds']:g} s windows (cubic "
+            "input); steps are the forward solve's, accepted + rejected:",
+            m["adaptive_cost"],
+            "mode:label | steps:num_steps | rejected:num_rejected_steps | "
+            f"max_steps:max_steps | {temp} | {EVALUATIONS} | {cost} | {gradient}",
+        ),
+        f"Total {m['seconds']:.0f} s",
+    )
+
+    figure, (memory, time) = pyplot().subplots(1, 2, figsize=(12, 4.6))
+    for i, label in enumerate(dict.fromkeys(r["label"] for r in records)):
+        mine, colour = [r for r in records if r["label"] == label], f"C{i % 10}"
+        curve(memory, _xy(mine, "temp_bytes"), "o-", color=colour, label=label)
+        curve(time, _xy(mine, "step_seconds"), "o-", color=colour, label=label)
+        estimated = _xy([r for r in estimates if r["label"] == label], "temp_bytes")
+        if estimated:
+            last = max(_xy(mine, "temp_bytes"))
+            curve(memory, [last, *estimated], "s--", color=colour, mfc="none")
+    naive = [r for r in estimates if r["label"] == "backsolve-naive"]
+    curve(
+        memory,
+        _xy(naive, "temp_bytes"),
+        "x:",
+        color="grey",
+        label="backsolve, data not frozen",
+    )
+    inputs = set(_xy(records + estimates, "input_bytes"))
+    curve(memory, inputs, color="black", lw=0.8, ls="-.", label="input data")
+    for budget in c["budgets_gib"]:
+        memory.axhline(budget * GIB, color="red", lw=0.8, ls=":")
+        memory.text(
+            110, budget * GIB * 1.15, f"{budget:g} GiB", color="red", fontsize=8
+        )
+    memory.set(
+        xlabel="internal solver steps per solve (1 saved output per sequence)",
+        ylabel="compiled temp bytes of one training step",
+    )
+    memory.set_title(
+        f"Memory (batch {c['batch_size']}, {c['hidden_size']} units, RK4, float32)"
+        "\nsolid: measured on ECG; dashed: compile-only",
+        fontsize=10,
+    )
+    time.set(
+        xlabel="internal solver steps per solve", ylabel="median training-step seconds"
+    )
+    time.set_title(f"Time ({env['backend']}, {env['device']})", fontsize=10)
+    memory.legend(fontsize=7)
+    time.legend(fontsize=7)
+    save_figure(figure, os.path.join(run_dir, "memory_scaling.png"))
+    return text
+
+
+def _xy(rows: list[dict], y: str, x: str = "num_steps") -> list[tuple]:
+    return [(r[x], r[y]) for r in rows]
+
+
+def _adjoint_cell(row: dict, mode: str) -> str:
+    """A `gradient_accuracy` cell: the error of `mode`'s gradient, `*` where it
+    fails; the windowed adjoint's number of windows in brackets."""
+    status = row[f"{mode}_status"]
+    text = {
+        "forward failed": "fwd fail",
+        "exact gradient non-finite": "exact nan",
+        f"{mode} non-finite": "NaN *",
+    }.get(status)
+    if text is None:
+        text = f"{row[f'{mode}_relative_error']:.1e}"
+        text += " *" if status == f"{mode} fails" else ""
+    return f"{text} [{row['windows']}]" if mode == "windowed" else text
+
+
+def gradient_accuracy(m: dict, c: dict, run_dir: str) -> str:
+    """The tables of `experiments.gradient_accuracy`, and `gradient_accuracy.png`:
+    error against horizon, one panel per (typical tau, precision), one line per
+    solver and mode (backsolve solid, windowed dashed), failures as crosses at
+    the top; last row of panels: the windowed adjoint's error against its
+    windows."""
+    rows, sweep, taus, dtypes = (
+        m["records"],
+        m["window_sweep"],
+        c["typical_taus"],
+        c["dtypes"],
+    )
+
+    def key(row):
+        return row["typical_tau_seconds"], row["dtype"], row["solver"]
+
+    lines = [
+        dict(
+            zip(("tau", "dtype", "solver", "mode"), (*k, mode), strict=True),
+            cells={
+                r["horizon_taus"]: _adjoint_cell(r, mode) for r in rows if key(r) == k
+            },
+        )
+        for k in dict.fromkeys(map(key, rows))
+        for mode in ("backsolve", "windowed")
+    ]
+    first = sweep[0] if sweep else dict(horizon_taus=math.nan, typical_tau_seconds=0)
+    text = join(
+        table(
+            "Relative error of the continuous adjoint's gradient against exact "
+            "backpropagation through the same discrete solve\n"
+            f"(* = failure: non-finite, or error above {c['failure_error']:g}; "
+            "'fwd fail' = the forward solve itself failed; [K] = windows)",
+            lines,
+            "tau (s):tau:g | dtype:dtype | solver:solver | mode:mode",
+            *[
+                (f"T={k:g} tau", lambda r, k=k: r["cells"].get(k))
+                for k in c["horizons"]
+            ],
+        ),
+        table(
+            f"Windowed adjoint at T = {first['horizon_taus']:g} typical taus "
+            f"(typical tau {first['typical_tau_seconds']:g} s): relative gradient "
+            "error against the number of windows (* = the derived default)",
+            sweep,
+            "dtype:dtype | solver:solver",
+            ("windows", lambda r: f"{r['windows']}{' *' if r['default'] else ''}"),
+            "error:relative_error:error",
+        ),
+        f"Total {m['seconds']:.0f} s",
+    )
+
+    figure, axes = pyplot().subplots(
+        len(taus) + 1,
+        len(dtypes),
+        figsize=(5.5 * len(dtypes), 3.6 * (len(taus) + 1)),
+        squeeze=False,
+    )
+    ceiling = 1e3
+    for (i, tau), (j, dtype) in itertools.product(enumerate(taus), enumerate(dtypes)):
+        axis, panel = axes[i][j], [r for r in rows if key(r)[:2] == (tau, dtype)]
+        for n, solver in enumerate(dict.fromkeys(r["solver"] for r in panel)):
+            mine = [r for r in panel if r["solver"] == solver]
+            for mode, style in (("backsolve", "o-"), ("windowed", "s--")):
+                error = f"{mode}_relative_error"
+                points = [
+                    (k, min(nan(e), ceiling))
+                    for k, e in _xy(mine, error, "horizon_taus")
+                ]
+                curve(axis, points, style, color=f"C{n}", label=f"{solver} {mode}")
+                failed = [
+                    r["horizon_taus"]
+                    for r in mine
+                    if r[error] is None and r[f"{mode}_status"] != "forward failed"
+                ]
+                axis.plot(failed, [ceiling] * len(failed), "x", ms=9, color=f"C{n}")
+        axis.axhline(c["failure_error"], color="red", lw=0.8, ls=":")
+        axis.set_title(f"typical tau {tau:g} s, {dtype}", fontsize=10)
+        axis.set(xlabel="horizon (typical taus)", ylabel="relative gradient error")
+        axis.legend(fontsize=6, ncol=2)
+    for axis, dtype in zip(axes[-1], dtypes, strict=True):
+        for n, solver in enumerate(dict.fromkeys(r["solver"] for r in sweep)):
+            mine = [r for r in sweep if (r["solver"], r["dtype"]) == (solver, dtype)]
+            curve(
+                axis,
+                _xy(mine, "relative_error", "windows"),
+                "o-",
+                color=f"C{n}",
+                label=solver,
+            )
+        axis.set_title(f"windowed, longest horizon, {dtype}", fontsize=10)
+        axis.set(xlabel="windows", ylabel="relative gradient error")
+        axis.legend(fontsize=7)
+    figure.suptitle(
+        "continuous adjoint vs exact backpropagation on the ECG "
+        f"(x at {ceiling:g}: non-finite; red: failure threshold)",
+        fontsize=10,
+    )
+    save_figure(figure, os.path.join(run_dir, "gradient_accuracy.png"))
+    return text
+
+
+def _model_name(row: dict) -> str:
+    return {"cfc": "CfC"}.get(row["kind"], "LTC " + row["kind"])
+
+
+def cfc_versus_ltc(m: dict, c: dict, run_dir: str) -> str:
+    """The tables of `experiments.cfc_versus_ltc`'s parts, and with the
+    approximation part `cfc_versus_ltc.png` (its error against the horizon)."""
+    env, training = m["environment"], m.get("training", [])
+    epochs = {r["label"]: r["epoch_seconds"] for r in training}
+    slower = epochs["LTC checkpoint"] / epochs["CfC"] if training else math.nan
+    train_windows, test_windows = c["trained_windows"]
+    text = join(
+        table(
+            "Relative RMS error of the LTC's direct closed form against its ODE "
+            "solution over the first k observations:",
+            m.get("approximation", []),
+            "input:source | tau (intervals):typical_tau:g",
+            *[f"k={k}:errors.{k}:.1e" for k in c["horizons"]],
+        ),
+        table(
+            f"JapaneseVowels, the main job's defaults, {len(c['seeds'])} seed(s) "
+            f"({env['backend']}, {env['cpu_count']} CPUs; the LTC's epoch took "
+            f"{slower:.1f}x the CfC's):",
+            training,
+            "model:label",
+            (
+                "test accuracy",
+                lambda r: f"{r['accuracy_mean']:.4f} +- {r['accuracy_std']:.4f}",
+            ),
+            "epoch s (median):epoch_seconds:.3f | step temp MiB:temp_bytes:mib",
+        ),
+        table(
+            "One ECG forecasting training step (batch 4, 32 units):",
+            m.get("long_windows", []),
+            ("model", _model_name),
+            "samples:samples:, | step s:step_seconds:.3f | temp MiB:temp_bytes:mib",
+        ),
+        table(
+            f"Trained on {c['trained_window']:,}-sample ECG windows ({train_windows} "
+            f"training, {test_windows} test; {c['trained_epochs']} epochs; seed "
+            f"{c['seeds'][0]}; forecast 0.1 s ahead, mV^2):",
+            m.get("ecg_trained", []),
+            ("model", _model_name),
+            "test MSE:test_mse:.4f | train loss first:first_loss:.4f | "
+            "last:last_loss:.4f | epoch s:epoch_seconds:.2f | mean MSE:mean_mse:.4f | "
+            "persistence MSE:persistence_mse:.4f",
+        ),
+    )
+    if "approximation" in m:
+        figure, axis = pyplot().subplots(figsize=(6, 4))
+        for row in m["approximation"]:
+            errors = [(int(k), e) for k, e in row["errors"].items()]
+            label = f"{row['source']}, tau {row['typical_tau']:g}"
+            curve(axis, errors, marker="o", label=label)
+        axis.set(
+            xlabel="observations k",
+            ylabel="relative RMS error over the first k",
+            title="The LTC's direct closed form against its ODE",
+        )
+        axis.legend(fontsize=7)
+        save_figure(figure, os.path.join(run_dir, "cfc_versus_ltc.png"), dpi=120)
+    return text
+
+
+def _gradient_error(row: dict) -> str:
+    """A measured step's gradient error: `"non-finite"`, or the relative error
+    (`"-"` where none was measured)."""
+    if row.get("gradient_is_finite") is False:
+        return "non-finite"
+    return cell(row, "gradient_relative_error", ".1e")
+
+
+def _evaluations(row: dict) -> str:
+    forward = cell(row, "forward_evaluations", ",")
+    return f"{forward} + {cell(row, 'backward_evaluations', ',')}"
+
+
+def _accuracy(row: dict) -> str:
+    return percent(row["accuracy_mean"], row["accuracy_std"])
+
+
+COST = [
+    ("evaluations fwd + bwd", _evaluations),
+    ("s/step", "step_seconds", ".3f"),
+    ("gradient error", _gradient_error),
+]
+"""The columns of one measured training step of `solvers` and `tolerances`."""
+
+
+def solvers(m: dict, c: dict, run_dir: str) -> str:
+    """The tables of `experiments.solvers`, and `work_precision.png`: gradient
+    error against evaluations per training step (left), test accuracy against
+    evaluations (right)."""
+    seeds, rows = len(c["seeds"]), m["rows"]
+
+    def trained(text):
+        return lambda r: text(r) if r["trained"] else None
+
+    def steps(row):
+        if row.get("num_steps") is not None:
+            return f"{row['num_steps']:,} ({row['num_rejected_steps']:,})"
+
+    text = join(
+        table(
+            f"Trained on JapaneseVowels ({c['epochs']} epochs, batch "
+            f"{c['batch_size']}, {c['hidden_size']} units; evaluations and time of "
+            "one training step on one batch at initialisation):",
+            rows,
+            "solver:solver | gradient:adjoint",
+            (
+                f"test accuracy % ({seeds} seeds)",
+                lambda r: _accuracy(r) if r["trained"] else "not trained",
+            ),
+            *COST,
+            ("failed runs", trained(lambda r: f"{r['failed_runs']} of {seeds}")),
+            "skipped updates:failed_updates | step failure:error",
+        ),
+        table(
+            "Stiffness sweep at initialisation (checkpoint gradients):",
+            m["stiffness"],
+            "tau (frames):tau:g | solver:solver",
+            ("steps (rejected)", steps),
+            *COST,
+            "failure:error",
+        ),
+    )
+
+    plt = pyplot()
+    figure, (ax_error, ax_accuracy) = plt.subplots(1, 2, figsize=(11, 4.2))
+    markers = {"checkpoint": "o", "backsolve": "s"}
+    colours = {
+        s: plt.cm.tab10(i % 10)
+        for i, s in enumerate(dict.fromkeys(r["solver"] for r in rows))
+    }
+    for r in [r for r in rows if r.get("forward_evaluations") is not None]:
+        work = r["forward_evaluations"] + r["backward_evaluations"]
+        style = dict(color=colours[r["solver"]], marker=markers.get(r["adjoint"], "x"))
+        if r.get("gradient_relative_error"):
+            ax_error.loglog(work, r["gradient_relative_error"], ls="none", **style)
+        if math.isfinite(r["accuracy_mean"]):
+            accuracy, spread = 100 * r["accuracy_mean"], 100 * r["accuracy_std"]
+            ax_accuracy.errorbar(work, accuracy, yerr=spread, **style)
+    for solver, colour in colours.items():
+        ax_error.plot([], [], color=colour, marker="o", ls="none", label=solver)
+    for adjoint, marker in markers.items():
+        ax_accuracy.plot([], [], color="grey", marker=marker, ls="none", label=adjoint)
+    ax_error.set(
+        xlabel="vector-field evaluations per training step (forward + backward)",
+        ylabel="gradient relative error (vs float64 reference)",
+    )
+    ax_accuracy.set(
+        xscale="log",
+        xlabel="vector-field evaluations per training step",
+        ylabel="test accuracy (%)",
+    )
+    ax_error.legend(fontsize=8, ncol=2)
+    ax_accuracy.legend(fontsize=8)
+    save_figure(figure, os.path.join(run_dir, "work_precision.png"))
+    return text
+
+
+def tolerances(m: dict, c: dict, run_dir: str) -> str:
+    """The tables of `experiments.tolerances`, and `tolerances.png`: accuracy and
+    training time against rtol (left), the schedules (right)."""
+    accuracy = f"test accuracy % ({len(c['seeds'])} seeds)"
+
+    def refused(row):
+        return (row.get("error") or "").startswith("refused")
+
+    text = join(
+        table(
+            f"Tolerance sweep ({c['solver']}, {c['epochs']} epochs; steps, "
+            "evaluations, time and gradient error of one training step at "
+            "initialisation):",
+            m["sweep"],
+            "rtol:rtol:g | atol:atol:g",
+            (accuracy, lambda r: None if refused(r) else _accuracy(r)),
+            "train s:train_seconds_mean:.1f | steps:num_steps:,",
+            ("evaluations fwd + bwd", _evaluations),
+            "s/step:step_seconds:.3f | gradient error:gradient_relative_error:.1e",
+            ("failures", lambda r: r.get("error") or len(r["failures"]) or None),
+        ),
+        table(
+            "Schedules on the same budget:",
+            m["schedules"],
+            "tolerances:setting",
+            (accuracy, _accuracy),
+            "train s:train_seconds_mean:.1f",
+            (
+                "steps per batch, first / last epoch",
+                "steps_per_epoch",
+                lambda steps: (
+                    "-" if steps is None else f"{steps[0]:.0f} / {steps[-1]:.0f}"
+                ),
+            ),
+        ),
+    )
+
+    sweep = [r for r in m["sweep"] if not math.isnan(r["accuracy_mean"])]
+    schedules, rtol = m["schedules"], [r["rtol"] for r in sweep]
+    figure, (axis, ax_schedules) = pyplot().subplots(1, 2, figsize=(11, 4))
+    accuracy = [100 * r["accuracy_mean"] for r in sweep]
+    spread = [100 * r["accuracy_std"] for r in sweep]
+    axis.errorbar(rtol, accuracy, yerr=spread, marker="o", color="C0")
+    axis.set(
+        xscale="log", xlabel="rtol (atol in the table)", ylabel="test accuracy (%)"
+    )
+    axis.invert_xaxis()
+    twin = axis.twinx()
+    seconds = [nan(r["train_seconds_mean"]) for r in sweep]
+    twin.plot(rtol, seconds, marker="s", color="C1")
+    twin.set_ylabel("training time (s)", color="C1")
+    ax_schedules.bar(
+        [r["setting"] for r in schedules],
+        [100 * r["accuracy_mean"] for r in schedules],
+        yerr=[100 * r["accuracy_std"] for r in schedules],
+        color=["C0", "C1", "C2"],
+    )
+    ax_schedules.set(ylabel="test accuracy (%)")
+    for i, r in enumerate(schedules):
+        if r["train_seconds_mean"] is not None:
+            seconds = f"{r['train_seconds_mean']:.0f} s"
+            ax_schedules.annotate(seconds, (i, 5), ha="center", color="white")
+    ax_schedules.tick_params(axis="x", labelsize=8)
+    save_figure(figure, os.path.join(run_dir, "tolerances.png"))
+    return text
+
+
+def seminorm(m: dict, c: dict, run_dir: str) -> str:
+    """The table of `experiments.seminorm`."""
+    savings = m["backward_evaluation_savings"]
+    saved = "no pair finished"
+    if m["median_saving"] is not None:
+        each = ", ".join("failed" if s is None else f"{100 * s:.0f}%" for s in savings)
+        saved = (
+            f"median {100 * m['median_saving']:.0f}% over the pairs that finished "
+            f"(each pair: {each})"
+        )
+
+    table_text = format_table(  # a failed solve has no figures: "-"
+        m["rows"],
+        [
+            "input:interpolation",
+            ("window", "window_seconds", lambda seconds: f"{seconds:g} s"),
+            ("rtol / atol", lambda r: f"{r['rtol']:g} / {r['atol']:g}"),
+            "seminorm:seminorm:yes | evaluations fwd:forward_evaluations:, | "
+            "bwd:backward_evaluations:, | forward s:forward_seconds:.3f | "
+            "backward s:backward_seconds:.3f",
+            (
+                "gradient error",
+                lambda r: f"failed: {r['error']}" if r["error"] else _gradient_error(r),
+            ),
+        ],
+    )
+    return join(table_text, f"backward evaluations saved by the seminorm: {saved}")
+
+
+def biophysical_benchmark(m: dict, c: dict, run_dir: str) -> str:
+    """The table of `experiments.biophysical_benchmark`, the 1 GiB target marked."""
+
+    def target(row):
+        peaks = [row["temp_bytes"] + row["argument_bytes"] + row["output_bytes"]]
+        peaks.append(row["runtime_peak_bytes"] or 0)
+        return "met" if max(peaks) < m["target_bytes"] else "not met"
+
+    return table(
+        f"Fused step ({c['ode_unfolds']} unfolds) over {c['steps']} steps, batch "
+        f"{c['batch_size']}, {c['hidden_size']} units, float32:",
+        m["rows"],
+        "cell:cell | gradient:adjoint | steps:num_steps",
+        MEASUREMENT.format(mib="mib1", s=".2f"),
+        ("evaluations fwd + bwd", _evaluations),
+        ("under 1 GiB", target),
+    )
+
+
+def divergence_sweep(m: dict, c: dict, run_dir: str) -> str:
+    """The table of `experiments.divergence_sweep`."""
+    rows = format_table(
+        m["rows"],
+        [
+            "dt0:dt0:g | tau:tau:g | dt0 x decay bound:dt0_times_decay_bound:.2f | "
+            "initial excursion:initial_excursion:.3g | warned:stability_warning:yes | "
+            "outcome:outcome | accuracy:accuracy:.3f"
+        ],
+    )
+    return (
+        f"RK4 training on JapaneseVowels, {c['epochs']} epochs (RK4's real "
+        f"stability bound 2.785; excursion in bound widths):\n{rows}\n"
+        f"silent runs: {len(m['silent'])}"
+    )
+
+
+def uea_benchmark(m: dict, c: dict, run_dir: str) -> str:
+    """The table of `experiments.uea_benchmark`."""
+    env, overrides = m["environment"], m["overrides"]
+    options = " ".join(
+        f"--{name.replace('_', '-')} {value}"
+        for name, value in overrides.items()
+        if value is not None
+    )
+    return table(
+        f"The main job's defaults ({options}), {len(c['seeds'])} seed(s) "
+        f"({env['backend']}, {env['cpu_count']} CPUs):",
+        m["rows"],
+        ("dataset", "dataset"),
+        ("train/test", lambda r: f"{r['train_size']}/{r['test_size']}"),
+        "length:longest",
+        (
+            f"{overrides['model'].upper()} accuracy",
+            lambda r: f"{r['accuracy_mean']:.3f} +- {r['accuracy_std']:.3f}",
+        ),
+        "train s:train_seconds_mean:.0f | steps/seq:steps_per_sequence:.0f | "
+        "1-NN ED here:euclidean_1nn:.3f | 1-NN ED publ.:published.euclidean:.3f | "
+        "1-NN DTW publ.:published.dtw:.3f",
+    )
+
+
+def shared_grid(m: dict, c: dict, run_dir: str) -> str:
+    """The table of `experiments.shared_grid`."""
+    return format_table(
+        m["rows"],
+        [
+            "steps:steps | times:layout | forward s:forward_seconds:.3f | "
+            "us/step:us_per_step:.1f"
+        ],
+    )
+
+
+def compare_pytorch(m: dict, c: dict, run_dir: str) -> str:
+    """The table of `experiments.compare_pytorch` (one line per configuration,
+    then ncps's memory per input step and the target), and `comparison.png`:
+    seconds per step and peak memory of a step (log scale), one cluster per
+    scheme, one bar per stack and mode."""
+    rows, target, ncps = m["rows"], m["target"], m["ncps_memory"]
+    pairs = {(p["group"], p["ltc_jax"]): p for p in m["comparisons"]}
+
+    def paired(row):
+        return (
+            pairs.get((row["group"], row["mode"]), {})
+            if row["stack"] == "ltc_jax"
+            else {}
+        )
+
+    def difference(row):
+        difference = paired(row).get("relative_gradient_difference")
+        if difference is None:
+            return "n/a" if paired(row).get("gradient_note") else None
+        return f"{difference:.1e}"
+
+    lines = [
+        format_table(
+            rows,
+            [
+                "scheme:group | stack:stack",
+                ("mode", lambda r: r["sequence_model"] or r["mode"]),
+                "s/step:median_step_seconds:.3f | cpu s:median_step_cpu_seconds:.3f | "
+                "peak MiB:peak_step_bytes:mib0 | NFE fwd:forward_evaluations | "
+                "NFE bwd:backward_evaluations",
+                ("grad rel diff", difference),
+                ("speed-up", lambda r: paired(r).get("speedup"), ".1f"),
+                "failure:error",
+            ],
+        ),
+        "",
+        "s/step: median wall time of a training step; cpu s: the process's CPU time "
+        "for it. speed-up: the paired torchdiffeq mode's s/step over ltc_jax's (full "
+        "and checkpoint against odeint, backsolve against odeint_adjoint).",
+    ]
+    if ncps is not None:
+        lines.append(
+            f"ncps: {mib(ncps['bytes_per_input_step'], 0)} MiB per input step "
+            f"(measured slope); {ncps['knots']} input steps would need "
+            f"{ncps['projected_bytes_at_knots'] / GIB:,.0f} GiB."
+        )
+    lines.append(f"target at {target['scheme']}:")
+    verdict = {True: "met", False: "not met", None: "not measured"}
+    for name, check in target["checks"].items():
+        measured = (
+            "not measured"
+            if check["measured"] is None
+            else f"{check['measured']:.1f}x ({check['measured_cpu_time']:.1f}x in CPU "
+            "time)"
+        )
+        lines.append(
+            f"  {name}: {measured}, needed {check['needed']:.0f}x: "
+            f"{verdict[check['met']]} on wall time, "
+            f"{verdict[check['met_cpu_time']]} on CPU time"
+        )
+
+    plt = pyplot()
+    ok = [r for r in rows if r["error"] is None]
+    groups = list(dict.fromkeys(r["group"] for r in ok))
+    series = list(dict.fromkeys(r["series"] for r in ok))
+    widest = max((sum(r["group"] == g for r in ok) for g in groups), default=1)
+    figure, axes = plt.subplots(
+        2, 1, figsize=(max(8, 1.4 * len(groups)), 8), sharex=True
+    )
+    for g, group in enumerate(groups):
+        members = [r for r in ok if r["group"] == group]
+        for j, row in enumerate(members):
+            x = g + (j + 0.5 - len(members) / 2) * 0.8 / widest
+            for axis, key, unit in zip(
+                axes, ("median_step_seconds", "peak_step_bytes"), (1, MIB), strict=True
+            ):
+                if row[key]:
+                    colour = f"C{series.index(row['series']) % 10}"
+                    axis.bar(x, row[key] / unit, 0.8 / widest, color=colour)
+    axes[0].set_ylabel("seconds per training step (median)")
+    axes[1].set_ylabel("peak memory of a step (MiB)")
+    for axis in axes:
+        axis.set_yscale("log")
+        axis.grid(axis="y", alpha=0.3)
+    axes[1].set_xticks(range(len(groups)), groups, rotation=20, ha="right")
+    handles = [
+        plt.Rectangle((0, 0), 1, 1, color=f"C{i % 10}") for i in range(len(series))
+    ]
+    figure.legend(handles, series, loc="lower center", ncol=3, fontsize=8)
+    axes[0].set_title("ltc_jax vs PyTorch (torchdiffeq, ncps): one training step")
+    save_figure(
+        figure, os.path.join(run_dir, "comparison.png"), dpi=120, rect=(0, 0.08, 1, 1)
+    )
+    return "\n".join(lines)
+
+
+def _side_by_side(title: str, m: dict, *columns: str | tuple) -> str:
+    """A benchmark's table of side-by-side timings, under `title` and the
+    machine: float32, the backend, the CPUs."""
+    env = m["environment"]
+    return table(
+        f"{title} (float32, {env['backend']}, {env['cpu_count']} CPUs, {env['cpu']}):",
+        m["rows"],
+        *columns,
+    )
+
+
+def overhead(m: dict, c: dict, run_dir: str) -> str:
+    """The table of `benchmarks.overhead`."""
+    return _side_by_side(
+        f"Training step, batch {c['batch_size']}, {c['input_size']} inputs, "
+        f"{c['hidden_size']} units, {c['knots']} knots, RK4 x {c['steps']}",
+        m,
+        "mode:mode",
+        pair("median_step_seconds", "ltc_jax", "hand-written"),
+        ratio_range("ratio (min-max)"),
+        pair(
+            "compile_and_first_step_seconds", "ltc_jax", "hand-written", "compile s", 1
+        ),
+    )
+
+
+def divergence_check(m: dict, c: dict, run_dir: str) -> str:
+    """The table of `benchmarks.divergence_check`."""
+    return _side_by_side(
+        "Training step with and without the state-bound check",
+        m,
+        "case:label",
+        pair("median_step_seconds", "checked", "unchecked"),
+        ratio_range("ratio (min-max)", digits=3),
+    )
+
+
+def batching(m: dict, c: dict, run_dir: str) -> str:
+    """The table of `benchmarks.batching`."""
+    return _side_by_side(
+        "One epoch of training steps, Tsit5 rtol 1e-3, checkpoint, "
+        f"{c['hidden_size']} units",
+        m,
+        "case:case | batch:batch_size",
+        pair("median_epoch_seconds", "batched", "vmap", "epoch s"),
+        ratio_range("batched / vmap (min-max)"),
+        pair("mean_solver_steps_per_batch", "batched", "vmap", "steps", 0),
+        "stop ratio:stop_ratio:.2f | derived:derived_batching",
+    )
+
+
+def devices(m: dict, c: dict, run_dir: str) -> str:
+    """The table of `benchmarks.devices`."""
+    env, rows = m["environment"], m["rows"]
+    one = rows[0]["median_step_seconds"]
+    return table(
+        f"Training steps, JapaneseVowels, batch {c['batch_size']}, "
+        f"{c['hidden_size']} units, Tsit5 checkpoint ({c['backend']}: "
+        f"{rows[0]['device_kind']}; {env['cpu_count']} CPU cores, {env['cpu']}; "
+        f"jax {env['jax']}):",
+        rows,
+        "devices:devices | step s (median):median_step_seconds:.4f",
+        ("steps / s", lambda r: 1 / r["median_step_seconds"], ".2f"),
+        ("vs 1 device", lambda r: f"{one / r['median_step_seconds']:.2f}x"),
+    )
+
+
+def render(run_dir: str) -> str:
+    """Write a run folder's `report.txt` and figures from its records
+    (`metrics.json` and `config.json`); return the report's text."""
+    with open(os.path.join(run_dir, "metrics.json")) as file:
+        metrics = json.load(file)
+    with open(os.path.join(run_dir, "config.json")) as file:
+        config = json.load(file)
+    # An experiment's report is the function here named after it, as its
+    # results folder is: `report(metrics, config, run_dir) -> text`, writing its
+    # figures into `run_dir`.
+    text = globals()[metrics["experiment"]](metrics, config, run_dir)
+    with open(os.path.join(run_dir, "report.txt"), "w") as file:
+        file.write(text + "\n")
+    return text
+
+
+if __name__ == "__main__":
+    print(tyro.cli(render))

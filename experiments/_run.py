@@ -1,11 +1,10 @@
-"""Run folders of the experiments: `results/<experiment>/<date>-<time>/` with
-`config.json` at the start and `metrics.json` (with the environment) and
-`report.txt` at the end. Nothing is ever overwritten."""
+"""Run folders of the experiments and benchmarks: `results/<experiment>/<date>-<time>/`
+with `config.json` at the start, and `metrics.json` (the records and the
+environment), `report.txt` and the figures at the end. Nothing is ever overwritten."""
 
 import dataclasses
 import json
 import os
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -29,6 +28,35 @@ class RunConfig:
     theirs (the description says what it runs)."""
 
 
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """A run folder, and the experiment whose report renders it."""
+
+    experiment: str
+    dir: str
+
+    def path(self, *parts: str) -> str:
+        """A path inside the run folder."""
+        return os.path.join(self.dir, *parts)
+
+    def finish(self, metrics: dict) -> dict:
+        """Add the experiment's name, the environment and the run folder to
+        `metrics` and write them to `metrics.json`; then render the report
+        (`_report.render`: `report.txt` and the figures) and print it.
+
+        **Returns:** the metrics as written."""
+        metrics = dict(
+            metrics,
+            experiment=self.experiment,
+            environment=dict(ltc_jax.measure.environment(), cpu=cpu_name()),
+            run_dir=self.dir,
+        )
+        write_json(self.path("metrics.json"), metrics)
+        print(_report.render(self.dir))
+        print(f"\nrun folder {self.dir}")
+        return metrics
+
+
 def apply_quick(config: Any, quick: dict) -> Any:
     """`config` with the `quick` preset where `config.quick` asks for it: the
     preset's values for the options at their defaults; options set to other
@@ -45,19 +73,17 @@ def apply_quick(config: Any, quick: dict) -> Any:
     return dataclasses.replace(config, **preset)
 
 
-def start_run(
-    config: Any, experiment: str, quick: dict | None = None
-) -> tuple[Any, str]:
+def start_run(config: Any, experiment: str, quick: dict | None = None):
     """The configuration to run (`config` with the `quick` preset applied, as
-    `apply_quick` does) and a fresh `results/<experiment>/<date>-<time>/` (or
-    `config.out`) holding it as `config.json`.
+    `apply_quick` does) and its [`Run`][]: a fresh `results/<experiment>/<date>-
+    <time>/` (or `config.out`) holding the configuration as `config.json`.
 
     **Raises:** `FileExistsError` for a non-empty `config.out`."""
     if quick is not None:
         config = apply_quick(config, quick)
-    run_dir = make_run_dir(config.out, os.path.join("results", experiment))
-    write_json(os.path.join(run_dir, "config.json"), dataclasses.asdict(config))
-    return config, run_dir
+    run = Run(experiment, make_run_dir(config.out, os.path.join("results", experiment)))
+    write_json(run.path("config.json"), dataclasses.asdict(config))
+    return config, run
 
 
 def write_json(path: str, value: Any) -> None:
@@ -72,36 +98,6 @@ def write_json(path: str, value: Any) -> None:
 
     with open(path, "w") as file:
         json.dump(value, file, indent=2, default=default)
-
-
-def finish(run_dir: str, metrics: dict, report: Callable[[dict], str]) -> dict:
-    """Add the environment and the run folder to `metrics`, write `metrics.json`,
-    then `report(metrics)` to `report.txt` and the screen; return the metrics."""
-    metrics = dict(metrics, environment=ltc_jax.environment(), run_dir=run_dir)
-    write_json(os.path.join(run_dir, "metrics.json"), metrics)
-    text = report(metrics)
-    with open(os.path.join(run_dir, "report.txt"), "w") as file:
-        file.write(text + "\n")
-    print(text)
-    print(f"\nrun folder {run_dir}")
-    return metrics
-
-
-def finish_table(
-    run_dir: str,
-    rows: list[dict],
-    columns: Sequence[tuple[str, Callable[[dict], Any]]],
-    title: Callable[[dict], str],
-) -> dict:
-    """`finish` with the metrics `dict(rows=rows)` and the report
-    `"<title(environment)>:"` over the table of `columns` of the rows
-    (`_report.format_table`); return the metrics."""
-
-    def report(metrics):
-        table = _report.format_table(metrics["rows"], columns)
-        return f"{title(metrics['environment'])}:\n{table}"
-
-    return finish(run_dir, dict(rows=rows), report)
 
 
 def cpu_name() -> str | None:

@@ -11,18 +11,18 @@ configuration is measured in its own process, so its runtime peak is its own.
     python -m experiments.biophysical_benchmark           # default, about 5 min
     python -m experiments.biophysical_benchmark --quick   # smoke test, under a minute
 
-Writes `results/biophysical_benchmark/<run>/`: `config.json`, `metrics.json`, and
-prints the table with the 1 GiB target marked.
+Writes `results/biophysical_benchmark/<run>/`: `config.json`, `metrics.json` and
+`report.txt` with the table, the 1 GiB target marked (`experiments._report`), and
+prints the table.
 """
 
 import dataclasses
-import os
 
 import jax
 import tyro
 
 import ltc_jax
-from experiments import _problems, _report, _run
+from experiments import _problems, _run
 
 
 TARGET_BYTES = 2**30
@@ -53,7 +53,8 @@ QUICK = dict(steps=20, batch_size=4, hidden_size=8, timed_steps=1)
 
 
 def measure_configuration(config: dict, cell: str, adjoint: str) -> dict:
-    """Measure one training step of one cell and gradient mode (float32)."""
+    """Measure one training step of one cell and gradient mode (float32; in a
+    fresh process, so that its runtime peak is its own)."""
     config = Config(**config)
     model, batch = _problems.ecg_problem(
         config.steps + 1,
@@ -73,63 +74,25 @@ def measure_configuration(config: dict, cell: str, adjoint: str) -> dict:
             ode_unfolds=config.ode_unfolds,
             max_steps=config.steps,
         )
-        m = ltc_jax.measure(model, batch, integrator, timed_steps=config.timed_steps)
+        m = ltc_jax.measure.measure(
+            model, batch, integrator, timed_steps=config.timed_steps
+        )
     return dict(cell=cell, adjoint=adjoint, **m.figures())
 
 
 def main(config: Config) -> dict:
     """Measure every cell and gradient mode; return (and write) the metrics."""
-    config, run_dir = _run.start_run(config, "biophysical_benchmark", QUICK)
+    config, run = _run.start_run(config, "biophysical_benchmark", QUICK)
     rows = []
     for cell in config.cells:
         for adjoint in config.adjoints:
             kwargs = dict(config=dataclasses.asdict(config), cell=cell, adjoint=adjoint)
-            # Its own process at every size, so that its runtime peak is its own.
-            row = ltc_jax.call_in_subprocess(
+            row = ltc_jax.measure.call_in_subprocess(
                 "experiments.biophysical_benchmark:measure_configuration", kwargs
             )
             rows.append(row)
             print(f"{cell}/{adjoint}: {row['step_seconds']:.2f} s/step")
-    metrics = dict(
-        rows=rows,
-        target_bytes=TARGET_BYTES,
-        environment=ltc_jax.environment(),
-        run_dir=run_dir,
-    )
-    _run.write_json(os.path.join(run_dir, "metrics.json"), metrics)
-    print(format_report(metrics, config))
-    return metrics
-
-
-def _target(row: dict) -> str:
-    peaks = [row["temp_bytes"] + row["argument_bytes"] + row["output_bytes"]]
-    if row["runtime_peak_bytes"] is not None:
-        peaks.append(row["runtime_peak_bytes"])
-    return "met" if max(peaks) < TARGET_BYTES else "not met"
-
-
-def format_report(metrics: dict, config: Config) -> str:
-    table = _report.format_table(
-        metrics["rows"],
-        [
-            ("cell", lambda r: r["cell"]),
-            ("gradient", lambda r: r["adjoint"]),
-            ("steps", lambda r: r["num_steps"]),
-            *_report.measurement_columns(mib_digits=1, seconds_format=".2f"),
-            (
-                "evaluations fwd + bwd",
-                lambda r: (
-                    f"{r['forward_evaluations']:,} + {r['backward_evaluations']:,}"
-                ),
-            ),
-            ("under 1 GiB", _target),
-        ],
-    )
-    return (
-        f"\nFused step ({config.ode_unfolds} unfolds) over {config.steps} steps, batch "
-        f"{config.batch_size}, {config.hidden_size} units, float32:\n{table}\n\n"
-        f"run folder {metrics['run_dir']}"
-    )
+    return run.finish(dict(rows=rows, target_bytes=TARGET_BYTES))
 
 
 if __name__ == "__main__":

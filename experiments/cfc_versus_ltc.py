@@ -38,13 +38,12 @@ experiments.uea_benchmark --model cfc`.
     python -m experiments.cfc_versus_ltc --quick   # minutes
     python -m experiments.cfc_versus_ltc --parts ecg_trained   # part 4 alone
 
-Writes `results/cfc_versus_ltc/<run>/`: `metrics.json`, `report.txt`, and
-with the approximation part `cfc_versus_ltc.png` (its error against the
-horizon).
+Writes `results/cfc_versus_ltc/<run>/`: `metrics.json`, and (`experiments._report`)
+`report.txt` and, with the approximation part, `cfc_versus_ltc.png` (its error
+against the horizon).
 """
 
 import dataclasses
-import os
 import statistics
 from typing import Literal
 
@@ -59,6 +58,7 @@ import ltc_jax
 from experiments import _problems, _report, _run
 
 
+SAMPLE_RATE_HZ = _problems.SAMPLE_RATE_HZ
 Part = Literal["approximation", "training", "long_windows", "ecg_trained"]
 
 
@@ -173,44 +173,28 @@ def approximation(config: Config) -> list[dict]:
 # --- 2. training on JapaneseVowels ---------------------------------------------
 
 
-def run_main_job(model: str, adjoint: str, seed: int, epochs, out: str) -> dict:
-    """One main-job run on JapaneseVowels (in a fresh process)."""
-    from ltc_jax import app
-
-    options = dict(model=model, adjoint=adjoint, seed=seed, out=out, progress=False)
-    if epochs is not None:
-        options["epochs"] = epochs
-    metrics = app.train_and_evaluate(app.TrainConfig(**options))
-    memory = metrics["memory_bytes_by_mode"]
-    mode = "backprop" if model == "cfc" else adjoint
-    return dict(
-        test_accuracy=metrics["test_accuracy"],
-        solver=None if model == "cfc" else metrics["solver"],
-        epoch_seconds=statistics.median(h["seconds"] for h in metrics["history"]),
-        epochs_run=len(metrics["history"]),
-        train_seconds=metrics["train_seconds"],
-        temp_bytes=memory[mode]["temp_bytes"] if memory and memory[mode] else None,
-        memory=memory,
-    )
-
-
-def training(config: Config, run_dir: str) -> list[dict]:
+def training(config: Config, run: _run.Run) -> list[dict]:
+    """Part 2: the main job on JapaneseVowels per seed and model, each run in a
+    fresh process (`_problems.main_job`), the models alternated."""
     variants = [("ltc", "checkpoint"), ("ltc", "windowed"), ("cfc", "checkpoint")]
     runs = []
     for seed in config.seeds:
         for model, adjoint in variants:
             label = "CfC" if model == "cfc" else f"LTC {adjoint}"
-            record = ltc_jax.call_in_subprocess(
-                "experiments.cfc_versus_ltc:run_main_job",
-                dict(
-                    model=model,
-                    adjoint=adjoint,
-                    seed=seed,
-                    epochs=config.epochs,
-                    out=os.path.join(run_dir, "runs", f"{model}-{adjoint}-{seed}"),
-                ),
+            options = dict(model=model, adjoint=adjoint, seed=seed)
+            options["out"] = run.path("runs", f"{model}-{adjoint}-{seed}")
+            if config.epochs is not None:
+                options["epochs"] = config.epochs
+            record = ltc_jax.measure.call_in_subprocess(
+                "experiments._problems:main_job", dict(options=options)
             )
-            runs.append(dict(record, label=label, seed=seed))
+            memory = (record["memory"] or {}).get(
+                "backprop" if model == "cfc" else adjoint
+            )
+            record.update(
+                label=label, seed=seed, temp_bytes=(memory or {}).get("temp_bytes")
+            )
+            runs.append(record)
             print(
                 f"{label} seed {seed}: {record['test_accuracy']:.4f}, "
                 f"{record['epoch_seconds']:.3f} s/epoch"
@@ -229,40 +213,41 @@ def training(config: Config, run_dir: str) -> list[dict]:
                 runs=mine,
             )
         )
-    # The windowed LTC's memory is in the checkpoint run's table too.
     return rows
 
 
-# --- 3. a long ECG window -------------------------------------------------------
+# --- 3. and 4. long ECG windows ------------------------------------------------
+
+
+def ecg_model(kind: str, window: int, seed: int):
+    """The model (32 units) and integrator of a kind on `window`-sample ECG
+    windows: the LTC with RK4 at one step per sample under `kind` (`checkpoint`
+    or `windowed`, its windows derived for the window as `ltc_jax.fit` derives
+    them), or the CfC (`cfc`)."""
+    with jax.enable_x64(False):
+        if kind == "cfc":
+            model = ltc_jax.CfC(1, 32, 1, key=jr.PRNGKey(seed))
+        else:
+            model = ltc_jax.LTC(1, 32, 1, key=jr.PRNGKey(seed))
+        mode = "checkpoint" if kind == "cfc" else kind
+        integrator = _problems.ecg_integrator("rk4", mode, window - 1)
+        integrator = ltc_jax.training.resolve_windows(
+            integrator, model.cell, (window - 1) / SAMPLE_RATE_HZ, dtype=jnp.float32
+        )
+    return model, integrator
 
 
 def long_window_step(kind: str, samples: int, timed_steps: int) -> dict:
-    """One forecasting training step on `samples`-sample ECG windows (in a
-    fresh process): median seconds and compiled memory."""
+    """Part 3: one forecasting training step on `samples`-sample ECG windows
+    (batch 4; in a fresh process): median seconds and compiled memory."""
     with jax.enable_x64(False):
-        model, batch = _problems.ecg_problem(
+        _, batch = _problems.ecg_problem(
             samples, batch_size=4, hidden_size=32, horizon=36, seed=0
         )
-        if kind == "cfc":
-            model = ltc_jax.CfC(1, 32, 1, key=jr.PRNGKey(0))
-            mode = "checkpoint"
-        else:
-            mode = kind
-        integrator = ltc_jax.make_integrator(
-            "rk4",
-            mode,
-            dt0=(1 + 1e-6) / ltc_jax.datasets.MITBIH_208_SAMPLE_RATE_HZ,
-            max_steps=samples - 1,
-        )
-        rate = ltc_jax.datasets.MITBIH_208_SAMPLE_RATE_HZ
-        integrator = ltc_jax.resolve_windows(
-            integrator, model.cell, (samples - 1) / rate, dtype=jnp.float32
-        )
-        optimizer = ltc_jax.make_optimizer(1e-3, 1)
-        opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
-        step = ltc_jax.make_train_step(optimizer, integrator)
-        memory = ltc_jax.compiled_memory(step, model, opt_state, batch)
-        seconds = ltc_jax.time_calls(
+        model, integrator = ecg_model(kind, samples, seed=0)
+        _, step, opt_state = _problems.train_step(model, integrator)
+        memory = ltc_jax.measure.compiled_memory(step, model, opt_state, batch)
+        seconds = ltc_jax.measure.time_calls(
             eqx.filter_jit(step), model, opt_state, batch, warmup=1, repeats=timed_steps
         )
     return dict(
@@ -271,25 +256,6 @@ def long_window_step(kind: str, samples: int, timed_steps: int) -> dict:
         step_seconds=statistics.median(seconds),
         temp_bytes=None if memory is None else memory.temp_bytes,
     )
-
-
-def long_windows(config: Config) -> list[dict]:
-    rows = []
-    for samples in config.long_windows:
-        for kind in ("checkpoint", "windowed", "cfc"):
-            row = ltc_jax.call_in_subprocess(
-                "experiments.cfc_versus_ltc:long_window_step",
-                dict(kind=kind, samples=samples, timed_steps=config.timed_steps),
-            )
-            rows.append(row)
-            print(
-                f"{kind} {samples}: {row['step_seconds']:.3f} s, "
-                f"{_report.mib(row['temp_bytes'])} MiB"
-            )
-    return rows
-
-
-# --- 4. trained on a long ECG window -------------------------------------------
 
 
 def ecg_split(window: int, train_count: int, test_count: int, horizon: int = 36):
@@ -301,9 +267,7 @@ def ecg_split(window: int, train_count: int, test_count: int, horizon: int = 36)
     last = boundary - window - horizon
     if last < 0 or ts.shape[0] - boundary - window - horizon < 0:
         raise ValueError(f"{window}-sample windows do not fit on both sides.")
-    grid = (
-        np.arange(window, dtype=np.float64) / ltc_jax.datasets.MITBIH_208_SAMPLE_RATE_HZ
-    )
+    grid = np.arange(window, dtype=np.float64) / SAMPLE_RATE_HZ
     parts = []
     for first, stop, count in (
         (0, last, train_count),
@@ -318,35 +282,23 @@ def ecg_split(window: int, train_count: int, test_count: int, horizon: int = 36)
 
 
 def ecg_training(kind: str, window: int, counts: tuple, epochs: int, seed: int) -> dict:
-    """Train one model on the ECG split (in a fresh process): test mean squared
-    error, the baselines', and seconds per epoch."""
+    """Part 4: train one model on the ECG split (in a fresh process): test mean
+    squared error, the baselines', and seconds per epoch."""
     train, test = ecg_split(window, *counts)
+    batch_size = 8
     with jax.enable_x64(False):
-        if kind == "cfc":
-            model = ltc_jax.CfC(1, 32, 1, key=jr.PRNGKey(seed))
-        else:
-            model = ltc_jax.LTC(1, 32, 1, key=jr.PRNGKey(seed))
-        rate = ltc_jax.datasets.MITBIH_208_SAMPLE_RATE_HZ
-        integrator = ltc_jax.make_integrator(
-            "rk4",
-            "checkpoint" if kind == "cfc" else kind,
-            dt0=(1 + 1e-6) / rate,
-            max_steps=window - 1,
-        )
-        integrator = ltc_jax.resolve_windows(
-            integrator, model.cell, (window - 1) / rate, dtype=jnp.float32
-        )
-        batch_size = 8
-        steps = epochs * -(-len(train) // batch_size)
+        model, integrator = ecg_model(kind, window, seed)
         model, history = ltc_jax.fit(
             model,
             train,
             integrator=integrator,
-            optimizer=ltc_jax.make_optimizer(1e-2, steps),
+            optimizer=ltc_jax.training.make_optimizer(
+                1e-2, epochs * -(-len(train) // batch_size)
+            ),
             epochs=epochs,
             batch_size=batch_size,
             seed=seed,
-            progress=ltc_jax.NoFitProgress(),
+            progress=ltc_jax.training.NoFitProgress(),
         )
         result = ltc_jax.evaluate(model, test, integrator=integrator, batch_size=8)
     targets = test.labels[:, 0]
@@ -363,159 +315,53 @@ def ecg_training(kind: str, window: int, counts: tuple, epochs: int, seed: int) 
     )
 
 
-def ecg_trained(config: Config) -> list[dict]:
-    """Part 4: each model trained on the ECG split, in its own process."""
+def in_processes(function: str, calls: list[dict]) -> list[dict]:
+    """`function(**kwargs)` of this module for each `kwargs` of `calls`, each in a
+    fresh process."""
     rows = []
-    for kind in ("checkpoint", "windowed", "cfc"):
-        row = ltc_jax.call_in_subprocess(
-            "experiments.cfc_versus_ltc:ecg_training",
+    for kwargs in calls:
+        rows.append(
+            ltc_jax.measure.call_in_subprocess(
+                f"experiments.cfc_versus_ltc:{function}", kwargs
+            )
+        )
+        print(function, {k: v for k, v in rows[-1].items() if not isinstance(v, dict)})
+    return rows
+
+
+PARTS = {
+    "approximation": lambda config, run: approximation(config),
+    "training": training,
+    "long_windows": lambda config, run: in_processes(
+        "long_window_step",
+        [
+            dict(kind=kind, samples=samples, timed_steps=config.timed_steps)
+            for samples in config.long_windows
+            for kind in ("checkpoint", "windowed", "cfc")
+        ],
+    ),
+    "ecg_trained": lambda config, run: in_processes(
+        "ecg_training",
+        [
             dict(
                 kind=kind,
                 window=config.trained_window,
                 counts=config.trained_windows,
                 epochs=config.trained_epochs,
                 seed=config.seeds[0],
-            ),
-        )
-        rows.append(row)
-        print(f"{kind} trained: test MSE {row['test_mse']:.4g}")
-    return rows
-
-
-PARTS = {
-    "approximation": lambda config, run_dir: approximation(config),
-    "training": training,
-    "long_windows": lambda config, run_dir: long_windows(config),
-    "ecg_trained": lambda config, run_dir: ecg_trained(config),
+            )
+            for kind in ("checkpoint", "windowed", "cfc")
+        ],
+    ),
 }
-"""The four parts, each run as `part(config, run_dir)`."""
-
-
-def _approximation_report(config: Config, rows: list[dict]) -> str:
-    table = _report.format_table(
-        rows,
-        [
-            ("input", lambda r: r["source"]),
-            ("tau (intervals)", lambda r: f"{r['typical_tau']:g}"),
-            *[
-                (
-                    f"k={k}",
-                    lambda r, k=k: (
-                        _report.error(r["errors"][str(k)])
-                        if str(k) in r["errors"]
-                        else "-"
-                    ),
-                )
-                for k in config.horizons
-            ],
-        ],
-    )
-    return (
-        "Relative RMS error of the LTC's direct closed form against its ODE "
-        f"solution over the first k observations:\n{table}"
-    )
-
-
-def _training_report(config: Config, rows: list[dict], env: dict) -> str:
-    table = _report.format_table(
-        rows,
-        [
-            ("model", lambda r: r["label"]),
-            (
-                "test accuracy",
-                lambda r: f"{r['accuracy_mean']:.4f} +- {r['accuracy_std']:.4f}",
-            ),
-            ("epoch s (median)", lambda r: f"{r['epoch_seconds']:.3f}"),
-            ("step temp MiB", lambda r: _report.mib(r["temp_bytes"])),
-        ],
-    )
-    cfc = next(r for r in rows if r["label"] == "CfC")
-    ltc = next(r for r in rows if r["label"] == "LTC checkpoint")
-    ratio = ltc["epoch_seconds"] / cfc["epoch_seconds"]
-    return (
-        f"JapaneseVowels, the main job's defaults, {len(config.seeds)} seed(s) "
-        f"({env['backend']}, {env['cpu_count']} CPUs; the LTC's epoch took "
-        f"{ratio:.1f}x the CfC's):\n{table}"
-    )
-
-
-def _model_name(row: dict) -> str:
-    return {"cfc": "CfC"}.get(row["kind"], "LTC " + row["kind"])
-
-
-def _long_windows_report(rows: list[dict]) -> str:
-    table = _report.format_table(
-        rows,
-        [
-            ("model", _model_name),
-            ("samples", lambda r: f"{r['samples']:,}"),
-            ("step s", lambda r: f"{r['step_seconds']:.3f}"),
-            ("temp MiB", lambda r: _report.mib(r["temp_bytes"])),
-        ],
-    )
-    return f"One ECG forecasting training step (batch 4, 32 units):\n{table}"
-
-
-def _ecg_trained_report(config: Config, rows: list[dict]) -> str:
-    table = _report.format_table(
-        rows,
-        [
-            ("model", _model_name),
-            ("test MSE", lambda r: f"{r['test_mse']:.4f}"),
-            ("train loss first", lambda r: f"{r['first_loss']:.4f}"),
-            ("last", lambda r: f"{r['last_loss']:.4f}"),
-            ("epoch s", lambda r: f"{r['epoch_seconds']:.2f}"),
-            ("mean MSE", lambda r: f"{r['mean_mse']:.4f}"),
-            ("persistence MSE", lambda r: f"{r['persistence_mse']:.4f}"),
-        ],
-    )
-    train, test = config.trained_windows
-    return (
-        f"Trained on {config.trained_window:,}-sample ECG windows ({train} "
-        f"training, {test} test; {config.trained_epochs} epochs; seed "
-        f"{config.seeds[0]}; forecast 0.1 s ahead, mV^2):\n{table}"
-    )
+"""The four parts, each run as `part(config, run)`."""
 
 
 def main(config: Config) -> dict:
     if not config.parts or len(set(config.parts)) != len(config.parts):
         raise ValueError(f"--parts names each part once; got {config.parts}.")
-    config, run_dir = _run.start_run(config, "cfc_versus_ltc", QUICK)
-    metrics = {name: PARTS[name](config, run_dir) for name in config.parts}
-
-    def report(metrics):
-        sections = {
-            "approximation": lambda: _approximation_report(
-                config, metrics["approximation"]
-            ),
-            "training": lambda: _training_report(
-                config, metrics["training"], metrics["environment"]
-            ),
-            "long_windows": lambda: _long_windows_report(metrics["long_windows"]),
-            "ecg_trained": lambda: _ecg_trained_report(config, metrics["ecg_trained"]),
-        }
-        return "\n\n".join(sections[name]() for name in config.parts)
-
-    metrics = _run.finish(run_dir, metrics, report)
-    if "approximation" in metrics:
-        plot(metrics, os.path.join(run_dir, "cfc_versus_ltc.png"))
-    return metrics
-
-
-def plot(metrics: dict, path: str) -> None:
-    plt = _report.pyplot()
-    figure, axes = plt.subplots(figsize=(6, 4))
-    for row in metrics["approximation"]:
-        ks = sorted(int(k) for k in row["errors"])
-        values = [row["errors"][str(k)] for k in ks]
-        axes.loglog(
-            ks, values, marker="o", label=f"{row['source']}, tau {row['typical_tau']:g}"
-        )
-    axes.set_xlabel("observations k")
-    axes.set_ylabel("relative RMS error over the first k")
-    axes.set_title("The LTC's direct closed form against its ODE")
-    axes.legend(fontsize=7)
-    _report.save_figure(figure, path, dpi=120)
+    config, run = _run.start_run(config, "cfc_versus_ltc", QUICK)
+    return run.finish({name: PARTS[name](config, run) for name in config.parts})
 
 
 if __name__ == "__main__":

@@ -16,19 +16,23 @@ every configuration, in a process of its own pinned to the same CPUs:
 - the gradients at the initial weights, compared between the two libraries
   afterwards.
 
+Each configuration runs in a fresh process (`ltc_jax.measure.call_in_subprocess`),
+started on the run's CPUs only (as `taskset` would start it), so that PyTorch's
+and XLA's thread pools are sized from the same CPUs.
+
 Run `python -m experiments.compare_pytorch` (default sizes, ~20 minutes on a
 2-core CPU) or `python -m experiments.compare_pytorch --quick`. Needs
-`pip install -e ".[torch,experiments]"`.
+`pip install -e ".[torch,experiments]"`. Writes `results/compare_pytorch/<run>/`:
+`config.json`, the inputs, each configuration's gradients, `metrics.json`, and
+`report.txt` with the table and `comparison.png` (`experiments._report`).
 """
 
+import contextlib
 import dataclasses
 import importlib.metadata
 import importlib.util
-import json
 import os
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from typing import Any, ClassVar, Literal, NamedTuple
@@ -44,11 +48,10 @@ import tyro
 from jaxtyping import PRNGKeyArray
 
 import ltc_jax
-from experiments import _problems, _report, _run
+from experiments import _problems, _run
 
 
 EXPERIMENT = "compare_pytorch"
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 Stack = Literal["ltc_jax", "torchdiffeq", "ncps"]
 
@@ -229,29 +232,12 @@ SEQUENCE_MODELS: dict[str, SequenceModel] = {
 returns the model and its integrator; it is then measured exactly as the others."""
 
 
-class Configuration(NamedTuple):
-    """One configuration, measured in a process of its own."""
-
-    stack: Stack
-    mode: str
-    scheme: Scheme | None = None
-    sequence_model: str | None = None
-    length: int | None = None
-
-    @property
-    def group(self) -> str:
-        if self.scheme is not None:
-            return self.scheme.name
-        return f"ncps sizes L={self.length}"
-
-    @property
-    def name(self) -> str:
-        label = self.mode if self.sequence_model is None else self.sequence_model
-        return f"{self.group}/{self.stack}/{label}".replace(" ", "_").replace("=", "")
-
-
-def plan(config: Config) -> list[Configuration]:
-    """Every configuration of a run, in order."""
+def plan(config: Config) -> list[dict]:
+    """Every configuration of a run, in order, as the first fields of its row:
+    `stack`, `mode`, `scheme` (a [`Scheme`][] as a dict, with its `name`; `None`
+    at ncps's sizes), `sequence_model` and `length` (at ncps's sizes), `group`
+    (the table's and figure's), `name` (its folder's) and `series` (its bars'
+    in the figure)."""
     schemes = [Scheme("rk4", steps=n, max_steps=n) for n in config.rk4_steps]
     for kind in config.dopri5:
         knots = kind == "knots"
@@ -265,17 +251,35 @@ def plan(config: Config) -> list[Configuration]:
                 atol=config.atol,
             )
         )
-    runs = []
-    for scheme in schemes:
-        runs += [
-            Configuration("torchdiffeq", mode, scheme) for mode in TORCHDIFFEQ_MODES
-        ]
-        runs += [Configuration("ltc_jax", mode, scheme) for mode in LTC_JAX_MODES]
+    runs = [
+        (stack, mode, scheme, None, None)
+        for scheme in schemes
+        for stack, modes in (("torchdiffeq", TORCHDIFFEQ_MODES), ("ltc_jax", PAIRS))
+        for mode in modes
+    ]
     for length in config.sequence_lengths:
         for name, model in SEQUENCE_MODELS.items():
             mode = "autograd" if model.stack == "ncps" else "full"
-            runs.append(Configuration(model.stack, mode, None, name, length))
-    return runs
+            runs.append((model.stack, mode, None, name, length))
+    rows = []
+    for stack, mode, scheme, sequence_model, length in runs:
+        group = f"ncps sizes L={length}" if scheme is None else scheme.name
+        label = sequence_model or mode
+        rows.append(
+            dict(
+                stack=stack,
+                mode=mode,
+                scheme=scheme and dict(scheme._asdict(), name=scheme.name),
+                sequence_model=sequence_model,
+                length=length,
+                group=group,
+                name=f"{group}/{stack}/{label}".replace(" ", "_").replace("=", ""),
+                series=f"{stack} {mode}"
+                if sequence_model is None
+                else SEQUENCE_MODELS[sequence_model].description,
+            )
+        )
+    return rows
 
 
 def _check(config: Config) -> None:
@@ -408,15 +412,19 @@ def ltc_jax_gradients(
 ) -> dict[str, Any]:
     """The gradient of the mean cross-entropy at `model`, and the vector-field
     evaluations of computing it, counted as they execute
-    (`ltc_jax.count_evaluations`).
+    (`ltc_jax.measure.count_evaluations`).
 
     **Returns:** `{"gradients": <pytree like model>, "forward_evaluations",
     "backward_evaluations", "solver_steps", "loss"}`. Forward evaluations are those
     of the loss; backward ones the rest of the gradient (recomputation under
     checkpointing, the reverse solve under `backsolve`).
     """
-    forward, backward, grads = ltc_jax.count_evaluations(model, batch, integrator)
-    loss, metrics = eqx.filter_jit(ltc_jax.loss_and_metrics)(model, batch, integrator)
+    forward, backward, grads = ltc_jax.measure.count_evaluations(
+        model, batch, integrator
+    )
+    loss, metrics = eqx.filter_jit(ltc_jax.training.SupervisedLoss())(
+        model, batch, integrator
+    )
     return dict(
         gradients=grads,
         forward_evaluations=forward,
@@ -439,7 +447,7 @@ def ltc_jax_batch(data: Data, interpolation: str, ts=None) -> ltc_jax.Batch:
 
 def _ltc_jax_step(model, batch, integrator, learning_rate) -> Callable[[], None]:
     optimizer = optax.adam(learning_rate)
-    train_step = eqx.filter_jit(ltc_jax.make_train_step(optimizer, integrator))
+    train_step = eqx.filter_jit(ltc_jax.training.make_train_step(optimizer, integrator))
     state = [model, optimizer.init(eqx.filter(model, eqx.is_inexact_array))]
 
     def step():
@@ -452,34 +460,26 @@ def _ltc_jax_step(model, batch, integrator, learning_rate) -> Callable[[], None]
     return step
 
 
-def _measure_ltc_jax(m: Configuration, config: Config, arrays, data: Data) -> dict:
+def _measure_ltc_jax(m: dict, scheme, config: Config, arrays, data: Data) -> dict:
     key = jr.PRNGKey(config.seed)
-    if m.scheme is not None:
+    if scheme is not None:
         duration = float(data.ts[-1] - data.ts[0])
-        integrator = ltc_jax_integrator(m.scheme, m.mode, duration)
-        model = with_arrays(
-            ltc_jax.LTC(
-                config.input_size, config.hidden_size, config.output_size, key=key
-            ),
-            arrays,
-        )
-        batch = ltc_jax_batch(data, m.scheme.interpolation)
+        integrator = ltc_jax_integrator(scheme, m["mode"], duration)
+        sizes = (config.input_size, config.hidden_size, config.output_size)
+        model = with_arrays(ltc_jax.LTC(*sizes, key=key), arrays)
+        batch = ltc_jax_batch(data, scheme.interpolation)
     else:
-        model, integrator = SEQUENCE_MODELS[m.sequence_model].build(
-            config, m.length, key
-        )
-        sliced = Data(data.ts[: m.length], data.xs[:, : m.length], data.labels)
-        batch = ltc_jax_batch(
-            sliced, "linear", ts=np.arange(m.length, dtype=data.ts.dtype)
-        )
+        length = m["length"]
+        build = SEQUENCE_MODELS[m["sequence_model"]].build
+        model, integrator = build(config, length, key)
+        sliced = Data(data.ts[:length], data.xs[:, :length], data.labels)
+        ts = np.arange(length, dtype=data.ts.dtype)
+        batch = ltc_jax_batch(sliced, "linear", ts=ts)
     counted = ltc_jax_gradients(model, batch, integrator)
     # Only the simplified LTC has a PyTorch twin to compare gradients with.
-    counted["gradients"] = named_arrays(counted["gradients"]) if m.scheme else None
-    result = _time_and_peak(
-        _ltc_jax_step(model, batch, integrator, config.learning_rate), config
-    )
-    result.update(counted)
-    return result
+    counted["gradients"] = named_arrays(counted["gradients"]) if scheme else None
+    step = _ltc_jax_step(model, batch, integrator, config.learning_rate)
+    return dict(_time_and_peak(step, config), **counted)
 
 
 # --- PyTorch ---------------------------------------------------------------------
@@ -536,21 +536,38 @@ def torchdiffeq_gradients(
     )
 
 
-def _measure_torchdiffeq(m: Configuration, config: Config, arrays, data: Data) -> dict:
-    from experiments import torch_ltc
-
-    counted = torchdiffeq_gradients(arrays, data, m.scheme, m.mode)
-    step = _torch_step(
-        torch_ltc.LTC(arrays), torchdiffeq_loss(data, m.scheme, m.mode), config
-    )
-    result = _time_and_peak(step, config)
-    result.update(counted)
-    return result
-
-
-def _torch_step(model, loss_of, config: Config) -> Callable[[], None]:
+def _measure_torch(m: dict, scheme, config: Config, arrays, data: Data) -> dict:
+    """A PyTorch configuration: torchdiffeq's (its gradients counted by
+    [`torchdiffeq_gradients`][]), or ncps's LTC on the first `length` knots, one
+    per unit of time (its fused steps counted, its gradients not compared)."""
     import torch
 
+    from experiments import torch_ltc
+
+    if m["stack"] == "torchdiffeq":
+        counted = torchdiffeq_gradients(arrays, data, scheme, m["mode"])
+        model = torch_ltc.LTC(arrays)
+        loss_of = torchdiffeq_loss(data, scheme, m["mode"])
+    else:
+        xs = torch.from_numpy(np.ascontiguousarray(data.xs[:, : m["length"]]))
+        labels = torch.from_numpy(data.labels)
+        sizes = (config.input_size, config.hidden_size, config.output_size)
+        model = torch_ltc.NCPSClassifier(*sizes, config.ode_unfolds, seed=config.seed)
+
+        def loss_of(model):
+            return torch.nn.functional.cross_entropy(model(xs), labels)
+
+        loss = loss_of(model)
+        forward = model.num_evaluations
+        loss.backward()
+        counted = dict(
+            gradients=None,
+            forward_evaluations=forward,
+            backward_evaluations=model.num_evaluations - forward,
+            solver_steps=m["length"] * config.ode_unfolds,
+            loss=loss.item(),
+        )
+        model.zero_grad(set_to_none=True)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
 
     def step():
@@ -561,41 +578,7 @@ def _torch_step(model, loss_of, config: Config) -> Callable[[], None]:
             raise FloatingPointError("Non-finite loss in a training step.")
         optimizer.step()
 
-    return step
-
-
-def _measure_ncps(m: Configuration, config: Config, arrays, data: Data) -> dict:
-    import torch
-
-    from experiments import torch_ltc
-
-    xs = torch.from_numpy(np.ascontiguousarray(data.xs[:, : m.length]))
-    labels = torch.from_numpy(data.labels)
-    model = torch_ltc.NCPSClassifier(
-        config.input_size,
-        config.hidden_size,
-        config.output_size,
-        config.ode_unfolds,
-        seed=config.seed,
-    )
-
-    def loss_of(model):
-        return torch.nn.functional.cross_entropy(model(xs), labels)
-
-    loss = loss_of(model)
-    forward = model.num_evaluations
-    loss.backward()
-    counted = dict(
-        gradients=None,
-        forward_evaluations=forward,
-        backward_evaluations=model.num_evaluations - forward,
-        solver_steps=m.length * config.ode_unfolds,
-        loss=loss.item(),
-    )
-    model.zero_grad(set_to_none=True)
-    result = _time_and_peak(_torch_step(model, loss_of, config), config)
-    result.update(counted)
-    return result
+    return dict(_time_and_peak(step, config), **counted)
 
 
 # --- measuring, the same for both stacks -----------------------------------------
@@ -610,11 +593,11 @@ def _time_and_peak(step: Callable[[], None], config: Config) -> dict:
     first = time.perf_counter() - start
     for _ in range(config.warmup - 1):
         step()
-    ltc_jax.release_free_memory()
-    resident = ltc_jax.process_resident_bytes()
-    reset = ltc_jax.reset_process_peak()
+    ltc_jax.measure.release_free_memory()
+    resident = ltc_jax.measure.process_resident_bytes()
+    reset = ltc_jax.measure.reset_process_peak()
     step()
-    peak = ltc_jax.process_peak_bytes() if reset else None
+    peak = ltc_jax.measure.process_peak_bytes() if reset else None
     wall, cpu = [], []
     load_before = _load_average()
     start = time.perf_counter()
@@ -650,129 +633,53 @@ def _available_cpus() -> list[int]:
     return list(range(os.cpu_count() or 1))
 
 
-def run_worker(spec_path: str) -> None:
-    """Measure the one configuration described in `spec_path` (written by `main`)
-    and write `result.json` and, for the ODE rows, `gradients.npz` beside it."""
-    with open(spec_path) as file:
-        spec = json.load(file)
-    config = Config(**_tuples(spec["config"]))
-    m = _measurement_from_json(spec["measurement"])
-    with np.load(spec["inputs"]) as inputs:
-        arrays = {
-            k[len("param/") :]: inputs[k] for k in inputs if k.startswith("param/")
-        }
-        data = Data(inputs["ts"], inputs["xs"], inputs["labels"])
+def measure_configuration(config: dict, row: dict, inputs: str, folder: str) -> dict:
+    """Measure one configuration (`row`, as [`plan`][] gives it; in a fresh
+    process, which `main` starts on the run's CPUs) on the weights and batch of
+    `inputs` (`.npz`), and write its gradients, for the ODE rows, to
+    `folder/gradients.npz`.
+
+    **Returns:** the step's times and peak memory, the vector-field evaluations,
+    solver steps and loss of one gradient, and the threads used."""
+    config = Config(**config)
+    scheme = row["scheme"] and Scheme(
+        **{k: v for k, v in row["scheme"].items() if k != "name"}
+    )
+    with np.load(inputs) as file:
+        arrays = {k[len("param/") :]: file[k] for k in file if k.startswith("param/")}
+        data = Data(file["ts"], file["xs"], file["labels"])
     threads = dict(cpus=_available_cpus())
-    if m.stack == "ltc_jax":
-        result = _measure_ltc_jax(m, config, arrays, data)
+    if row["stack"] == "ltc_jax":
+        result = _measure_ltc_jax(row, scheme, config, arrays, data)
         threads["xla_flags"] = os.environ.get("XLA_FLAGS", "")
     else:
+        import torch
+
         from experiments import torch_ltc
 
         torch_ltc.set_threads(config.threads)
-        measure = _measure_torchdiffeq if m.stack == "torchdiffeq" else _measure_ncps
-        result = measure(m, config, arrays, data)
-        import torch
-
+        result = _measure_torch(row, scheme, config, arrays, data)
         threads["torch_intra_op"] = torch.get_num_threads()
         threads["torch_inter_op"] = torch.get_num_interop_threads()
     gradients = result.pop("gradients")
-    folder = os.path.dirname(spec_path)
     if gradients is not None:
         np.savez(os.path.join(folder, "gradients.npz"), **gradients)
-    result["threads"] = threads
-    with open(os.path.join(folder, "result.json"), "w") as file:
-        json.dump(result, file, indent=2)
+    return dict(result, threads=threads)
 
 
-def _tuples(config: dict) -> dict:
-    return {k: tuple(v) if isinstance(v, list) else v for k, v in config.items()}
-
-
-def _measurement_to_json(m: Configuration) -> dict:
-    return dict(m._asdict(), scheme=None if m.scheme is None else m.scheme._asdict())
-
-
-def _measurement_from_json(d: dict) -> Configuration:
-    scheme = None if d["scheme"] is None else Scheme(**d["scheme"])
-    return Configuration(**dict(d, scheme=scheme))
-
-
-def _run_configuration(
-    m: Configuration, config: Config, run_dir: str, inputs: str
-) -> dict:
-    folder = os.path.join(run_dir, "configurations", m.name)
-    os.makedirs(folder)
-    spec_path = os.path.join(folder, "spec.json")
-    with open(spec_path, "w") as file:
-        json.dump(
-            dict(
-                measurement=_measurement_to_json(m),
-                config=dataclasses.asdict(config),
-                inputs=os.path.abspath(inputs),
-            ),
-            file,
-            indent=2,
-        )
-    cpus = _available_cpus()[: config.threads]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [ROOT] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
-    )
-    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        env[name] = str(config.threads)
-    # The process pins itself before importing anything (as `taskset` would), so
-    # PyTorch's and XLA's thread pools are sized from the same CPUs.
-    command = [
-        sys.executable,
-        "-c",
-        "import os, sys\n"
-        "if hasattr(os, 'sched_setaffinity'):\n"
-        "    os.sched_setaffinity(0, [int(c) for c in sys.argv[2].split(',')])\n"
-        "from experiments.compare_pytorch import run_worker\n"
-        "run_worker(sys.argv[1])",
-        spec_path,
-        ",".join(str(c) for c in cpus),
-    ]
-    start = time.perf_counter()
+@contextlib.contextmanager
+def _pinned(cpus: list[int]):
+    """This process, and so each process it starts meanwhile, on `cpus` only (as
+    `taskset` would start it); the CPUs it had are restored afterwards."""
+    if not hasattr(os, "sched_setaffinity"):
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
     try:
-        process = subprocess.run(
-            command,
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=config.worker_timeout_seconds,
-        )
-        log, returncode = process.stdout + process.stderr, process.returncode
-    except subprocess.TimeoutExpired as error:
-        log = f"{error.stdout or ''}{error.stderr or ''}"
-        returncode = None
-    wall = time.perf_counter() - start
-    with open(os.path.join(folder, "worker.log"), "w") as file:
-        file.write(log if isinstance(log, str) else log.decode())
-    row = dict(
-        name=m.name,
-        group=m.group,
-        stack=m.stack,
-        mode=m.mode,
-        sequence_model=m.sequence_model,
-        length=m.length,
-        scheme=None
-        if m.scheme is None
-        else dict(m.scheme._asdict(), name=m.scheme.name),
-        process_seconds=wall,
-    )
-    if returncode == 0:
-        with open(os.path.join(folder, "result.json")) as file:
-            row.update(json.load(file))
-        row["error"] = None
-    elif returncode is None:
-        row["error"] = f"timed out after {config.worker_timeout_seconds:.0f} s"
-    else:
-        lines = [line for line in str(log).strip().splitlines() if line.strip()]
-        row["error"] = f"exit {returncode}: " + (lines[-1] if lines else "no output")
-    return row
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
 
 
 # --- comparing -------------------------------------------------------------------
@@ -885,151 +792,25 @@ def target_check(comparisons: list[dict]) -> dict:
     return dict(scheme=group, checks=checks)
 
 
-# --- reporting -------------------------------------------------------------------
-
-
-def _mib(value) -> str:
-    return _report.mib(value, digits=0)
-
-
-def format_table(
-    rows: list[dict], comparisons: list[dict], target: dict, ncps: dict | None = None
-) -> str:
-    """The printed table: one line per configuration, then ncps's memory per input
-    step and the target."""
-    pair = {(c["group"], c["ltc_jax"]): c for c in comparisons}
-    header = (
-        f"{'scheme':<18}{'stack':<13}{'mode':<20}{'s/step':>9}{'cpu s':>9}"
-        f"{'peak MiB':>10}"
-        f"{'NFE fwd':>9}{'NFE bwd':>9}{'grad rel diff':>15}{'speed-up':>10}"
-    )
-    lines = [header, "-" * len(header)]
-    for row in rows:
-        label = row["mode"] if row["sequence_model"] is None else row["sequence_model"]
-        if row["error"] is not None:
-            lines.append(
-                f"{row['group']:<18}{row['stack']:<13}{label:<20}  FAILED: "
-                f"{row['error']}"
-            )
-            continue
-        c = pair.get((row["group"], row["mode"])) if row["stack"] == "ltc_jax" else None
-        diff = "-"
-        speedup = "-"
-        if c is not None:
-            if c["relative_gradient_difference"] is not None:
-                diff = f"{c['relative_gradient_difference']:.1e}"
-            elif c["gradient_note"]:
-                diff = "n/a"
-            if c["speedup"] is not None:
-                speedup = f"{c['speedup']:.1f}x"
-        lines.append(
-            f"{row['group']:<18}{row['stack']:<13}{label:<20}"
-            f"{row['median_step_seconds']:>9.3f}{row['median_step_cpu_seconds']:>9.3f}"
-            f"{_mib(row['peak_step_bytes']):>10}"
-            f"{row['forward_evaluations']:>9}{row['backward_evaluations']:>9}"
-            f"{diff:>15}{speedup:>10}"
-        )
-    lines.append("")
-    lines.append(
-        "s/step: median wall time of a training step; cpu s: the process's CPU time "
-        "for it. speed-up: the paired torchdiffeq mode's s/step over ltc_jax's (full "
-        "and checkpoint against odeint, backsolve against odeint_adjoint)."
-    )
-    if ncps is not None:
-        lines.append(
-            f"ncps: {_mib(ncps['bytes_per_input_step'])} MiB per input step "
-            f"(measured slope); {ncps['knots']} input steps would need "
-            f"{ncps['projected_bytes_at_knots'] / 2**30:,.0f} GiB."
-        )
-    lines.append(f"target at {target['scheme']}:")
-    for name, check in target["checks"].items():
-        measured = (
-            "not measured"
-            if check["measured"] is None
-            else f"{check['measured']:.1f}x ({check['measured_cpu_time']:.1f}x in CPU "
-            "time)"
-        )
-        verdict = {True: "met", False: "not met", None: "not measured"}
-        lines.append(
-            f"  {name}: {measured}, needed {check['needed']:.0f}x: "
-            f"{verdict[check['met']]} on wall time, "
-            f"{verdict[check['met_cpu_time']]} on CPU time"
-        )
-    return "\n".join(lines)
-
-
-_COLOURS = {
-    "torchdiffeq odeint": "#d62728",
-    "torchdiffeq odeint_adjoint": "#ff9896",
-    "ltc_jax full": "#1f77b4",
-    "ltc_jax checkpoint": "#6baed6",
-    "ltc_jax backsolve": "#9467bd",
-    SEQUENCE_MODELS["ncps"].description: "#2ca02c",
-    SEQUENCE_MODELS["ltc_jax-simplified"].description: "#17becf",
-    SEQUENCE_MODELS["ltc_jax-biophysical"].description: "#9467bd",
-}
-
-
-def plot(rows: list[dict], path: str) -> None:
-    """Bar charts (log scale) of seconds per step and peak memory of a step, one
-    cluster per scheme, one bar per stack and mode."""
-    plt = _report.pyplot()
-
-    ok = [r for r in rows if r["error"] is None]
-    groups = list(dict.fromkeys(r["group"] for r in ok))
-    widest = max((sum(r["group"] == g for r in ok) for g in groups), default=1)
-    width = 0.8 / widest
-    fig, axes = plt.subplots(2, 1, figsize=(max(8, 1.4 * len(groups)), 8), sharex=True)
-    keys = ("median_step_seconds", "peak_step_bytes")
-    for g, group in enumerate(groups):
-        members = [r for r in ok if r["group"] == group]
-        for j, row in enumerate(members):
-            x = g - 0.4 * len(members) / widest + (j + 0.5) * width
-            name = _series(row)
-            for ax, key in zip(axes, keys, strict=True):
-                value = row[key]
-                if value:
-                    value = value / 2**20 if key == "peak_step_bytes" else value
-                    colour = _COLOURS.get(name, "#7f7f7f")
-                    ax.bar(x, value, width, color=colour, label=name)
-    axes[0].set_ylabel("seconds per training step (median)")
-    axes[1].set_ylabel("peak memory of a step (MiB)")
-    for ax in axes:
-        ax.set_yscale("log")
-        ax.grid(axis="y", alpha=0.3)
-    axes[1].set_xticks(range(len(groups)), groups, rotation=20, ha="right")
-    handles, labels = axes[0].get_legend_handles_labels()
-    unique = dict(zip(labels, handles, strict=True))
-    fig.legend(unique.values(), unique.keys(), loc="lower center", ncol=3, fontsize=8)
-    axes[0].set_title("ltc_jax vs PyTorch (torchdiffeq, ncps): one training step")
-    _report.save_figure(fig, path, dpi=120, rect=(0, 0.08, 1, 1))
-
-
-def _series(row: dict) -> str:
-    if row["sequence_model"] is not None:
-        return SEQUENCE_MODELS[row["sequence_model"]].description
-    return f"{row['stack']} {row['mode']}"
-
-
 def machine() -> dict:
-    """The CPU, and the versions of the PyTorch stack (read without importing it)."""
-    model = _run.cpu_name()
+    """The CPUs, and the versions of the PyTorch stack (read without importing it)."""
     versions = {}
     for name in ("torch", "torchdiffeq", "ncps", "numpy", "matplotlib"):
         try:
             versions[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             versions[name] = None
-    return dict(cpu=model, cpus_available=len(_available_cpus()), versions=versions)
+    return dict(cpus_available=len(_available_cpus()), versions=versions)
 
 
 def main(config: Config) -> dict:
     """Measure every configuration of `plan(config)`, each in its own process, then
-    compare, print the table, and write `config.json`, `metrics.json`,
-    `comparison.png` and, per configuration, its spec, log, result and gradients.
+    compare, print the table, and write `config.json`, `inputs.npz`,
+    `metrics.json`, `report.txt`, `comparison.png` and, per configuration, its
+    gradients.
 
     **Returns:** the metrics (also in `metrics.json`): `rows`, `comparisons`,
-    `target`, `threads`, `machine`, `environment`, `run_dir`.
+    `target`, `ncps_memory`, `threads`, `machine`, `environment`, `run_dir`.
 
     **Raises:** `ValueError` for an inconsistent config; `ModuleNotFoundError`
     when PyTorch, torchdiffeq or ncps is missing; `FileExistsError` for an `out`
@@ -1038,55 +819,57 @@ def main(config: Config) -> dict:
     """
     config = _run.apply_quick(config, QUICK)
     _check(config)
-    config, run_dir = _run.start_run(config, EXPERIMENT)
+    config, run = _run.start_run(config, EXPERIMENT)
     arrays, data = make_inputs(config)
-    inputs = os.path.join(run_dir, "inputs.npz")
-    np.savez(
-        inputs,
-        ts=data.ts,
-        xs=data.xs,
-        labels=data.labels,
-        **{f"param/{k}": v for k, v in arrays.items()},
-    )
-    measurements = plan(config)
-    rows = []
-    start = time.perf_counter()
-    for i, m in enumerate(measurements, 1):
-        row = _run_configuration(m, config, run_dir, inputs)
-        rows.append(row)
-        status = (
-            f"{row['median_step_seconds']:.3f} s/step"
-            if row["error"] is None
-            else f"FAILED ({row['error']})"
+    inputs = run.path("inputs.npz")
+    parameters = {f"param/{k}": v for k, v in arrays.items()}
+    np.savez(inputs, ts=data.ts, xs=data.xs, labels=data.labels, **parameters)
+    cpus = _available_cpus()[: config.threads]
+    threads = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+    env = {name: str(config.threads) for name in threads}
+    rows, start = plan(config), time.perf_counter()
+    for i, row in enumerate(rows, 1):
+        folder = run.path("configurations", row["name"])
+        os.makedirs(folder)
+        kwargs = dict(config=dataclasses.asdict(config), row=row, inputs=inputs)
+        tic = time.perf_counter()
+        try:
+            with _pinned(cpus):
+                row.update(
+                    ltc_jax.measure.call_in_subprocess(
+                        "experiments.compare_pytorch:measure_configuration",
+                        dict(kwargs, folder=folder),
+                        env=env,
+                        timeout=config.worker_timeout_seconds,
+                    ),
+                    error=None,
+                )
+        except ltc_jax.SubprocessError as error:
+            # How it ended, and the last line of its error output.
+            lines = str(error).strip().splitlines()
+            row["error"] = " ".join(dict.fromkeys([lines[0], lines[-1]]))
+        row["process_seconds"] = time.perf_counter() - tic
+        status = row["error"] or f"{row['median_step_seconds']:.3f} s/step"
+        print(f"[{i}/{len(rows)}] {row['name']}: {status}", flush=True)
+    comparisons = compare(rows, run.dir)
+    return run.finish(
+        dict(
+            rows=rows,
+            comparisons=comparisons,
+            target=target_check(comparisons),
+            ncps_memory=ncps_memory(rows, config.knots),
+            threads=dict(
+                per_process=config.threads,
+                cpus=cpus,
+                how="each configuration runs in its own process started on these "
+                "CPUs (sched_setaffinity, as taskset); PyTorch: "
+                "torch.set_num_threads, one inter-op thread; XLA sizes its CPU "
+                "thread pool from the affinity",
+            ),
+            total_seconds=time.perf_counter() - start,
+            machine=machine(),
         )
-        print(f"[{i}/{len(measurements)}] {m.name}: {status}", flush=True)
-    comparisons = compare(rows, run_dir)
-    target = target_check(comparisons)
-    ncps = ncps_memory(rows, config.knots)
-    metrics = dict(
-        rows=rows,
-        comparisons=comparisons,
-        target=target,
-        ncps_memory=ncps,
-        threads=dict(
-            per_process=config.threads,
-            cpus=_available_cpus()[: config.threads],
-            how="each configuration runs in its own process pinned to these CPUs "
-            "(sched_setaffinity, as taskset); PyTorch: torch.set_num_threads, one "
-            "inter-op thread; XLA sizes its CPU thread pool from the affinity",
-        ),
-        total_seconds=time.perf_counter() - start,
-        machine=machine(),
-        environment=ltc_jax.environment(),
-        run_dir=run_dir,
     )
-    with open(os.path.join(run_dir, "metrics.json"), "w") as file:
-        json.dump(metrics, file, indent=2)
-    plot(rows, os.path.join(run_dir, "comparison.png"))
-    print()
-    print(format_table(rows, comparisons, target, ncps))
-    print(f"\nrun folder {run_dir}")
-    return metrics
 
 
 if __name__ == "__main__":

@@ -19,6 +19,9 @@ the check off, and the state's largest excursion beyond its bound (Hasani et al.
 
     python -m experiments.divergence_sweep           # 4 x 4 settings, ~10 min
     python -m experiments.divergence_sweep --quick   # 2 x 2 settings, 64 series
+
+Writes `results/divergence_sweep/<run>/`: `config.json`, `metrics.json` and
+`report.txt` with the table (`experiments._report`), and prints the table.
 """
 
 import dataclasses
@@ -31,7 +34,7 @@ import numpy as np
 import tyro
 
 import ltc_jax
-from experiments import _problems, _report, _run
+from experiments import _problems, _run
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,19 +72,16 @@ def run_setting(config: Config, data, dt0: float, tau: float, seed: int) -> dict
     """Train one setting; return its record."""
     train, test = data
     train_path, test_path = _problems.float32_paths(train, test)
-    max_steps = ltc_jax.fixed_max_steps([train, test], dt0)
+    max_steps = ltc_jax.training.fixed_max_steps([train, test], dt0)
     integrator = ltc_jax.make_integrator("rk4", dt0=dt0, max_steps=max_steps)
     model = _problems.vowels_model(config.hidden_size, seed, tau=tau)
     record = dict(dt0=dt0, tau=tau, seed=seed, accuracy=None, error=None)
     record["dt0_times_decay_bound"] = dt0 * float(model.cell.decay_bound())
     record["initial_excursion"] = excursion(model, test_path, integrator)
-    optimizer = ltc_jax.make_optimizer(
-        config.learning_rate,
-        total_steps=config.epochs * -(-len(train) // config.batch_size),
-    )
+    optimizer = _problems.vowels_optimizer(config, train)
     start = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", ltc_jax.StabilityWarning)
+        warnings.simplefilter("always", ltc_jax.training.StabilityWarning)
         try:
             model, _ = ltc_jax.fit(
                 model,
@@ -92,7 +92,7 @@ def run_setting(config: Config, data, dt0: float, tau: float, seed: int) -> dict
                 batch_size=config.batch_size,
                 seed=seed,
                 path=train_path,
-                progress=ltc_jax.NoFitProgress(),
+                progress=ltc_jax.training.NoFitProgress(),
             )
             result = ltc_jax.evaluate(
                 model, test, integrator=integrator, path=test_path
@@ -105,7 +105,7 @@ def run_setting(config: Config, data, dt0: float, tau: float, seed: int) -> dict
         except ltc_jax.SolverFailureError as error:
             record["outcome"], record["error"] = "solver failure", str(error)
     record["stability_warning"] = any(
-        issubclass(w.category, ltc_jax.StabilityWarning) for w in caught
+        issubclass(w.category, ltc_jax.training.StabilityWarning) for w in caught
     )
     record["seconds"] = time.perf_counter() - start
     if record["error"] is None:
@@ -117,7 +117,7 @@ def run_setting(config: Config, data, dt0: float, tau: float, seed: int) -> dict
 
 def main(config: Config) -> dict:
     """Run the sweep; return (and write) the records."""
-    config, run_dir = _run.start_run(config, "divergence_sweep", QUICK)
+    config, run = _run.start_run(config, "divergence_sweep", QUICK)
     data = _problems.japanese_vowels(config.train_size)
     with jax.enable_x64(False):
         rows = [
@@ -127,30 +127,7 @@ def main(config: Config) -> dict:
             for seed in config.seeds
         ]
     silent = [r for r in rows if r["outcome"] == "silent"]
-
-    def report(metrics):
-        table = _report.format_table(
-            metrics["rows"],
-            [
-                ("dt0", lambda r: f"{r['dt0']:g}"),
-                ("tau", lambda r: f"{r['tau']:g}"),
-                ("dt0 x decay bound", lambda r: f"{r['dt0_times_decay_bound']:.2f}"),
-                ("initial excursion", lambda r: f"{r['initial_excursion']:.3g}"),
-                ("warned", lambda r: "yes" if r["stability_warning"] else "no"),
-                ("outcome", lambda r: r["outcome"]),
-                (
-                    "accuracy",
-                    lambda r: "-" if r["accuracy"] is None else f"{r['accuracy']:.3f}",
-                ),
-            ],
-        )
-        return (
-            f"RK4 training on JapaneseVowels, {config.epochs} epochs "
-            f"(RK4's real stability bound 2.785; excursion in bound widths):\n"
-            f"{table}\nsilent runs: {len(metrics['silent'])}"
-        )
-
-    return _run.finish(run_dir, dict(rows=rows, silent=silent), report)
+    return run.finish(dict(rows=rows, silent=silent))
 
 
 if __name__ == "__main__":

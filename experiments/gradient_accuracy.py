@@ -11,7 +11,7 @@ resulting gradient is from the exact gradient of the same discretised solve
 returns the same numbers in far less memory), on windows of the MIT-BIH ECG, for
 plain `backsolve` and for `windowed` (the reconstruction restarted from forward
 states stored at the ends of K windows; K derived from the model and the horizon,
-`ltc_jax.default_windows`). At 100 typical taus it also sweeps K. The
+`ltc_jax.training.default_windows`). At 100 typical taus it also sweeps K. The
 input is the cubic (Hermite) interpolation of the samples, so adaptive solvers choose
 their own steps (with linear interpolation they would stop at every sample).
 
@@ -19,17 +19,14 @@ their own steps (with linear interpolation they would stop at every sample).
     python -m experiments.gradient_accuracy --quick  # smoke test, under a minute
 
 Writes `results/gradient_accuracy/<run>/`: `config.json`, `metrics.json` (one record
-per configuration, the table and the environment), `gradient_accuracy.png`, and
-prints the table.
+per configuration and the environment), `report.txt` with the tables and
+`gradient_accuracy.png` (`experiments._report`), and prints the tables.
 """
 
 import dataclasses
-import math
-import os
 import time
 from typing import Literal
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -38,7 +35,7 @@ import numpy as np
 import tyro
 
 import ltc_jax
-from experiments import _report, _run
+from experiments import _problems, _run
 
 
 SAMPLE_RATE_HZ = ltc_jax.datasets.MITBIH_208_SAMPLE_RATE_HZ
@@ -150,10 +147,9 @@ def run_dtype(dtype: str, config: dict) -> list[dict]:
         """The jitted gradient of one solver and mode, compiled once."""
         key = (name, rtol, mode, windows)
         if key not in functions:
-            integrator = _integrator(
-                name, rtol, mode, longest, config.max_steps_per_sample, windows
+            functions[key] = _gradient_fn(
+                _integrator(name, rtol, mode, longest, config, windows)
             )
-            functions[key] = _gradient_fn(integrator)
         return functions[key]
 
     for spec in solvers:
@@ -161,21 +157,18 @@ def run_dtype(dtype: str, config: dict) -> list[dict]:
         for tau in config.typical_taus:
             model = _model(config.hidden_size, tau, config.seed, dtype)
             for k, samples in zip(config.horizons, sample_counts[tau], strict=True):
-                ts, xs, length, labels = data[samples]
-                batch = _batch(ts, xs, length, labels, dtype)
+                batch = _batch(*data[samples], dtype)
                 count = _default_windows(model, k * tau, name, rtol, samples, dtype)
                 start = time.perf_counter()
                 results = {
                     mode: gradient(name, rtol, mode)(model, batch)
                     for mode in ("checkpoint", "backsolve")
                 }
-                results["windowed"] = gradient(name, rtol, "windowed", count)(
-                    model, batch
-                )
-                rows.append(
-                    _row(spec, name, rtol, dtype, tau, k, samples, results, config)
-                    | dict(windows=count, seconds=time.perf_counter() - start)
-                )
+                windowed = gradient(name, rtol, "windowed", count)(model, batch)
+                results["windowed"] = windowed
+                row = _row(spec, name, rtol, dtype, tau, k, samples, results, config)
+                seconds = time.perf_counter() - start
+                rows.append(dict(row, windows=count, seconds=seconds))
     return rows
 
 
@@ -185,24 +178,18 @@ def run_window_sweep(dtype: str, config: dict) -> list[dict]:
     config = Config(**config)
     tau, k = config.typical_taus[0], max(config.horizons)
     samples = max(2, round(k * tau * SAMPLE_RATE_HZ) + 1)
-    ts, xs, length, labels = ecg_windows(
-        (samples,), config.batch_size, config.horizon_seconds
-    )[samples]
+    data = ecg_windows((samples,), config.batch_size, config.horizon_seconds)
     model = _model(config.hidden_size, tau, config.seed, dtype)
-    batch = _batch(ts, xs, length, labels, dtype)
+    batch = _batch(*data[samples], dtype)
     rows = []
     for spec in config.window_sweep_solvers:
         name, rtol = parse_solver(spec)
-        exact = _gradient_fn(
-            _integrator(name, rtol, "checkpoint", samples, config.max_steps_per_sample)
-        )(model, batch)
+        checkpoint = _integrator(name, rtol, "checkpoint", samples, config)
+        exact = _gradient_fn(checkpoint)(model, batch)
         default = _default_windows(model, k * tau, name, rtol, samples, dtype)
         for count in sorted({*config.window_counts, default}):
-            integrator = _integrator(
-                name, rtol, "windowed", samples, config.max_steps_per_sample, count
-            )
-            result = _gradient_fn(integrator)(model, batch)
-            error, finite = _error(result, exact)
+            integrator = _integrator(name, rtol, "windowed", samples, config, count)
+            error, finite = _error(_gradient_fn(integrator)(model, batch), exact)
             rows.append(
                 dict(
                     solver=spec,
@@ -220,19 +207,18 @@ def run_window_sweep(dtype: str, config: dict) -> list[dict]:
 
 def _default_windows(model, horizon, name, rtol, samples, dtype) -> int:
     """The number of windows `ltc_jax.fit` would use for this model and horizon."""
-    integrator = _integrator(name, rtol, "windowed", samples, 4)
-    resolved = ltc_jax.resolve_windows(integrator, model.cell, horizon, dtype=dtype)
+    integrator = _integrator(name, rtol, "windowed", samples, Config())
+    resolved = ltc_jax.training.resolve_windows(
+        integrator, model.cell, horizon, dtype=dtype
+    )
     return resolved.adjoint.windows
 
 
 def _model(hidden_size: int, tau: float, seed: int, dtype: str) -> ltc_jax.LTC:
     with jax.enable_x64(False):
-        model = ltc_jax.LTC(
-            1, hidden_size, 1, tau_init=(0.1 * tau, 10.0 * tau), key=jr.PRNGKey(seed)
-        )
-    return jax.tree.map(
-        lambda x: x.astype(dtype) if eqx.is_inexact_array(x) else x, model
-    )
+        tau_init = (0.1 * tau, 10.0 * tau)
+        model = ltc_jax.LTC(1, hidden_size, 1, tau_init=tau_init, key=jr.PRNGKey(seed))
+    return _problems.cast(model, dtype)
 
 
 def _batch(ts, xs, length, labels, dtype) -> ltc_jax.Batch:
@@ -244,29 +230,18 @@ def _batch(ts, xs, length, labels, dtype) -> ltc_jax.Batch:
     return ltc_jax.Batch(path, jnp.asarray(labels, dtype), weights)
 
 
-def _integrator(name, rtol, mode, longest, max_steps_per_sample, windows=None):
-    """Fixed steps of one sample, or adaptive steps at `rtol` (atol = rtol / 100);
-    failures are reported, never raised (`throw=False`)."""
-    options = dict(throw=False, windows=windows) if mode == "windowed" else {}
+def _integrator(name, rtol, mode, longest, config: Config, windows=None):
+    """Fixed steps of one sample (ceil(duration / dt0) steps per window; the slack
+    of 16 absorbs rounding), or adaptive steps at `rtol` (atol = rtol / 100, at
+    most `config.max_steps_per_sample` per sample); failures are reported, never
+    raised (`throw=False`)."""
     if rtol is None:
-        # ceil(duration / dt0) steps per window; the slack absorbs rounding.
-        return ltc_jax.make_integrator(
-            name,
-            mode,
-            dt0=1 / SAMPLE_RATE_HZ,
-            max_steps=longest + 16,
-            throw=False,
-            **{k: v for k, v in options.items() if k != "throw"},
-        )
-    return ltc_jax.make_integrator(
-        name,
-        mode,
-        rtol=rtol,
-        atol=rtol / 100,
-        max_steps=max_steps_per_sample * longest,
-        throw=False,
-        **{k: v for k, v in options.items() if k != "throw"},
-    )
+        steps = dict(dt0=1 / SAMPLE_RATE_HZ, max_steps=longest + 16)
+    else:
+        max_steps = config.max_steps_per_sample * longest
+        steps = dict(rtol=rtol, atol=rtol / 100, max_steps=max_steps)
+    options = dict(windows=windows) if mode == "windowed" else {}
+    return ltc_jax.make_integrator(name, mode, throw=False, **steps, **options)
 
 
 def _gradient_fn(integrator):
@@ -289,7 +264,7 @@ def _gradient_fn(integrator):
             loss=value,
             gradient=flat,
             num_steps=jnp.max(trajectory.stats["num_steps"]),
-            successful=trajectory.result == diffrax.RESULTS.successful,
+            successful=trajectory.result == ltc_jax.RESULTS.successful,
         )
 
     return fn
@@ -303,15 +278,7 @@ def _error(result, exact) -> tuple[float | None, bool]:
     finite = bool(np.all(np.isfinite(approx))) and bool(result["successful"])
     if not finite or not np.all(np.isfinite(reference)):
         return None, finite
-    return ltc_jax.gradient_relative_error(approx, reference), finite
-
-
-def _status(mode: str, error: float | None, finite: bool, config: Config) -> str:
-    if not finite:
-        return f"{mode} non-finite"
-    if error is None:
-        return "exact gradient non-finite"
-    return f"{mode} fails" if error > config.failure_error else "ok"
+    return ltc_jax.measure.gradient_relative_error(approx, reference), finite
 
 
 def _row(spec, name, rtol, dtype, tau, k, samples, results, config) -> dict:
@@ -332,211 +299,46 @@ def _row(spec, name, rtol, dtype, tau, k, samples, results, config) -> dict:
     )
     for mode in ("backsolve", "windowed"):
         error, finite = _error(results[mode], full)
-        row[f"{mode}_relative_error"] = error
-        row[f"{mode}_is_finite"] = finite
-        row[f"{mode}_status"] = (
-            "forward failed" if not forward_ok else _status(mode, error, finite, config)
+        if not forward_ok:
+            status = "forward failed"
+        elif not finite:
+            status = f"{mode} non-finite"
+        elif error is None:
+            status = "exact gradient non-finite"
+        else:
+            status = f"{mode} fails" if error > config.failure_error else "ok"
+        row.update(
+            {
+                f"{mode}_relative_error": error,
+                f"{mode}_is_finite": finite,
+                f"{mode}_status": status,
+            }
         )
     row["status"] = row["backsolve_status"]
     return row
 
 
-# --- driver --------------------------------------------------------------------------
-
-
 def main(config: Config) -> dict:
-    """Run the sweep; returns (and writes to `metrics.json`) every record, the
-    tables and the environment."""
+    """Run the sweep; returns (and writes to `metrics.json`) every record and the
+    environment."""
     for spec in (
         *config.solvers,
         *config.float64_solvers,
         *config.window_sweep_solvers,
     ):
         parse_solver(spec)
-    config, run_dir = _run.start_run(config, "gradient_accuracy", QUICK)
+    config, run = _run.start_run(config, "gradient_accuracy", QUICK)
     started = time.perf_counter()
     rows, sweep = [], []
     for dtype in config.dtypes:
-        kwargs = dict(dtype=dtype, config=_json_config(config))
+        kwargs = dict(dtype=dtype, config=dataclasses.asdict(config))
         env = {"JAX_ENABLE_X64": "1" if dtype == "float64" else "0"}
-        here = os.path.abspath(__file__)
-        rows += ltc_jax.call_in_subprocess(f"{here}:run_dtype", kwargs, env=env)
-        sweep += ltc_jax.call_in_subprocess(f"{here}:run_window_sweep", kwargs, env=env)
-    metrics = dict(
-        records=rows,
-        window_sweep=sweep,
-        table=format_table(rows, config),
-        seconds=time.perf_counter() - started,
-    )
-    metrics = _run.finish(
-        run_dir,
-        metrics,
-        lambda m: (
-            f"{m['table']}\n\n{format_sweep(sweep, config)}\n\n"
-            f"Total {m['seconds']:.0f} s"
-        ),
-    )
-    plot(rows, sweep, config, os.path.join(run_dir, "gradient_accuracy.png"))
-    return metrics
-
-
-def _json_config(config: Config) -> dict:
-    return {
-        k: list(v) if isinstance(v, tuple) else v
-        for k, v in dataclasses.asdict(config).items()
-    }
-
-
-def _cell(row: dict, mode: str) -> str:
-    status = row[f"{mode}_status"]
-    if status == "forward failed":
-        return "fwd fail"
-    if status == "exact gradient non-finite":
-        return "exact nan"
-    if status == f"{mode} non-finite":
-        return "NaN *"
-    error = f"{row[f'{mode}_relative_error']:.1e}"
-    return error + (" *" if status == f"{mode} fails" else "")
-
-
-def format_table(rows: list[dict], config: Config) -> str:
-    """Relative error of the backsolve and windowed gradients against exact
-    backpropagation, one line per (typical tau, precision, solver, mode), one
-    column per horizon; the windowed adjoint's number of windows in brackets."""
-    horizons = list(config.horizons)
-    head = f"{'tau (s)':>7}  {'dtype':<7}  {'solver':<12}  {'mode':<9}" + "".join(
-        f"  {f'T={k:g} tau':>16}" for k in horizons
-    )
-    lines = [
-        "Relative error of the continuous adjoint's gradient against exact "
-        "backpropagation through the same discrete solve",
-        f"(* = failure: non-finite, or error above {config.failure_error:g}; "
-        "'fwd fail' = the forward solve itself failed; [K] = windows)",
-        head,
-    ]
-    keys = list(
-        dict.fromkeys((r["typical_tau_seconds"], r["dtype"], r["solver"]) for r in rows)
-    )
-    for tau, dtype, solver in keys:
-        group = {
-            r["horizon_taus"]: r
-            for r in rows
-            if (r["typical_tau_seconds"], r["dtype"], r["solver"])
-            == (tau, dtype, solver)
-        }
-        for mode in ("backsolve", "windowed"):
-
-            def cell(k, mode=mode, group=group):
-                if k not in group:
-                    return "-"
-                text = _cell(group[k], mode)
-                return f"{text} [{group[k]['windows']}]" if mode == "windowed" else text
-
-            lines.append(
-                f"{tau:>7g}  {dtype:<7}  {solver:<12}  {mode:<9}"
-                + "".join(f"  {cell(k):>16}" for k in horizons)
+        for into, function in ((rows, "run_dtype"), (sweep, "run_window_sweep")):
+            into += ltc_jax.measure.call_in_subprocess(
+                f"experiments.gradient_accuracy:{function}", kwargs, env=env
             )
-    return "\n".join(lines)
-
-
-def format_sweep(sweep: list[dict], config: Config) -> str:
-    """The windowed adjoint's error against its number of windows."""
-    if not sweep:
-        return ""
-    first = sweep[0]
-    return (
-        f"Windowed adjoint at T = {first['horizon_taus']:g} typical taus "
-        f"(typical tau {first['typical_tau_seconds']:g} s): relative gradient error "
-        "against the number of windows (* = the derived default)\n"
-        + _report.format_table(
-            sweep,
-            [
-                ("dtype", lambda r: r["dtype"]),
-                ("solver", lambda r: r["solver"]),
-                ("windows", lambda r: f"{r['windows']}{' *' if r['default'] else ''}"),
-                ("error", lambda r: _report.error(r["relative_error"])),
-            ],
-        )
-    )
-
-
-def plot(rows: list[dict], sweep: list[dict], config: Config, path: str) -> None:
-    """Error against horizon, one panel per (typical tau, precision), one line per
-    solver and mode (backsolve solid, windowed dashed), failures as crosses at the
-    top; last panel: the windowed adjoint's error against its windows."""
-    plt = _report.pyplot()
-
-    taus, dtypes = list(config.typical_taus), list(config.dtypes)
-    figure, axes = plt.subplots(
-        len(taus) + 1,
-        len(dtypes),
-        figsize=(5.5 * len(dtypes), 3.6 * (len(taus) + 1)),
-        squeeze=False,
-    )
-    ceiling = 1e3
-    for i, tau in enumerate(taus):
-        for j, dtype in enumerate(dtypes):
-            axis = axes[i][j]
-            panel = [
-                r
-                for r in rows
-                if r["typical_tau_seconds"] == tau and r["dtype"] == dtype
-            ]
-            for n, solver in enumerate(dict.fromkeys(r["solver"] for r in panel)):
-                points = sorted(
-                    (r["horizon_taus"], r) for r in panel if r["solver"] == solver
-                )
-                ks = [k for k, _ in points]
-                for mode, style in (("backsolve", "o-"), ("windowed", "s--")):
-                    errors = [
-                        math.nan
-                        if r[f"{mode}_relative_error"] is None
-                        else r[f"{mode}_relative_error"]
-                        for _, r in points
-                    ]
-                    axis.loglog(
-                        ks,
-                        np.minimum(errors, ceiling),
-                        style,
-                        color=f"C{n}",
-                        label=f"{solver} {mode}",
-                    )
-                    failed = [
-                        k
-                        for k, r in points
-                        if r[f"{mode}_relative_error"] is None
-                        and r[f"{mode}_status"] != "forward failed"
-                    ]
-                    axis.plot(failed, [ceiling] * len(failed), "x", ms=9, color=f"C{n}")
-            axis.axhline(config.failure_error, color="red", lw=0.8, ls=":")
-            axis.set_title(f"typical tau {tau:g} s, {dtype}", fontsize=10)
-            axis.set_xlabel("horizon (typical taus)")
-            axis.set_ylabel("relative gradient error")
-            axis.legend(fontsize=6, ncol=2)
-    for j, dtype in enumerate(dtypes):
-        axis = axes[-1][j]
-        for n, solver in enumerate(dict.fromkeys(r["solver"] for r in sweep)):
-            points = [r for r in sweep if r["solver"] == solver and r["dtype"] == dtype]
-            axis.loglog(
-                [r["windows"] for r in points],
-                [
-                    math.nan if r["relative_error"] is None else r["relative_error"]
-                    for r in points
-                ],
-                "o-",
-                color=f"C{n}",
-                label=solver,
-            )
-        axis.set_title(f"windowed, longest horizon, {dtype}", fontsize=10)
-        axis.set_xlabel("windows")
-        axis.set_ylabel("relative gradient error")
-        axis.legend(fontsize=7)
-    figure.suptitle(
-        "continuous adjoint vs exact backpropagation on the ECG "
-        f"(x at {ceiling:g}: non-finite; red: failure threshold)",
-        fontsize=10,
-    )
-    _report.save_figure(figure, path)
+    seconds = time.perf_counter() - started
+    return run.finish(dict(records=rows, window_sweep=sweep, seconds=seconds))
 
 
 if __name__ == "__main__":

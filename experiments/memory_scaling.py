@@ -6,16 +6,17 @@ Task: an LTC reads a window of one ECG lead (millivolts, time in seconds) and
 forecasts the signal `horizon_seconds` after the window's end; windows grow with the
 number of steps (one fixed RK4 step per 1/360 s sample). Each configuration that
 runs a training step is measured in its own process
-([`ltc_jax.call_in_subprocess`][]), at every size, `--quick` included, so that its
-runtime peak is its own; the compile-only estimates and the mixed-precision
+([`ltc_jax.measure.call_in_subprocess`][]), at every size, `--quick` included, so
+that its runtime peak is its own; the compile-only estimates and the mixed-precision
 comparison (compiled memory and one gradient, no runtime peak) run in this one.
 
     python -m experiments.memory_scaling          # default size, ~11 min on 2 cores
     python -m experiments.memory_scaling --quick    # smoke test, ~2 min on 2 cores
 
 Writes `results/memory_scaling/<run>/`: `config.json`, `records/*.json` (one per
-measured or estimated configuration), `metrics.json` (all records, the tables and
-the environment), `memory_scaling.png`, and prints the tables.
+measured or estimated configuration), `metrics.json` (all records and the
+environment), `report.txt` with the tables and `memory_scaling.png`
+(`experiments._report`), and prints the tables.
 """
 
 import dataclasses
@@ -38,11 +39,6 @@ from experiments import _problems, _report, _run
 
 Mode = Literal["full", "checkpoint", "backsolve", "windowed", "direct"]
 SAMPLE_RATE_HZ = _problems.SAMPLE_RATE_HZ
-GIB = _report.GIB
-# A window of n sample intervals takes ceil(duration / dt0) steps; a step a hair
-# longer than one sample keeps float32 rounding of the sample times (absolute
-# times near 300 s, hundreds of float32 epsilons) from adding a step.
-STEP_SLACK = 1.0 + 1e-6
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,33 +121,7 @@ QUICK = dict(
 )
 
 
-# --- the problem -----------------------------------------------------------------
-
-
-def make_problem(
-    steps: int,
-    *,
-    batch_size: int,
-    hidden_size: int,
-    horizon_seconds: float,
-    seed: int,
-    dtype: str = "float32",
-    interpolation: str = "linear",
-    matmul_dtype: str | None = None,
-) -> tuple[ltc_jax.LTC, ltc_jax.Batch]:
-    """The model and a batch of ECG forecasting windows of `steps + 1` samples
-    (`_problems.ecg_problem`), the target `horizon_seconds` past each window;
-    `matmul_dtype` for mixed precision (`ltc_jax.LTC`'s)."""
-    return _problems.ecg_problem(
-        steps + 1,
-        batch_size=batch_size,
-        hidden_size=hidden_size,
-        horizon=max(1, round(horizon_seconds * SAMPLE_RATE_HZ)),
-        seed=seed,
-        dtype=dtype,
-        interpolation=interpolation,
-        matmul_dtype=matmul_dtype,
-    )
+# --- the configurations -------------------------------------------------------------
 
 
 def float32_model(hidden_size: int, seed: int) -> ltc_jax.LTC:
@@ -167,57 +137,54 @@ def mode_options(mode: str, option: int | None) -> dict:
     return {} if name is None else {name: option}
 
 
-def fixed_integrator(
-    solver: str, mode: str, steps: int, option: int | None, rate_hz: float
-) -> ltc_jax.Integrator:
-    """Fixed steps of one sample (1 / rate_hz seconds); `max_steps` is exactly the
-    steps taken."""
-    return ltc_jax.make_integrator(
-        solver,
-        mode,
-        dt0=STEP_SLACK / rate_hz,
-        max_steps=steps,
-        **mode_options(mode, option),
-    )
+def mode_label(mode: str, option: int | None) -> str:
+    if mode in ("checkpoint", "windowed"):
+        return f"{mode} ({'default' if option is None else option})"
+    return mode
 
 
 def default_checkpoints(max_steps: int) -> int:
     """Checkpoints diffrax stores by default: the least `c` with
     `2 * max_steps < (c + 1) * (c + 2)`, about `sqrt(2 * max_steps)` (Stumm and
     Walther 2010, Eq. 2.2, as `equinox.internal.checkpointed_while_loop` uses it)."""
-    if max_steps == 1:
-        return 1
     c = 1
-    while 2 * max_steps >= (c + 1) * (c + 2):
+    while max_steps > 1 and 2 * max_steps >= (c + 1) * (c + 2):
         c += 1
     return c
 
 
-# --- one configuration (run in its own process) ------------------------------------
+def stored_checkpoints(
+    mode: str, option: int | None, max_steps: int, windows: int | None = None
+) -> int | None:
+    """Copies of the solver state that a mode stores for a solve: every step
+    (`full`), its checkpoints (`checkpoint`), or the state at each window's end
+    (`windowed`: `windows - 1`)."""
+    if mode == "checkpoint":
+        requested = default_checkpoints(max_steps) if option is None else option
+        return min(requested, max_steps)
+    return {"full": max_steps, "windowed": (windows or 1) - 1}.get(mode)
 
 
-def reference_gradient(
-    steps: int, problem: dict, substeps: int, out_file: str, interpolation: str
-) -> dict:
-    """The float64 gradient of exact backpropagation through RK4 with `substeps`
-    steps per sample (a discretisation error `substeps**4` times smaller than the
-    measured runs'), saved flat to `out_file` (`.npy`).
+def input_bytes(batch: ltc_jax.Batch) -> int:
+    leaves = jax.tree.leaves(batch.path)
+    return int(sum(math.prod(x.shape) * jnp.dtype(x.dtype).itemsize for x in leaves))
 
-    Computed with checkpointing, which gives the same numbers as full storage
-    (both backpropagate through the same discrete solve) in a fraction of the
-    memory."""
-    with jax.enable_x64(True):
-        model, batch = make_problem(
-            steps, **problem, dtype="float64", interpolation=interpolation
-        )
-        integrator = ltc_jax.make_integrator(
-            "rk4",
-            "checkpoint",
-            dt0=STEP_SLACK / (substeps * SAMPLE_RATE_HZ),
-            max_steps=substeps * steps,
-        )
-        record = _problems.save_reference_gradient(model, batch, integrator, out_file)
-    return dict(record, steps=steps)
+
+def reference_problem(steps: int, problem: dict, substeps: int, interpolation: str):
+    """The float64 problem of the reference gradient: exact backpropagation
+    through RK4 with `substeps` steps per sample (a discretisation error
+    `substeps**4` times smaller than the measured runs'). Checkpointing gives the
+    same numbers as full storage (both backpropagate through the same discrete
+    solve) in a fraction of the memory."""
+    model, batch = _problems.ecg_problem(
+        steps + 1, **problem, dtype="float64", interpolation=interpolation
+    )
+    rate = substeps * SAMPLE_RATE_HZ
+    return (
+        model,
+        batch,
+        _problems.ecg_integrator("rk4", "checkpoint", substeps * steps, rate),
+    )
 
 
 def measure_configuration(
@@ -227,42 +194,37 @@ def measure_configuration(
     solver: str,
     problem: dict,
     timed_steps: int,
-    reference_file: str | None,
+    reference: list[float],
     rtol: float | None = None,
     max_steps: int = 4_096,
     count_evaluations: bool = True,
 ) -> dict:
-    """Measure one gradient mode on windows of `steps + 1` samples: the
-    [`ltc_jax.Measurement`][] as a dict, with the input's size and the number of
-    stored states.
+    """Measure one gradient mode on windows of `steps + 1` samples (in a fresh
+    process): the [`ltc_jax.measure.Measurement`][] as a dict, with the input's
+    size and the number of stored states.
 
     Fixed steps of one sample by default (`max_steps` is then the number of
     samples less one); with `rtol`, adaptive steps (atol = rtol / 100, at most
     `max_steps`) on the cubic interpolation of the samples, so the controller
     chooses the steps."""
-    model, batch = make_problem(
-        steps, **problem, interpolation="linear" if rtol is None else "cubic"
+    model, batch = _problems.ecg_problem(
+        steps + 1, **problem, interpolation="linear" if rtol is None else "cubic"
     )
+    options = mode_options(mode, option)
     if rtol is None:
-        integrator = fixed_integrator(solver, mode, steps, option, SAMPLE_RATE_HZ)
+        integrator = _problems.ecg_integrator(solver, mode, steps, **options)
     else:
         integrator = ltc_jax.make_integrator(
-            solver,
-            mode,
-            rtol=rtol,
-            atol=rtol / 100,
-            max_steps=max_steps,
-            **mode_options(mode, option),
+            solver, mode, rtol=rtol, atol=rtol / 100, max_steps=max_steps, **options
         )
-    reference = None if reference_file is None else np.load(reference_file)
     # The first run (which gives the runtime peak) is the warm-up.
-    measurement = ltc_jax.measure(
+    measurement = ltc_jax.measure.measure(
         model,
         batch,
         integrator,
         warmup_steps=0,
         timed_steps=timed_steps,
-        reference_gradient=reference,
+        reference_gradient=np.asarray(reference),
         count_evaluations=count_evaluations,
     )
     return dict(
@@ -272,39 +234,39 @@ def measure_configuration(
         stored_checkpoints=stored_checkpoints(
             mode, option, integrator.max_steps, measurement.windows
         ),
-        input_bytes=_input_bytes(batch),
+        input_bytes=input_bytes(batch),
         hidden_size=problem["hidden_size"],
         process_id=os.getpid(),
     )
 
 
 def estimate_configuration(
-    mode: str,
-    option: int | None,
-    steps: int,
-    solver: str,
-    batch_size: int,
-    hidden_size: int,
-    rate_hz: float,
+    mode: str, option: int | None, steps: int, config: Config, rate_hz: float
 ) -> dict:
-    """Compile (never run) one training step on an input of `steps + 1` samples at
-    `rate_hz`, and read its memory. The input is abstract (`jax.ShapeDtypeStruct`),
-    an argument of the step, so building the path costs nothing here. Mode
-    `"backsolve-naive"` is diffrax's `BacksolveAdjoint` with the observations among
-    its differentiable `args`, as a plain diffrax user would write it."""
-    times = steps + 1
-    model = float32_model(hidden_size, 0)
-    batch = ltc_jax.abstract_batch(batch_size, times, 1, output_size=1)
+    """Compile (never run) one RK4 training step on an input of `steps + 1`
+    samples at `rate_hz`, and read its memory. The input is abstract
+    (`jax.ShapeDtypeStruct`), an argument of the step, so building the path costs
+    nothing here. Mode `"backsolve-naive"` is diffrax's `BacksolveAdjoint` with the
+    observations among its differentiable `args`, as a plain diffrax user would
+    write it."""
+    model = float32_model(config.hidden_size, 0)
+    batch = ltc_jax.measure.abstract_batch(
+        config.batch_size, steps + 1, 1, output_size=1
+    )
     start = time.perf_counter()
-    if mode == "backsolve-naive":
-        fn, args = _naive_backsolve_gradient(solver, steps, rate_hz), (model, batch)
-    else:
-        integrator = fixed_integrator(solver, mode, steps, option, rate_hz)
-        integrator, fn, args = _train_step(model, batch, integrator, steps / rate_hz)
-    memory = ltc_jax.compiled_memory(fn, *args)
     windows = None
-    if mode == "windowed":
-        windows = integrator.adjoint.windows
+    if mode == "backsolve-naive":
+        fn, args = _naive_backsolve_gradient(steps, rate_hz), (model, batch)
+    else:
+        integrator = _problems.ecg_integrator(
+            "rk4", mode, steps, rate_hz, **mode_options(mode, option)
+        )
+        integrator, fn, opt_state = _problems.train_step(
+            model, integrator, steps / rate_hz
+        )
+        args = (model, opt_state, batch)
+        windows = integrator.adjoint.windows if mode == "windowed" else None
+    memory = ltc_jax.measure.compiled_memory(fn, *args)
     return dict(
         kind="estimated",
         label=mode_label(mode, option),
@@ -314,128 +276,83 @@ def estimate_configuration(
         stored_checkpoints=stored_checkpoints(mode, option, steps, windows),
         num_steps=steps,
         max_steps=steps,
-        num_observations=times,
-        batch_size=batch_size,
-        hidden_size=hidden_size,
+        num_observations=steps + 1,
+        batch_size=config.batch_size,
+        hidden_size=config.hidden_size,
         rate_hz=rate_hz,
-        input_bytes=_input_bytes(batch),
+        input_bytes=input_bytes(batch),
         compile_seconds=time.perf_counter() - start,
         **(memory.asdict() if memory is not None else {}),
+        **{
+            f"fits_{budget:g}_gib": memory.peak_bytes <= budget * _report.GIB
+            for budget in config.budgets_gib
+        },
     )
 
 
 def precision_configuration(
-    mode: str, matmul_dtype: str | None, steps: int, problem: dict, reference_file: str
+    mode: str, matmul_dtype: str | None, steps: int, problem: dict, reference
 ) -> dict:
     """One gradient mode with the gate's products in `matmul_dtype` (`None`:
     float32 throughout): the compiled training step's memory (never run) and the
     gradient's error against the float64 reference."""
-    model, batch = make_problem(steps, **problem, matmul_dtype=matmul_dtype)
-    integrator = fixed_integrator("rk4", mode, steps, None, SAMPLE_RATE_HZ)
-    integrator, step, args = _train_step(
-        model, batch, integrator, steps / SAMPLE_RATE_HZ
+    model, batch = _problems.ecg_problem(
+        steps + 1, **problem, matmul_dtype=matmul_dtype
     )
-    memory = ltc_jax.compiled_memory(step, *args)
-    gradient = ltc_jax.loss_gradient(model, batch, integrator)
-    error = ltc_jax.gradient_relative_error(gradient, np.load(reference_file))
+    integrator = _problems.ecg_integrator("rk4", mode, steps)
+    horizon = steps / SAMPLE_RATE_HZ
+    integrator, step, opt_state = _problems.train_step(model, integrator, horizon)
+    memory = ltc_jax.measure.compiled_memory(step, model, opt_state, batch)
+    gradient = ltc_jax.measure.loss_gradient(model, batch, integrator)
     return dict(
         kind="precision",
         label=mode_label(mode, None),
         gradient_mode=mode,
         matmul_dtype=matmul_dtype or "float32",
         num_steps=steps,
-        gradient_relative_error=error,
+        gradient_relative_error=ltc_jax.measure.gradient_relative_error(
+            gradient, reference
+        ),
         **(memory.asdict() if memory is not None else {}),
     )
 
 
-def _train_step(model, batch, integrator, horizon: float):
-    """A training step of `model` on `batch` (Adam) and its arguments, with the
-    windowed adjoint's default windows for `horizon` seconds as `ltc_jax.fit`
-    would derive them: `(integrator, step, (model, opt_state, batch))`."""
-    integrator = ltc_jax.resolve_windows(
-        integrator, model.cell, horizon, dtype=jnp.float32
-    )
-    optimizer = ltc_jax.make_optimizer(1e-3, 1)
-    opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
-    step = ltc_jax.make_train_step(optimizer, integrator)
-    return integrator, step, (model, opt_state, batch)
-
-
-def _naive_backsolve_gradient(solver: str, steps: int, rate_hz: float):
+def _naive_backsolve_gradient(steps: int, rate_hz: float):
     def loss(model, batch):
-        path = jax.lax.stop_gradient(batch.path)
         sol = diffrax.diffeqsolve(
             diffrax.ODETerm(model.cell),
-            ltc_jax.make_solver(solver),
+            ltc_jax.make_solver("rk4"),
             # float32 times, like the data, whatever JAX's default float.
             t0=jnp.asarray(0.0, jnp.float32),
             t1=jnp.asarray(steps / rate_hz, jnp.float32),
             dt0=jnp.asarray(1.0 / rate_hz, jnp.float32),
             y0=jnp.zeros((batch.labels.shape[0], model.hidden_size), jnp.float32),
-            args=path,
+            args=jax.lax.stop_gradient(batch.path),
             adjoint=diffrax.BacksolveAdjoint(),
             max_steps=steps,
         )
-        outputs = model.outputs(sol.ys[-1])
-        return jnp.mean((outputs - batch.labels) ** 2)
+        return jnp.mean((model.outputs(sol.ys[-1]) - batch.labels) ** 2)
 
     return eqx.filter_grad(loss)
-
-
-def _input_bytes(batch: ltc_jax.Batch) -> int:
-    leaves = jax.tree.leaves(batch.path)
-    return int(sum(math.prod(x.shape) * jnp.dtype(x.dtype).itemsize for x in leaves))
-
-
-def mode_label(mode: str, option: int | None) -> str:
-    if mode in ("checkpoint", "windowed"):
-        return f"{mode} ({'default' if option is None else option})"
-    return mode
-
-
-def stored_checkpoints(
-    mode: str, option: int | None, max_steps: int, windows: int | None = None
-) -> int | None:
-    """Copies of the solver state that a mode stores for a solve: every step
-    (`full`), its checkpoints (`checkpoint`), or the state at each window's end
-    (`windowed`: `windows - 1`)."""
-    if mode == "full":
-        return max_steps
-    if mode == "checkpoint":
-        requested = default_checkpoints(max_steps) if option is None else option
-        return min(requested, max_steps)
-    if mode == "windowed":
-        return windows - 1
-    return None
 
 
 # --- the two demonstrations done in this process -----------------------------------
 
 
-def adaptive_max_steps_demo(config: Config) -> list[dict]:
+def adaptive_max_steps_demo(config: Config, problem: dict) -> list[dict]:
     """An adaptive solve that takes ~20 steps, compiled for growing `max_steps`:
     `full` and `checkpoint` memory follow `max_steps`, not the steps taken (the
     solve, and so the steps it takes, is the same for every `max_steps`)."""
     steps = round(config.adaptive_window_seconds * SAMPLE_RATE_HZ)
-    model, batch = make_problem(
-        steps,
-        batch_size=config.batch_size,
-        hidden_size=config.hidden_size,
-        horizon_seconds=config.horizon_seconds,
-        seed=config.seed,
-        interpolation="cubic",
-    )
-    optimizer = ltc_jax.make_optimizer(1e-3, 1)
-    opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
+    model, batch = _problems.ecg_problem(steps + 1, **problem, interpolation="cubic")
     rows = []
     for max_steps in config.adaptive_max_steps:
         for mode in ("full", "checkpoint"):
             integrator = ltc_jax.make_integrator(
                 "tsit5", mode, rtol=1e-3, atol=1e-4, max_steps=max_steps
             )
-            step = ltc_jax.make_train_step(optimizer, integrator)
-            memory = ltc_jax.compiled_memory(step, model, opt_state, batch)
+            _, step, opt_state = _problems.train_step(model, integrator)
+            memory = ltc_jax.measure.compiled_memory(step, model, opt_state, batch)
             rows.append(
                 dict(
                     gradient_mode=mode,
@@ -446,7 +363,8 @@ def adaptive_max_steps_demo(config: Config) -> list[dict]:
                 )
             )
     # The steps taken, from one forward solve (the largest max_steps allows it).
-    _, metrics = eqx.filter_jit(ltc_jax.loss_and_metrics)(model, batch, integrator)
+    loss = eqx.filter_jit(ltc_jax.training.SupervisedLoss())
+    _, metrics = loss(model, batch, integrator)
     for row in rows:
         row["num_steps"] = int(metrics["num_steps"])
         row["num_rejected_steps"] = int(metrics["num_rejected_steps"])
@@ -469,20 +387,20 @@ def saves_versus_steps(config: Config) -> list[dict]:
         ts = jnp.asarray(ts_all[index], jnp.float32)
         xs = np.tile(millivolts[index][None, :, None], (config.batch_size, 1, 1))
         path = ltc_jax.InputPath(ts, jnp.asarray(xs, jnp.float32))
+        save = "observations" if saves > 1 else "final"
         for mode in [m for m in config.modes if m != "direct"]:
-            integrator = fixed_integrator("rk4", mode, steps, None, SAMPLE_RATE_HZ)
             # The windowed adjoint's default windows, as ltc_jax.fit derives them.
-            integrator = ltc_jax.resolve_windows(
-                integrator, model.cell, float(ts[-1] - ts[0]), dtype=jnp.float32
+            integrator = ltc_jax.training.resolve_windows(
+                _problems.ecg_integrator("rk4", mode, steps),
+                model.cell,
+                float(ts[-1] - ts[0]),
+                dtype=jnp.float32,
             )
 
-            save = "observations" if saves > 1 else "final"
-
             def loss(model, path, integrator=integrator, save=save):
-                outputs = model(path, integrator=integrator, save=save)
-                return jnp.mean(outputs**2)
+                return jnp.mean(model(path, integrator=integrator, save=save) ** 2)
 
-            memory = ltc_jax.compiled_memory(eqx.filter_grad(loss), model, path)
+            memory = ltc_jax.measure.compiled_memory(eqx.filter_grad(loss), model, path)
             rows.append(
                 dict(
                     gradient_mode=mode,
@@ -499,10 +417,10 @@ def saves_versus_steps(config: Config) -> list[dict]:
 
 
 def main(config: Config) -> dict:
-    """Run the experiment; returns (and writes to `metrics.json`) every record, the
-    tables and the environment."""
-    config, run_dir = _run.start_run(config, "memory_scaling", QUICK)
-    os.makedirs(os.path.join(run_dir, "records"))
+    """Run the experiment; returns (and writes to `metrics.json`) every record and
+    the environment."""
+    config, run = _run.start_run(config, "memory_scaling", QUICK)
+    os.makedirs(run.path("records"))
     started = time.perf_counter()
     extra = {"checkpoint": config.checkpoints, "windowed": config.windows}
     variants = [
@@ -510,122 +428,84 @@ def main(config: Config) -> dict:
         for mode in config.modes
         for option in (None, *extra.get(mode, ()))
     ]
-
-    def measured_variants(steps):
-        # `checkpoints >= steps` stores every step: the same program as full.
-        return [(m, c) for m, c in variants if c is None or c < steps]
-
     problem = dict(
         batch_size=config.batch_size,
         hidden_size=config.hidden_size,
-        horizon_seconds=config.horizon_seconds,
+        horizon=max(1, round(config.horizon_seconds * SAMPLE_RATE_HZ)),
         seed=config.seed,
     )
+    references = {}
 
-    def measure(mode, option, steps, solver, reference_file, **options) -> dict:
-        # `measure_configuration` in its own process.
-        return _call(
-            "measure_configuration",
-            dict(
-                problem=problem,
-                mode=mode,
-                option=option,
+    def reference(steps, interpolation="linear"):
+        # The float64 reference gradient of a size, computed once.
+        if (steps, interpolation) not in references:
+            references[steps, interpolation] = _problems.float64_gradient(
+                "experiments.memory_scaling:reference_problem",
                 steps=steps,
-                solver=solver,
-                timed_steps=config.timed_steps,
-                reference_file=reference_file,
-                **options,
-            ),
-        )
+                problem=problem,
+                substeps=config.reference_substeps,
+                interpolation=interpolation,
+            )
+        return references[steps, interpolation]
 
-    def keep(into: list, record: dict) -> None:
+    def keep(into: list, record: dict, write: bool = True) -> None:
         # Add the record to its list, write it to records/ and print its line.
         into.append(record)
-        _write_record(run_dir, record)
-        print(_progress(record))
+        name = f"{record['kind']}-{record['label']}-{record['num_steps']}"
+        name += f"-{record['matmul_dtype']}" if "matmul_dtype" in record else ""
+        name = name.replace(" ", "_").replace("(", "").replace(")", "")
+        if write:
+            _run.write_json(run.path("records", name + ".json"), record)
+        line = f"{record['kind']:>9} {record['label']:<20} {record['num_steps']:>9} "
+        line += f"steps  temp {_report.mib(record['temp_bytes'])} MiB"
+        if "gradient_relative_error" in record:
+            line += f"  grad error {_report.error(record['gradient_relative_error'])}"
+        print(line)
 
-    records = []
+    def measure(mode, option, steps, solver, interpolation="linear", **options):
+        # `measure_configuration` in its own process, so that its runtime peak is
+        # its own (at every size, `--quick` included).
+        kwargs = dict(mode=mode, option=option, steps=steps, solver=solver)
+        kwargs.update(problem=problem, timed_steps=config.timed_steps, **options)
+        kwargs["reference"] = reference(steps, interpolation).tolist()
+        return ltc_jax.measure.call_in_subprocess(
+            "experiments.memory_scaling:measure_configuration", kwargs
+        )
+
+    records, adaptive_cost, estimates, window_memory, precision = [], [], [], [], []
     for steps in config.steps:
-        reference_file = os.path.join(run_dir, "records", f"reference-{steps}.npy")
-        reference = _reference(config, problem, steps, reference_file)
-        print(f"reference gradient, {steps} steps: {reference['seconds']:.1f} s")
-        for mode, option in measured_variants(steps):
+        # `checkpoints >= steps` stores every step: the same program as full.
+        for mode, option in [(m, c) for m, c in variants if c is None or c < steps]:
             count = steps <= config.count_evaluations_up_to
-            record = measure(
-                mode, option, steps, "rk4", reference_file, count_evaluations=count
-            )
-            keep(records, record)
-
-    adaptive_cost = []
+            keep(records, measure(mode, option, steps, "rk4", count_evaluations=count))
     if config.cost_window_seconds > 0:
         steps = round(config.cost_window_seconds * SAMPLE_RATE_HZ)
-        reference_file = os.path.join(run_dir, "records", "reference-adaptive.npy")
-        _reference(config, problem, steps, reference_file, interpolation="cubic")
         for mode in config.modes:
             record = measure(
-                mode,
-                None,
-                steps,
-                config.cost_solver,
-                reference_file,
-                rtol=config.cost_rtol,
+                mode, None, steps, config.cost_solver, "cubic", rtol=config.cost_rtol
             )
             keep(adaptive_cost, record)
-
-    estimates = []
     for steps in config.estimate_steps:
         for mode, option in [*variants, ("backsolve-naive", None)]:
-            record = estimate_configuration(
-                mode,
-                option,
-                steps,
-                "rk4",
-                config.batch_size,
-                config.hidden_size,
-                config.estimate_rate_hz,
-            )
-            for budget in config.budgets_gib:
-                record[f"fits_{budget:g}_gib"] = record["peak_bytes"] <= budget * GIB
-            keep(estimates, record)
-
-    window_memory = []
+            rate = config.estimate_rate_hz
+            keep(estimates, estimate_configuration(mode, option, steps, config, rate))
     if "windowed" in config.modes:
         for count in config.window_memory_counts:
+            steps = config.window_memory_steps
             record = estimate_configuration(
-                "windowed",
-                count,
-                config.window_memory_steps,
-                "rk4",
-                config.batch_size,
-                config.hidden_size,
-                SAMPLE_RATE_HZ,
+                "windowed", count, steps, config, SAMPLE_RATE_HZ
             )
-            window_memory.append(record)
-            print(_progress(record))
-
-    precision = []
+            keep(window_memory, record, write=False)
     if config.precision_steps:
         steps = config.precision_steps
-        reference_file = os.path.join(run_dir, "records", f"reference-{steps}.npy")
-        if not os.path.isfile(reference_file):
-            _reference(config, problem, steps, reference_file)
         for mode in config.precision_modes:
             for matmul_dtype in (None, "bfloat16"):
                 # Compiled memory and a gradient, no runtime peak: as the estimates,
                 # in this process.
                 record = precision_configuration(
-                    mode, matmul_dtype, steps, problem, reference_file
+                    mode, matmul_dtype, steps, problem, reference(steps)
                 )
-                precision.append(record)
-                _write_record(run_dir, record)
-                print(
-                    f"precision {record['label']:<12} {record['matmul_dtype']:<9}"
-                    f"  temp {_mib(record['temp_bytes'])} MiB  grad error "
-                    f"{_error(record['gradient_relative_error'])}"
-                )
-
-    adaptive = adaptive_max_steps_demo(config) if config.adaptive_max_steps else []
-    saves = saves_versus_steps(config) if config.saves else []
+                keep(precision, record)
 
     metrics = dict(
         records=records,
@@ -633,66 +513,15 @@ def main(config: Config) -> dict:
         window_memory=window_memory,
         window_memory_law=window_memory_law(window_memory),
         adaptive_cost=adaptive_cost,
-        adaptive_max_steps=adaptive,
-        saves_versus_steps=saves,
+        adaptive_max_steps=adaptive_max_steps_demo(config, problem)
+        if config.adaptive_max_steps
+        else [],
+        saves_versus_steps=saves_versus_steps(config) if config.saves else [],
         precision=precision,
-        cost_ratios=cost_ratios(records),
         reductions=reductions(estimates),
         seconds=time.perf_counter() - started,
     )
-    metrics = _run.finish(run_dir, metrics, lambda m: format_report(m, config))
-    plot(metrics, config, os.path.join(run_dir, "memory_scaling.png"))
-    return metrics
-
-
-def _progress(r: dict) -> str:
-    line = f"{r['kind']:>9} {r['label']:<20} {r['num_steps']:>9} steps"
-    line += f"  temp {_mib(r['temp_bytes'])} MiB"
-    if r["kind"] != "estimated":
-        line += f"  step {r['step_seconds']:.3f} s"
-        line += f"  grad error {_error(r['gradient_relative_error'])}"
-    return line
-
-
-def _reference(config, problem, steps, out_file, interpolation="linear") -> dict:
-    """The float64 reference gradient of a size, in a float64 process."""
-    kwargs = dict(
-        steps=steps,
-        problem=problem,
-        substeps=config.reference_substeps,
-        out_file=out_file,
-        interpolation=interpolation,
-    )
-    return _call("reference_gradient", kwargs, env={"JAX_ENABLE_X64": "1"})
-
-
-def _call(function: str, kwargs: dict, env: dict | None = None):
-    """`function(**kwargs)` in a fresh process, so that its runtime peak is its own
-    (at every size, `--quick` included)."""
-    return ltc_jax.call_in_subprocess(
-        f"{os.path.abspath(__file__)}:{function}", kwargs, env=env
-    )
-
-
-def _write_record(run_dir: str, record: dict) -> None:
-    name = f"{record['kind']}-{record['label']}-{record['num_steps']}"
-    if "matmul_dtype" in record:  # the precision comparison: one per dtype
-        name += f"-{record['matmul_dtype']}"
-    name = name.replace(" ", "_").replace("(", "").replace(")", "")
-    _run.write_json(os.path.join(run_dir, "records", name + ".json"), record)
-
-
-def cost_ratios(records: list[dict]) -> list[dict]:
-    """Backward/forward time and evaluation ratios per mode, at each measured size."""
-    return [
-        dict(
-            label=r["label"],
-            num_steps=r["num_steps"],
-            backward_forward_time_ratio=r["backward_forward_time_ratio"],
-            backward_forward_evaluation_ratio=r["backward_forward_evaluation_ratio"],
-        )
-        for r in records
-    ]
+    return run.finish(metrics)
 
 
 def window_memory_law(rows: list[dict]) -> dict | None:
@@ -720,260 +549,16 @@ def reductions(estimates: list[dict]) -> list[dict]:
         if "full" not in at:
             continue
         for label, e in at.items():
+            full_over_this = at["full"]["temp_bytes"] / max(e["temp_bytes"], 1)
             rows.append(
                 dict(
                     num_steps=steps,
                     label=label,
                     temp_bytes=e["temp_bytes"],
-                    full_over_this=at["full"]["temp_bytes"] / max(e["temp_bytes"], 1),
+                    full_over_this=full_over_this,
                 )
             )
     return rows
-
-
-# --- report --------------------------------------------------------------------------
-
-
-_mib = _report.mib
-_error = _report.error
-_ratio = _report.ratio
-
-
-MEASURED_COLUMNS = [
-    ("mode", lambda r: r["label"]),
-    ("steps", lambda r: r["num_steps"]),
-    ("observations", lambda r: r["num_observations"]),
-    ("compile s", lambda r: f"{r['compile_seconds']:.1f}"),
-    *_report.measurement_columns(mib_digits=2, seconds_format=".3f"),
-    ("bwd/fwd time", lambda r: f"{r['backward_forward_time_ratio']:.2f}"),
-    ("fwd evals", lambda r: r["forward_evaluations"] or "-"),
-    ("bwd evals", lambda r: r["backward_evaluations"] or "-"),
-    ("bwd/fwd evals", lambda r: _ratio(r["backward_forward_evaluation_ratio"])),
-    ("grad rel. error", lambda r: _error(r["gradient_relative_error"])),
-]
-
-
-def format_report(metrics: dict, config: Config) -> str:
-    """The tables printed at the end of a run (also written to `report.txt`)."""
-    environment = metrics["environment"]
-    largest = max(r["num_steps"] for r in metrics["records"])
-    counted = [
-        r["num_steps"]
-        for r in metrics["cost_ratios"]
-        if r["backward_forward_evaluation_ratio"] is not None
-    ]
-    largest_counted = max(counted, default=None)
-    evaluation_ratio = {
-        r["label"]: r["backward_forward_evaluation_ratio"]
-        for r in metrics["cost_ratios"]
-        if r["num_steps"] == largest_counted
-    }
-    budgets = [
-        (f"fits {b:g} GiB", lambda r, b=b: "yes" if r[f"fits_{b:g}_gib"] else "no")
-        for b in config.budgets_gib
-    ]
-    mode, steps = ("mode", lambda r: r["label"]), ("steps", lambda r: r["num_steps"])
-    temp = ("temp MiB", lambda r: _mib(r["temp_bytes"]))
-    sections = [
-        (
-            f"Measured on the ECG ({environment['backend']}, {environment['device']}; "
-            "times are medians; gradient error against the float64 reference):",
-            metrics["records"],
-            MEASURED_COLUMNS,
-        ),
-        (
-            "Compile-only estimates (an input of as many samples at "
-            f"{config.estimate_rate_hz:g} Hz; peak = temp + arguments + outputs):",
-            metrics["estimates"],
-            [
-                mode,
-                steps,
-                temp,
-                ("input MiB", lambda r: _mib(r["input_bytes"])),
-                ("peak MiB", lambda r: _mib(r["peak_bytes"])),
-                *budgets,
-            ],
-        ),
-        (
-            "Windowed adjoint, compile-only at "
-            f"{config.window_memory_steps:,} steps: temp memory against windows "
-            + (
-                "({bytes_per_window:,.0f} bytes per window, largest deviation from "
-                "a line {largest_relative_deviation:.1%}):".format(
-                    **metrics["window_memory_law"]
-                )
-                if metrics["window_memory_law"]
-                else ":"
-            ),
-            metrics["window_memory"],
-            [
-                ("windows", lambda r: r["windows"]),
-                temp,
-                ("stored states", lambda r: r["stored_checkpoints"]),
-            ],
-        ),
-        (
-            "Temp memory of full storage divided by each mode's:",
-            metrics["reductions"],
-            [mode, steps, ("full / mode", lambda r: f"{r['full_over_this']:.1f}x")],
-        ),
-        (
-            f"Adaptive Tsit5 on a {config.adaptive_window_seconds:g} s window (cubic "
-            "input): memory follows max_steps, not the steps taken:",
-            metrics["adaptive_max_steps"],
-            [
-                ("mode", lambda r: r["gradient_mode"]),
-                ("max_steps", lambda r: r["max_steps"]),
-                ("steps taken", lambda r: r["num_steps"]),
-                ("rejected", lambda r: r["num_rejected_steps"]),
-                ("stored states", lambda r: r["stored_checkpoints"]),
-                temp,
-            ],
-        ),
-        (
-            f"Mixed precision, RK4 x {config.precision_steps:,} steps: the gate's "
-            "matrix products in bfloat16 (state, solver, loss and optimiser in "
-            "float32); compiled temp memory and the gradient's error against the "
-            "float64 reference:",
-            metrics["precision"],
-            [
-                ("mode", lambda r: r["label"]),
-                ("products", lambda r: r["matmul_dtype"]),
-                temp,
-                ("grad error", lambda r: _error(r["gradient_relative_error"])),
-            ],
-        ),
-        (
-            "Saved outputs are not solver steps (RK4, 3,600 steps over 10 s):",
-            metrics["saves_versus_steps"],
-            [
-                ("mode", lambda r: r["gradient_mode"]),
-                ("solver steps", lambda r: r["num_steps"]),
-                ("saved outputs", lambda r: r["num_saved_outputs"]),
-                temp,
-            ],
-        ),
-        (
-            f"Cost of the gradient (backward / forward): time at {largest} steps, "
-            f"evaluations at {largest_counted} steps (the largest size counted):",
-            [r for r in metrics["cost_ratios"] if r["num_steps"] == largest],
-            [
-                mode,
-                ("time", lambda r: _ratio(r["backward_forward_time_ratio"], "x")),
-                (
-                    "evaluations",
-                    lambda r: _ratio(evaluation_ratio.get(r["label"]), "x"),
-                ),
-            ],
-        ),
-        (
-            f"Cost of the gradient with adaptive {config.cost_solver} (rtol "
-            f"{config.cost_rtol:g}, atol {config.cost_rtol / 100:g}) on "
-            f"{config.cost_window_seconds:g} s windows (cubic input); steps are the "
-            "forward solve's, accepted + rejected:",
-            metrics["adaptive_cost"],
-            [
-                mode,
-                steps,
-                ("rejected", lambda r: r["num_rejected_steps"]),
-                ("max_steps", lambda r: r["max_steps"]),
-                temp,
-                ("fwd evals", lambda r: r["forward_evaluations"]),
-                ("bwd evals", lambda r: r["backward_evaluations"]),
-                (
-                    "bwd/fwd evals",
-                    lambda r: _ratio(r["backward_forward_evaluation_ratio"]),
-                ),
-                ("bwd/fwd time", lambda r: f"{r['backward_forward_time_ratio']:.2f}"),
-                ("grad rel. error", lambda r: _error(r["gradient_relative_error"])),
-            ],
-        ),
-    ]
-    text = "\n\n".join(
-        f"{title}\n{_report.format_table(rows, columns)}"
-        for title, rows, columns in sections
-        if rows
-    )
-    return text + f"\n\nTotal {metrics['seconds']:.0f} s"
-
-
-def plot(metrics: dict, config: Config, path: str) -> None:
-    """Log-log compiled temp memory against internal solver steps (one line per
-    mode: measured solid, compile-only dashed), and median step time."""
-    plt = _report.pyplot()
-
-    labels = list(dict.fromkeys(r["label"] for r in metrics["records"]))
-    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    colours = {label: palette[i % len(palette)] for i, label in enumerate(labels)}
-    figure, (memory_axis, time_axis) = plt.subplots(1, 2, figsize=(12, 4.6))
-    for label in labels:
-        measured = sorted(
-            (r["num_steps"], r["temp_bytes"], r["step_seconds"])
-            for r in metrics["records"]
-            if r["label"] == label
-        )
-        estimated = sorted(
-            (r["num_steps"], r["temp_bytes"])
-            for r in metrics["estimates"]
-            if r["label"] == label
-        )
-        x, memory, seconds = zip(*measured, strict=True)
-        memory_axis.loglog(x, memory, "o-", color=colours[label], label=label)
-        if estimated:
-            ex, ememory = zip(*estimated, strict=True)
-            memory_axis.loglog(
-                [x[-1], *ex],
-                [memory[-1], *ememory],
-                "s--",
-                color=colours[label],
-                mfc="none",
-            )
-        time_axis.loglog(x, seconds, "o-", color=colours[label], label=label)
-    naive = sorted(
-        (r["num_steps"], r["temp_bytes"])
-        for r in metrics["estimates"]
-        if r["label"] == "backsolve-naive"
-    )
-    if naive:
-        memory_axis.loglog(
-            *zip(*naive, strict=True),
-            "x:",
-            color="grey",
-            label="backsolve, data not frozen",
-        )
-    inputs = sorted(
-        {
-            (r["num_steps"], r["input_bytes"])
-            for r in metrics["records"] + metrics["estimates"]
-        }
-    )
-    memory_axis.loglog(
-        *zip(*inputs, strict=True), color="black", lw=0.8, ls="-.", label="input data"
-    )
-    for budget in config.budgets_gib:
-        memory_axis.axhline(budget * GIB, color="red", lw=0.8, ls=":")
-        memory_axis.text(
-            110, budget * GIB * 1.15, f"{budget:g} GiB", color="red", fontsize=8
-        )
-    memory_axis.set_xlabel(
-        "internal solver steps per solve (1 saved output per sequence)"
-    )
-    memory_axis.set_ylabel("compiled temp bytes of one training step")
-    memory_axis.set_title(
-        f"Memory (batch {config.batch_size}, {config.hidden_size} units, RK4, "
-        "float32)\n"
-        "solid: measured on ECG; dashed: compile-only",
-        fontsize=10,
-    )
-    memory_axis.legend(fontsize=7)
-    time_axis.set_xlabel("internal solver steps per solve")
-    time_axis.set_ylabel("median training-step seconds")
-    backend = metrics["environment"]["backend"]
-    time_axis.set_title(
-        f"Time ({backend}, {metrics['environment']['device']})", fontsize=10
-    )
-    time_axis.legend(fontsize=7)
-    _report.save_figure(figure, path)
 
 
 if __name__ == "__main__":

@@ -14,18 +14,18 @@ control alone).
     python -m experiments.seminorm           # default size, a few minutes, 2 CPUs
     python -m experiments.seminorm --quick   # smoke test, under a minute
 
-Writes `results/seminorm/<run>/`: `config.json`, `metrics.json`, `seminorm.png`,
-and prints the table.
+Writes `results/seminorm/<run>/`: `config.json`, `metrics.json` and `report.txt`
+with the table (`experiments._report`), and prints the table.
 """
 
 import dataclasses
-import os
+import itertools
 
 import numpy as np
 import tyro
 
 import ltc_jax
-from experiments import _problems, _report, _run
+from experiments import _problems, _run
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,100 +61,62 @@ QUICK = dict(
 )
 
 
-def problem(
-    config: Config, window: int, dtype: str, interpolation: str = "linear"
-) -> tuple[ltc_jax.LTC, ltc_jax.Batch]:
+def problem(config: dict, window: int, dtype: str, interpolation: str):
     """ECG windows of `window` samples (time in seconds from each window's start),
     labelled with the value `horizon` samples later; the float32 LTC of `seed`,
     cast to `dtype`."""
+    keys = ("batch_size", "hidden_size", "horizon", "seed")
     return _problems.ecg_problem(
-        window,
-        batch_size=config.batch_size,
-        hidden_size=config.hidden_size,
-        horizon=config.horizon,
-        seed=config.seed,
-        dtype=dtype,
-        interpolation=interpolation,
+        window, **{k: config[k] for k in keys}, dtype=dtype, interpolation=interpolation
     )
 
 
-def reference_gradient(
-    config: dict, window: int, interpolation: str, out_file: str
-) -> dict:
-    """The float64 gradient of exact backpropagation at `reference_rtol`."""
-    config = Config(**config)
+def reference_problem(config: dict, window: int, interpolation: str):
+    """The float64 problem of the reference gradient: exact backpropagation at
+    `reference_rtol` (rtol = atol)."""
     model, batch = problem(config, window, "float64", interpolation)
     integrator = ltc_jax.make_integrator(
         "tsit5",
-        rtol=config.reference_rtol,
-        atol=config.reference_rtol,
-        max_steps=8 * config.max_steps,  # tight tolerances: many more steps
+        rtol=config["reference_rtol"],
+        atol=config["reference_rtol"],
+        max_steps=8 * config["max_steps"],  # tight tolerances: many more steps
     )
-    return _problems.save_reference_gradient(model, batch, integrator, out_file)
-
-
-def _measure_window(
-    config: Config, window: int, interpolation: str, run_dir: str
-) -> list[dict]:
-    """Backsolve's training step on one window length, at every tolerance, with
-    and without the seminorm."""
-    path = os.path.join(run_dir, f"reference_{interpolation}_{window}.npy")
-    ltc_jax.call_in_subprocess(
-        "experiments.seminorm:reference_gradient",
-        dict(
-            config=dataclasses.asdict(config),
-            window=window,
-            interpolation=interpolation,
-            out_file=path,
-        ),
-        env={"JAX_ENABLE_X64": "1"},
-    )
-    reference = np.load(path)
-    model, batch = problem(config, window, "float32", interpolation)
-    rows = []
-    for rtol, atol in config.tolerances:
-        for seminorm in (False, True):
-            integrator = ltc_jax.make_integrator(
-                config.solver,
-                "backsolve",
-                rtol=rtol,
-                atol=atol,
-                max_steps=config.max_steps,
-                seminorm=seminorm,
-            )
-            figures = _problems.measure_or_failure(
-                model, batch, integrator, reference, timed_steps=config.timed_steps
-            )
-            rows.append(
-                dict(
-                    interpolation=interpolation,
-                    window_samples=window,
-                    window_seconds=window / 360,
-                    rtol=rtol,
-                    atol=atol,
-                    seminorm=seminorm,
-                    **figures,
-                )
-            )
-            print(
-                f"{interpolation} window {window}, rtol {rtol:g}, seminorm "
-                f"{seminorm}: "
-                + (
-                    figures["error"]
-                    if figures["error"]
-                    else f"{figures['backward_evaluations']} backward evaluations"
-                )
-            )
-    return rows
+    return model, batch, integrator
 
 
 def main(config: Config) -> dict:
-    """Measure every window, tolerance and seminorm setting; return the metrics."""
-    config, run_dir = _run.start_run(config, "seminorm", QUICK)
+    """Backsolve's training step on every window length, interpolation and
+    tolerance, with and without the seminorm; return (and write) the metrics."""
+    config, run = _run.start_run(config, "seminorm", QUICK)
+    settings = dataclasses.asdict(config)
     rows = []
     for interpolation in config.interpolations:
         for window in config.windows:
-            rows += _measure_window(config, window, interpolation, run_dir)
+            reference = _problems.float64_gradient(
+                "experiments.seminorm:reference_problem",
+                config=settings,
+                window=window,
+                interpolation=interpolation,
+            )
+            model, batch = problem(settings, window, "float32", interpolation)
+            for (rtol, atol), seminorm in itertools.product(
+                config.tolerances, (False, True)
+            ):
+                integrator = ltc_jax.make_integrator(
+                    config.solver,
+                    "backsolve",
+                    rtol=rtol,
+                    atol=atol,
+                    max_steps=config.max_steps,
+                    seminorm=seminorm,
+                )
+                figures = _problems.measure_or_failure(
+                    model, batch, integrator, reference, timed_steps=config.timed_steps
+                )
+                setting = dict(interpolation=interpolation, window_samples=window)
+                setting.update(window_seconds=window / 360, rtol=rtol, atol=atol)
+                rows.append(dict(setting, seminorm=seminorm, **figures))
+                print(setting, seminorm, figures.get("backward_evaluations"))
     savings = [  # one per pair of rows; None where a solve failed
         1 - with_["backward_evaluations"] / without["backward_evaluations"]
         if without["error"] is None and with_["error"] is None
@@ -162,82 +124,13 @@ def main(config: Config) -> dict:
         for without, with_ in zip(rows[::2], rows[1::2], strict=True)
     ]
     finished = [saving for saving in savings if saving is not None]
-    metrics = dict(
-        rows=rows,
-        backward_evaluation_savings=savings,
-        median_saving=float(np.median(finished)) if finished else None,
-        environment=ltc_jax.environment(),
-        run_dir=run_dir,
-    )
-    _run.write_json(os.path.join(run_dir, "metrics.json"), metrics)
-    plot(rows, os.path.join(run_dir, "seminorm.png"))
-    print(format_report(metrics))
-    return metrics
-
-
-def format_report(metrics: dict) -> str:
-    def error(r):
-        if r["error"] is not None:
-            return f"failed: {r['error']}"
-        if r["gradient_is_finite"] is False:
-            return "non-finite"
-        return f"{r['gradient_relative_error']:.1e}"
-
-    def figure(name, spec):
-        return lambda r: "-" if r["error"] is not None else format(r[name], spec)
-
-    table = _report.format_table(
-        metrics["rows"],
-        [
-            ("input", lambda r: r["interpolation"]),
-            ("window", lambda r: f"{r['window_seconds']:g} s"),
-            ("rtol / atol", lambda r: f"{r['rtol']:g} / {r['atol']:g}"),
-            ("seminorm", lambda r: "yes" if r["seminorm"] else "no"),
-            ("evaluations fwd", figure("forward_evaluations", ",")),
-            ("bwd", figure("backward_evaluations", ",")),
-            ("forward s", figure("forward_seconds", ".3f")),
-            ("backward s", figure("backward_seconds", ".3f")),
-            ("gradient error", error),
-        ],
-    )
-    saved = (
-        "no pair finished"
-        if metrics["median_saving"] is None
-        else f"median {100 * metrics['median_saving']:.0f}% over the pairs that "
-        "finished (each pair: "
-        + ", ".join(
-            "failed" if s is None else f"{100 * s:.0f}%"
-            for s in metrics["backward_evaluation_savings"]
+    return run.finish(
+        dict(
+            rows=rows,
+            backward_evaluation_savings=savings,
+            median_saving=float(np.median(finished)) if finished else None,
         )
-        + ")"
     )
-    return (
-        f"\n{table}\n\nbackward evaluations saved by the seminorm: {saved}"
-        f"\n\nrun folder {metrics['run_dir']}"
-    )
-
-
-def plot(rows: list[dict], path: str) -> None:
-    """Backward evaluations with and without the seminorm, per setting."""
-    plt = _report.pyplot()
-
-    labels = [
-        f"{r['interpolation']}\n{r['window_seconds']:g} s\nrtol {r['rtol']:g}"
-        for r in rows[::2]
-    ]
-    x = np.arange(len(labels))
-    fig, ax = plt.subplots(figsize=(max(5, 1.4 * len(labels)), 3.8))
-
-    def evaluations(half):  # a failed solve has none to show
-        return [r.get("backward_evaluations", np.nan) for r in half]
-
-    ax.bar(x - 0.2, evaluations(rows[::2]), 0.4, label="error norm over every channel")
-    ax.bar(
-        x + 0.2, evaluations(rows[1::2]), 0.4, label="seminorm (cotangents left out)"
-    )
-    ax.set(xticks=x, xticklabels=labels, ylabel="backward evaluations")
-    ax.legend(fontsize=8)
-    _report.save_figure(fig, path)
 
 
 if __name__ == "__main__":

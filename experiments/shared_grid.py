@@ -7,20 +7,18 @@ bit; the script checks that.
     python -m experiments.shared_grid            # default sizes, about a minute
     python -m experiments.shared_grid --quick    # smoke test, seconds
 
-Writes `results/shared_grid/<run>/`: `config.json`, `metrics.json`, and prints the
-table.
+Writes `results/shared_grid/<run>/`: `config.json`, `metrics.json` and
+`report.txt` with the table (`experiments._report`), and prints the table.
 """
 
 import dataclasses
-import os
 
 import equinox as eqx
-import jax
 import numpy as np
 import tyro
 
 import ltc_jax
-from experiments import _report, _run, memory_scaling
+from experiments import _problems, _run
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,34 +47,31 @@ def main(config: Config) -> dict:
     """Time both layouts at each size; return (and write) the rows.
 
     **Raises:** `RuntimeError` if the two layouts give different losses."""
-    config, run_dir = _run.start_run(config, "shared_grid", QUICK)
+    config, run = _run.start_run(config, "shared_grid", QUICK)
     rows = []
     for steps in config.steps:
-        model, batch = memory_scaling.make_problem(
-            steps,
+        model, batch = _problems.ecg_problem(
+            steps + 1,
             batch_size=config.batch_size,
             hidden_size=config.hidden_size,
-            horizon_seconds=memory_scaling.Config.horizon_seconds,
+            horizon=36,  # 0.1 s, as memory_scaling's
             seed=config.seed,
         )
-        shared = batch.path
+        integrator = _problems.ecg_integrator("rk4", "full", steps)
+        forward = eqx.filter_jit(
+            lambda model, batch, integrator=integrator: (
+                ltc_jax.training.SupervisedLoss()(model, batch, integrator)[0]
+            )
+        )
         # The same knots with one row of times per sequence (`ts` is broadcast to
         # (batch, times); the linear interpolation's ys are the samples).
-        per_sequence = ltc_jax.InputPath(shared.ts, shared.interpolation.ys)
-        integrator = memory_scaling.fixed_integrator(
-            "rk4", "full", steps, None, memory_scaling.SAMPLE_RATE_HZ
-        )
-        forward = eqx.filter_jit(
-            lambda model, batch, integrator=integrator: ltc_jax.loss_and_metrics(
-                model, batch, integrator
-            )[0]
-        )
+        per_sequence = ltc_jax.InputPath(batch.path.ts, batch.path.interpolation.ys)
         losses = {}
-        for layout, path in (("shared", shared), ("per-sequence", per_sequence)):
-            layout_batch = batch._replace(path=path)
-            losses[layout] = float(forward(model, layout_batch))  # compiles
-            seconds = ltc_jax.time_calls(
-                forward, model, layout_batch, warmup=0, repeats=config.timed_steps
+        for layout, path in (("shared", batch.path), ("per-sequence", per_sequence)):
+            args = (model, batch._replace(path=path))
+            losses[layout] = float(forward(*args))  # compiles
+            seconds = ltc_jax.measure.time_calls(
+                forward, *args, warmup=0, repeats=config.timed_steps
             )
             rows.append(
                 dict(
@@ -90,20 +85,7 @@ def main(config: Config) -> dict:
             )
         if losses["shared"] != losses["per-sequence"]:
             raise RuntimeError(f"The two layouts give different losses: {losses}.")
-    metrics = dict(backend=jax.default_backend(), rows=rows)
-    _run.write_json(os.path.join(run_dir, "metrics.json"), metrics)
-    print(
-        _report.format_table(
-            rows,
-            [
-                ("steps", lambda r: r["steps"]),
-                ("times", lambda r: r["layout"]),
-                ("forward s", lambda r: f"{r['forward_seconds']:.3f}"),
-                ("us/step", lambda r: f"{r['us_per_step']:.1f}"),
-            ],
-        )
-    )
-    return metrics
+    return run.finish(dict(rows=rows))
 
 
 if __name__ == "__main__":

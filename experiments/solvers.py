@@ -12,15 +12,14 @@ losses or gradients).
     python -m experiments.solvers --quick   # smoke test, under a minute
 
 Writes `results/solvers/<run>/`: `config.json`, `metrics.json` (every row and the
-environment), `work_precision.png`, and prints the tables.
+environment), `report.txt` with the tables and `work_precision.png`
+(`experiments._report`), and prints the tables.
 """
 
 import dataclasses
 import math
 import os
 
-import jax
-import numpy as np
 import tyro
 
 import ltc_jax
@@ -88,7 +87,7 @@ def integrator_for(
             solver,
             adjoint,
             dt0=dt0,
-            max_steps=ltc_jax.fixed_max_steps(datasets, dt0),
+            max_steps=ltc_jax.training.fixed_max_steps(datasets, dt0),
             ode_unfolds=config.ode_unfolds,
             backward_solver="heun"
             if solver == "fused" and adjoint == "backsolve"
@@ -101,264 +100,67 @@ def integrator_for(
     )
 
 
-def make_model(config: Config, seed: int, tau: float | None = None) -> ltc_jax.LTC:
-    return _problems.vowels_model(config.hidden_size, seed, tau)
-
-
-def first_batch(train, batch_size: int) -> ltc_jax.Batch:
-    (path,) = _problems.float32_paths(train)
-    return next(ltc_jax.batches(train, batch_size, path=path))
-
-
-def reference_gradient(config: dict, tau: float | None, out_file: str) -> dict:
-    """The float64 gradient at initialisation (seed of the first row) on the first
-    batch: exact backpropagation through an adaptive solve at `reference_rtol`
-    (Tsit5; Kvaerno5 for the stiff sweep), saved flat to `out_file`. Run in a
-    float64 process."""
-    config = Config(**config)
-    train, _ = _problems.japanese_vowels(config.train_size)
-    model = _problems.cast(make_model(config, config.seeds[0], tau), "float64")
-    batch = next(ltc_jax.batches(train, config.batch_size))
-    integrator = ltc_jax.make_integrator(
-        "tsit5" if tau is None else "kvaerno5",
-        "checkpoint",
-        rtol=config.reference_rtol,
-        atol=config.reference_rtol,
-        max_steps=config.stiff_max_steps * 4,
-    )
-    return _problems.save_reference_gradient(model, batch, integrator, out_file)
-
-
-def _reference(config: Config, tau: float | None, run_dir: str) -> np.ndarray:
-    name = "reference" if tau is None else f"reference_tau{tau:g}"
-    path = os.path.join(run_dir, name + ".npy")
-    ltc_jax.call_in_subprocess(
-        "experiments.solvers:reference_gradient",
-        dict(config=dataclasses.asdict(config), tau=tau, out_file=path),
-        env={"JAX_ENABLE_X64": "1"},
-    )
-    return np.load(path)
-
-
-def train_row(solver: str, adjoint: str, config: Config, data, optimizer) -> dict:
-    """Train every seed with `solver`/`adjoint`; failed updates are skipped and
-    counted, a run with too many in a row is recorded as failed."""
-    integrator = integrator_for(solver, adjoint, config, data, config.max_steps)
-    if f"{solver}/{adjoint}" in config.skipped:
-        runs = []
-    else:
-        runs = _problems.train_seeds(
-            config, integrator, optimizer, data, f"{solver}/{adjoint}"
-        )
-    accuracies = [run["accuracy"] for run in runs]
-    mean, std, finished = _report.mean_std(accuracies)
-    return dict(
-        solver=solver,
-        adjoint=adjoint,
-        trained=bool(runs),
-        accuracies=accuracies,
-        accuracy_mean=mean,
-        accuracy_std=std,
-        runs_finished=finished,
-        failed_updates=sum(
-            h["failures"] for run in runs for h in (run["history"] or [])
-        ),
-        failed_runs=sum(run["error"] is not None for run in runs),
-        train_seconds=sum(run["seconds"] for run in runs),
-    )
-
-
 def main(config: Config) -> dict:
     """Run the comparison; return (and write) the metrics."""
-    config, run_dir = _run.start_run(config, "solvers", QUICK)
+    config, run = _run.start_run(config, "solvers", QUICK)
     data = _problems.japanese_vowels(config.train_size)
-    train, test = data
-    batch = first_batch(train, config.batch_size)
-    steps_per_epoch = math.ceil(len(train) / config.batch_size)
-    with jax.enable_x64(False):
-        optimizer = ltc_jax.make_optimizer(
-            config.learning_rate, config.epochs * steps_per_epoch
+    batch = _problems.vowels_batch(data[0], config.batch_size)
+    model = _problems.vowels_model(config.hidden_size, config.seeds[0])
+    rows, stiff = [], []
+    partial = run.path("metrics.partial.json")  # a killed run keeps its rows
+
+    def reference(tau):
+        return _problems.float64_gradient(
+            "experiments._problems:vowels_reference",
+            config=dataclasses.asdict(config),
+            tau=tau,
+            max_steps=config.stiff_max_steps * 4,
         )
 
-    rows, stiff = [], []
-    metrics = dict(
-        rows=rows, stiffness=stiff, environment=ltc_jax.environment(), run_dir=run_dir
-    )
-    partial = os.path.join(run_dir, "metrics.partial.json")
-    reference = _reference(config, None, run_dir)
+    gradient = reference(None)
     for solver in config.solvers:
         for adjoint in config.adjoints:
-            row = train_row(solver, adjoint, config, data, optimizer)
             integrator = integrator_for(solver, adjoint, config, data, config.max_steps)
+            row = dict(solver=solver, adjoint=adjoint, trained=False)
             if f"{solver}/{adjoint}" in config.skipped:
-                row.update(error="skipped (too slow)")
+                row.update(accuracy_mean=math.nan, accuracy_std=math.nan)
+                row.update(failed_runs=0, failed_updates=0, train_seconds=0)
+                row["error"] = "skipped (too slow)"
             else:
-                model = make_model(config, config.seeds[0])
+                runs = _problems.train_seeds(
+                    config, integrator, data, f"{solver}/{adjoint}"
+                )
+                row.update(runs, trained=True)
                 row.update(
                     _problems.measure_or_failure(
-                        model, batch, integrator, reference, timed_steps=3
+                        model, batch, integrator, gradient, timed_steps=3
                     )
                 )
             rows.append(row)
-            _run.write_json(partial, metrics)  # a killed run keeps its rows
-            accuracy = (
-                _report.percent(row["accuracy_mean"], row["accuracy_std"]) + "%"
-                if row["trained"]
-                else "not trained"
-            )
+            _run.write_json(partial, dict(rows=rows, stiffness=stiff))
+            accuracy = _report.percent(row["accuracy_mean"], row["accuracy_std"])
+            accuracy = f"{accuracy}%" if row["trained"] else "not trained"
             print(
-                f"{solver:>9}/{adjoint:<10} accuracy {accuracy} "
-                f"({row['train_seconds']:.0f} s)"
+                f"{solver:>9}/{adjoint:<10} {accuracy} ({row['train_seconds']:.0f} s)"
             )
-
     for tau in config.stiff_tau:
-        reference = _reference(config, tau, run_dir)
-        model = make_model(config, config.seeds[0], tau)
+        gradient = reference(tau)
+        model = _problems.vowels_model(config.hidden_size, config.seeds[0], tau)
         for solver in config.solvers:
             integrator = integrator_for(
                 solver, "checkpoint", config, data, config.stiff_max_steps
             )
-            row = dict(solver=solver, tau=tau)
-            row.update(
-                _problems.measure_or_failure(
-                    model, batch, integrator, reference, timed_steps=3
-                )
+            row = _problems.measure_or_failure(
+                model, batch, integrator, gradient, timed_steps=3
             )
-            stiff.append(row)
-            _run.write_json(partial, metrics)
+            stiff.append(dict(solver=solver, tau=tau, **row))
+            _run.write_json(partial, dict(rows=rows, stiffness=stiff))
             print(
                 f"tau {tau:g} {solver:>9}: "
                 f"{row.get('forward_evaluations', row.get('error'))}"
             )
-
-    _run.write_json(os.path.join(run_dir, "metrics.json"), metrics)
     os.remove(partial)
-    plot(rows, stiff, os.path.join(run_dir, "work_precision.png"))
-    print(format_report(metrics, config))
-    return metrics
-
-
-def _count(value) -> str:
-    return "-" if value is None else f"{value:,}"
-
-
-def _error(row: dict) -> str:
-    if row.get("gradient_is_finite") is False:
-        return "non-finite"
-    value = row.get("gradient_relative_error")
-    return "-" if value is None else f"{value:.1e}"
-
-
-# Evaluations, time and gradient error of one measured training step.
-_COST_COLUMNS = [
-    (
-        "evaluations fwd + bwd",
-        lambda r: (
-            f"{_count(r.get('forward_evaluations'))} + "
-            f"{_count(r.get('backward_evaluations'))}"
-        ),
-    ),
-    (
-        "s/step",
-        lambda r: "-" if r.get("step_seconds") is None else f"{r['step_seconds']:.3f}",
-    ),
-    ("gradient error", _error),
-]
-
-
-def format_report(metrics: dict, config: Config) -> str:
-    trained = _report.format_table(
-        metrics["rows"],
-        [
-            ("solver", lambda r: r["solver"]),
-            ("gradient", lambda r: r["adjoint"]),
-            (
-                f"test accuracy % ({len(config.seeds)} seeds)",
-                lambda r: (
-                    _report.percent(r["accuracy_mean"], r["accuracy_std"])
-                    if r["trained"]
-                    else "not trained"
-                ),
-            ),
-            *_COST_COLUMNS,
-            (
-                "failed runs",
-                lambda r: (
-                    f"{r['failed_runs']} of {len(config.seeds)}"
-                    if r["trained"]
-                    else "-"
-                ),
-            ),
-            ("skipped updates", lambda r: r["failed_updates"]),
-            ("step failure", lambda r: r.get("error") or "-"),
-        ],
-    )
-    stiff = _report.format_table(
-        metrics["stiffness"],
-        [
-            ("tau (frames)", lambda r: f"{r['tau']:g}"),
-            ("solver", lambda r: r["solver"]),
-            (
-                "steps (rejected)",
-                lambda r: (
-                    "-"
-                    if r.get("num_steps") is None
-                    else f"{r['num_steps']:,} ({r['num_rejected_steps']:,})"
-                ),
-            ),
-            *_COST_COLUMNS,
-            ("failure", lambda r: r.get("error") or "-"),
-        ],
-    )
-    return (
-        f"\nTrained on JapaneseVowels ({config.epochs} epochs, batch "
-        f"{config.batch_size}, {config.hidden_size} units; evaluations and time of "
-        f"one training step on one batch at initialisation):\n{trained}\n\n"
-        f"Stiffness sweep at initialisation (checkpoint gradients):\n{stiff}\n\n"
-        f"run folder {metrics['run_dir']}"
-    )
-
-
-def plot(rows: list[dict], stiff: list[dict], path: str) -> None:
-    """Work-precision: gradient error against evaluations per training step (left),
-    test accuracy against evaluations (right)."""
-    plt = _report.pyplot()
-
-    fig, (ax_err, ax_acc) = plt.subplots(1, 2, figsize=(11, 4.2))
-    markers = {"checkpoint": "o", "backsolve": "s"}
-    solvers = list(dict.fromkeys(r["solver"] for r in rows))
-    colours = {s: plt.cm.tab10(i % 10) for i, s in enumerate(solvers)}
-    for r in rows:
-        if r.get("forward_evaluations") is None:
-            continue
-        work = r["forward_evaluations"] + r["backward_evaluations"]
-        kwargs = dict(color=colours[r["solver"]], marker=markers.get(r["adjoint"], "x"))
-        if r.get("gradient_relative_error"):
-            ax_err.loglog(
-                work, r["gradient_relative_error"], linestyle="none", **kwargs
-            )
-        if math.isfinite(r["accuracy_mean"]):
-            ax_acc.errorbar(
-                work, 100 * r["accuracy_mean"], yerr=100 * r["accuracy_std"], **kwargs
-            )
-    for s in solvers:
-        ax_err.plot([], [], color=colours[s], marker="o", linestyle="none", label=s)
-    for adjoint, marker in markers.items():
-        ax_acc.plot(
-            [], [], color="grey", marker=marker, linestyle="none", label=adjoint
-        )
-    ax_err.set(
-        xlabel="vector-field evaluations per training step (forward + backward)",
-        ylabel="gradient relative error (vs float64 reference)",
-    )
-    ax_acc.set(
-        xscale="log",
-        xlabel="vector-field evaluations per training step",
-        ylabel="test accuracy (%)",
-    )
-    ax_err.legend(fontsize=8, ncol=2)
-    ax_acc.legend(fontsize=8)
-    _report.save_figure(fig, path)
+    return run.finish(dict(rows=rows, stiffness=stiff))
 
 
 if __name__ == "__main__":

@@ -268,13 +268,3 @@ def set_threads(threads: int) -> None:
     once, first thing in a fresh process (PyTorch refuses a late change)."""
     torch.set_num_threads(threads)
     torch.set_num_interop_threads(1)
-
-
-def versions() -> dict[str, str]:
-    """Versions of the PyTorch stack."""
-    import importlib.metadata
-
-    return {
-        name: importlib.metadata.version(name)
-        for name in ("torch", "torchdiffeq", "ncps")
-    }

@@ -8,10 +8,11 @@ Any `.ts` pairs can be given instead with `--pairs NAME=TRAIN.ts,TEST.ts ...`,
 and `--model cfc`, `--epochs`, `--readout-features` or `--gate-bias-init`
 change the main job's options (for the ablations on the docs' benchmark page).
 
-Each run is the main job itself (`ltc_jax.app.train_and_evaluate`) in its own
-process, writing its run folder under this run's. The table gives the test
-accuracy (mean and standard deviation over the seeds), the training time, the
-solver steps per sequence, next to:
+Each run is the main job itself (`ltc_jax.app.train_and_evaluate`, as
+`experiments._problems.main_job` calls it) in its own process, writing its run
+folder under this run's. The table gives the test accuracy (mean and standard
+deviation over the seeds), the training time, the solver steps per sequence,
+next to:
 
 - 1-NN Euclidean accuracy computed here on the same arrays (equal lengths only),
   a check on the loading and on the transcription of the next column;
@@ -21,6 +22,10 @@ solver steps per sequence, next to:
 
     python -m experiments.uea_benchmark            # 4 datasets x 3 seeds (hours)
     python -m experiments.uea_benchmark --quick    # 2 datasets, 1 seed, 2 epochs
+
+Writes `results/uea_benchmark/<run>/`: `config.json`, each run's folder,
+`metrics.json` and `report.txt` with the table (`experiments._report`), and
+prints the table.
 """
 
 import dataclasses
@@ -120,38 +125,10 @@ def euclidean_1nn(train, test) -> float | None:
     return float(np.mean(predicted == test.labels))
 
 
-def run_one(data: str, test_data: str, out: str, seed: int, overrides: dict) -> dict:
-    """One main-job run (in a subprocess, `ltc_jax.call_in_subprocess`)."""
-    from ltc_jax import app
-
-    config = app.TrainConfig(
-        data=data,
-        test_data=test_data,
-        out=out,
-        seed=seed,
-        progress=False,
-        memory_table=False,
-        **{k: v for k, v in overrides.items() if v is not None},
-    )
-    metrics = app.train_and_evaluate(config)
-    return dict(
-        seed=seed,
-        test_accuracy=metrics["test_accuracy"],
-        train_seconds=metrics["train_seconds"],
-        steps_per_sequence=metrics["steps_per_sequence"],
-        epochs_run=len(metrics["history"]),
-        best_epoch=metrics["best_epoch"],
-        learned=metrics["learned"],
-        derived={k: v["value"] for k, v in metrics["derived"].items()},
-    )
-
-
 def main(config: Config) -> dict:
     """Run every dataset and seed; return (and write) the rows."""
-    config, run_dir = _run.start_run(config, "uea_benchmark", QUICK)
-    pairs = config.pairs
-    if config.quick:
-        pairs = pairs[:2]
+    config, run = _run.start_run(config, "uea_benchmark", QUICK)
+    pairs = config.pairs[:2] if config.quick else config.pairs
     overrides = {name: getattr(config, name) for name in OVERRIDES}
     rows = []
     for pair in pairs:
@@ -159,19 +136,16 @@ def main(config: Config) -> dict:
         train_file, test_file = files.split(",")
         train = read_ts(train_file)
         test = read_ts(test_file, class_names=train.class_names)
-        runs = [
-            ltc_jax.call_in_subprocess(
-                "experiments.uea_benchmark:run_one",
-                dict(
-                    data=train_file,
-                    test_data=test_file,
-                    out=os.path.join(run_dir, name, f"seed{seed}"),
-                    seed=seed,
-                    overrides=overrides,
-                ),
+        runs = []
+        for seed in config.seeds:
+            options = dict(data=train_file, test_data=test_file, seed=seed)
+            options.update(out=run.path(name, f"seed{seed}"), memory_table=False)
+            options.update({k: v for k, v in overrides.items() if v is not None})
+            runs.append(
+                ltc_jax.measure.call_in_subprocess(
+                    "experiments._problems:main_job", dict(options=options)
+                )
             )
-            for seed in config.seeds
-        ]
         accuracies = [r["test_accuracy"] for r in runs]
         rows.append(
             dict(
@@ -190,43 +164,7 @@ def main(config: Config) -> dict:
                 published=PUBLISHED.get(name),
             )
         )
-
-    def published(row, key):
-        return "-" if row["published"] is None else f"{row['published'][key]:.3f}"
-
-    columns = [
-        ("dataset", lambda r: r["dataset"]),
-        ("train/test", lambda r: f"{r['train_size']}/{r['test_size']}"),
-        ("length", lambda r: str(r["longest"])),
-        (
-            f"{config.model.upper()} accuracy",
-            lambda r: f"{r['accuracy_mean']:.3f} +- {r['accuracy_std']:.3f}",
-        ),
-        ("train s", lambda r: f"{r['train_seconds_mean']:.0f}"),
-        ("steps/seq", lambda r: f"{r['steps_per_sequence']:.0f}"),
-        (
-            "1-NN ED here",
-            lambda r: (
-                "-" if r["euclidean_1nn"] is None else f"{r['euclidean_1nn']:.3f}"
-            ),
-        ),
-        ("1-NN ED publ.", lambda r: published(r, "euclidean")),
-        ("1-NN DTW publ.", lambda r: published(r, "dtw")),
-    ]
-    options = "".join(
-        f" --{name.replace('_', '-')} {value}"
-        for name, value in overrides.items()
-        if value is not None
-    )
-
-    def title(env):
-        return (
-            f"The main job's defaults ({options.strip()}), "
-            f"{len(config.seeds)} seed(s) ({env['backend']}, {env['cpu_count']} "
-            "CPUs)"
-        )
-
-    return _run.finish_table(run_dir, rows, columns, title)
+    return run.finish(dict(rows=rows, overrides=overrides))
 
 
 if __name__ == "__main__":

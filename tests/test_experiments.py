@@ -1,28 +1,34 @@
-"""Smoke tests: each experiment's `main` at its `--quick` size, into a temporary
-folder, writes the records it promises."""
+"""Smoke tests: each experiment's and benchmark's `main` at its `--quick` size, into
+a temporary folder, writes the records it promises; and the one report renders
+them."""
 
-import importlib.util
 import json
 import math
 import os
-import pathlib
 
 import pytest
 
+from experiments import _report
 
-EXPERIMENTS = pathlib.Path(__file__).parent.parent / "experiments"
 
-
-def _load(name):
-    spec = importlib.util.spec_from_file_location(name, EXPERIMENTS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def test_tables_take_columns_as_strings_and_tuples():
+    rows = [dict(name="a", seconds=1.25, bytes=3 * 2**20, nested=dict(k=2)), {}]
+    table = _report.format_table(
+        rows,
+        ["name:name | s:seconds:.1f | MiB:bytes:mib", ("k", "nested.k"), ("n", len)],
+    )
+    assert table.splitlines() == [
+        "name  s    MiB   k  n",
+        "----  ---  ----  -  -",
+        "a     1.2  3.00  2  4",
+        "-     -    -     -  0",
+    ]
 
 
 @pytest.mark.slow
 def test_memory_scaling_quick(tmp_path):
-    experiment = _load("memory_scaling")
+    from experiments import memory_scaling as experiment
+
     out = tmp_path / "run"
     experiment.main(experiment.Config(quick=True, out=str(out)))
     with open(out / "metrics.json") as file:
@@ -86,7 +92,8 @@ def test_memory_scaling_quick(tmp_path):
 
 @pytest.mark.slow
 def test_gradient_accuracy_quick(tmp_path):
-    experiment = _load("gradient_accuracy")
+    from experiments import gradient_accuracy as experiment
+
     out = tmp_path / "run"
     experiment.main(experiment.Config(quick=True, out=str(out)))
     written = json.loads((out / "metrics.json").read_text())
@@ -121,12 +128,13 @@ def test_gradient_accuracy_quick(tmp_path):
         one = next(r for r in sweep if r["dtype"] == dtype and r["windows"] == 1)
         default = next(r for r in sweep if r["dtype"] == dtype and r["default"])
         assert default["relative_error"] < 1e-3 * one["relative_error"]
-    assert "T=1 tau" in written["table"]
+    assert "T=1 tau" in (out / "report.txt").read_text()
     assert (out / "gradient_accuracy.png").stat().st_size > 10_000
 
 
 def test_gradient_accuracy_rejects_unknown_solvers(tmp_path):
-    experiment = _load("gradient_accuracy")
+    from experiments import gradient_accuracy as experiment
+
     with pytest.raises(ValueError, match="Unknown solver 'rk5'"):
         experiment.main(experiment.Config(solvers=("rk5",), out=str(tmp_path / "x")))
 
@@ -194,7 +202,7 @@ def test_seminorm_quick(tmp_path):
     assert with_["gradient_relative_error"] < 1e-2
     written = json.loads((out / "metrics.json").read_text())
     assert written["rows"] == metrics["rows"]
-    assert (out / "seminorm.png").stat().st_size > 10_000
+    assert "saved by the seminorm" in (out / "report.txt").read_text()
 
 
 @pytest.mark.slow
@@ -224,6 +232,8 @@ def test_biophysical_benchmark_quick(tmp_path):
 
 
 def test_shared_grid_quick(tmp_path):
+    """The two layouts give the same loss; the report, rendered again from the
+    run folder's records alone, is the one the run wrote."""
     from experiments import shared_grid
 
     out = tmp_path / "run"
@@ -233,6 +243,10 @@ def test_shared_grid_quick(tmp_path):
     shared, per_sequence = written["rows"]
     assert (shared["shared_times"], per_sequence["shared_times"]) == (True, False)
     assert math.isfinite(shared["loss"]) and shared["loss"] == per_sequence["loss"]
+    report = (out / "report.txt").read_text()
+    (out / "report.txt").unlink()
+    assert _report.render(str(out)) + "\n" == report
+    assert report.splitlines()[2].split()[:2] == ["100", "shared"]
 
 
 def test_overhead_benchmark_quick(tmp_path):
@@ -295,6 +309,36 @@ def test_divergence_check_benchmark_quick(tmp_path):
 
 
 @pytest.mark.slow
+def test_batching_benchmark_quick(tmp_path):
+    """The quick case (JapaneseVowels, half of each utterance's observations
+    dropped, each one's times rescaled to [0, 1]) covers the 270 training
+    utterances; sharing no observation time, a batch solved as one stops at
+    every sequence's observations, so it takes more steps than the slowest of
+    its sequences solved alone."""
+    from benchmarks import batching
+
+    metrics = batching.main(batching.Config(quick=True, out=str(tmp_path / "run")))
+    (row,) = json.loads((tmp_path / "run" / "metrics.json").read_text())["rows"]
+    assert row["sequences"] == 270
+    steps = row["mean_solver_steps_per_batch"]
+    assert steps["batched"] > steps["vmap"] > 0
+    assert {len(v) for v in row["epoch_seconds"].values()} == {2}
+    assert metrics["rows"][0]["case"] == "JapaneseVowels@0.5/rescaled"
+
+
+@pytest.mark.slow
+def test_devices_benchmark_quick(tmp_path):
+    """Each device count runs in its own process, which sees that many devices."""
+    from benchmarks import devices
+
+    devices.main(devices.Config(quick=True, out=str(tmp_path / "run")))
+    rows = json.loads((tmp_path / "run" / "metrics.json").read_text())["rows"]
+    assert [(r["devices"], r["device_count"]) for r in rows] == [(1, 1), (2, 2), (4, 4)]
+    for row in rows:
+        assert len(row["step_seconds"]) == 3 and row["median_step_seconds"] > 0
+
+
+@pytest.mark.slow
 def test_uea_benchmark_quick(tmp_path):
     """Each dataset's runs are the main job's (their run folders exist), and the
     1-NN Euclidean accuracy computed on the loaded arrays reproduces the archive's
@@ -315,13 +359,13 @@ def test_uea_benchmark_quick(tmp_path):
 
 @pytest.mark.slow
 def test_cfc_versus_ltc_trained_ecg_windows_split_by_time(tmp_path):
-    """The trained ECG comparison (its part alone, `--quick`): its windows by
-    hand from the recording, training windows evenly spread over its first 70%
-    (75,600 samples), test windows over the rest, each target 36 samples past
-    its window; the persistence baseline recomputed from the recording; the
-    CfC's training loss falls in two epochs; the LTC's two gradient modes
-    (checkpoint, windowed) give the same second-epoch loss, after an update by
-    each one's gradient."""
+    """The approximation and the trained ECG comparison (`--quick`): the trained
+    comparison's windows by hand from the recording, training windows evenly
+    spread over its first 70% (75,600 samples), test windows over the rest, each
+    target 36 samples past its window; the persistence baseline recomputed from
+    the recording; the CfC's training loss falls in two epochs; the LTC's two
+    gradient modes (checkpoint, windowed) give the same second-epoch loss, after
+    an update by each one's gradient."""
     import numpy as np
 
     import ltc_jax
@@ -340,10 +384,19 @@ def test_cfc_versus_ltc_trained_ecg_windows_split_by_time(tmp_path):
             assert data.labels[i, 0] == millivolts[start + 435]
     np.testing.assert_allclose(train.ts[3], np.arange(400) / 360)
     out = tmp_path / "run"
-    config = cfc_versus_ltc.Config(quick=True, parts=("ecg_trained",), out=str(out))
+    parts = ("approximation", "ecg_trained")
+    config = cfc_versus_ltc.Config(quick=True, parts=parts, out=str(out))
     metrics = cfc_versus_ltc.main(config)
     rows = {row["kind"]: row for row in metrics["ecg_trained"]}
     assert "CfC" in (out / "report.txt").read_text()
+    # The closed form's error is reported over the horizons that fit the input
+    # (all three of the ECG's 200 samples, two of the vowels' 20 frames).
+    errors = {
+        (r["source"], r["typical_tau"]): r["errors"] for r in metrics["approximation"]
+    }
+    assert set(errors["ECG", 1.0]) == {"1", "10", "100"}
+    assert set(errors["JapaneseVowels", 10.0]) == {"1", "10"}
+    assert (out / "cfc_versus_ltc.png").stat().st_size > 10_000
     assert rows["checkpoint"]["last_loss"] != rows["checkpoint"]["first_loss"]
     assert rows["checkpoint"]["last_loss"] == pytest.approx(
         rows["windowed"]["last_loss"], rel=1e-4

@@ -26,7 +26,7 @@ def _temp_bytes(mode, steps, *, max_steps=None, checkpoints=None, batch=BATCH):
     1/250 s, on an abstract ECG-like input of `steps + 1` samples."""
     with jax.enable_x64(False):
         model = ltc_jax.LTC(1, HIDDEN, 1, key=jr.PRNGKey(0))
-    data = ltc_jax.abstract_batch(batch, steps + 1, 1, output_size=1)
+    data = ltc_jax.measure.abstract_batch(batch, steps + 1, 1, output_size=1)
     integrator = ltc_jax.make_integrator(
         "rk4",
         mode,
@@ -34,10 +34,10 @@ def _temp_bytes(mode, steps, *, max_steps=None, checkpoints=None, batch=BATCH):
         max_steps=steps if max_steps is None else max_steps,
         checkpoints=checkpoints,
     )
-    optimizer = ltc_jax.make_optimizer(1e-3, 1)
+    optimizer = ltc_jax.training.make_optimizer(1e-3, 1)
     opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
-    step = ltc_jax.make_train_step(optimizer, integrator)
-    return ltc_jax.compiled_memory(step, model, opt_state, data).temp_bytes
+    step = ltc_jax.training.make_train_step(optimizer, integrator)
+    return ltc_jax.measure.compiled_memory(step, model, opt_state, data).temp_bytes
 
 
 def _state_bytes(batch=BATCH):
