@@ -1,7 +1,9 @@
 """The windowed continuous adjoint: backsolve restarted from stored forward states,
-and the number of windows that bounds its error."""
+the number of windows that bounds its error, and its resolution from a model and
+its data before a solve is compiled."""
 
 import math
+from typing import TYPE_CHECKING
 
 import diffrax
 import equinox as eqx
@@ -9,10 +11,17 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from ._paths import InputPath
+
+
+if TYPE_CHECKING:  # `_integrator` builds this module's adjoint: no import cycle
+    from ._integrator import Integrator
+
 
 class WindowedBacksolveAdjoint(diffrax.BacksolveAdjoint):
     r"""The continuous adjoint of Chen et al. (2018), restarted from forward states
-    stored at the ends of `windows` equal windows of the solve.
+    stored at the ends of `windows` equal windows of the solve. Public as
+    `ltc_jax.WindowedBacksolveAdjoint`.
 
     `diffrax.BacksolveAdjoint` reconstructs the state $h(t)$ by solving the
     system backwards alongside the adjoint $a(t) = \partial L / \partial h(t)$.
@@ -35,9 +44,9 @@ class WindowedBacksolveAdjoint(diffrax.BacksolveAdjoint):
     exact only as the reverse solve's steps shrink, and not the gradient of the
     discretised forward solve that `"checkpoint"` returns. With
     `windows=None` ltc_jax derives the count from the model's time constants and
-    the data's horizon ([`ltc_jax.default_windows`][]); [`ltc_jax.fit`][] does so
-    before it compiles, and again each epoch should training shrink the time
-    constants.
+    the data's horizon ([`ltc_jax.training.default_windows`][]);
+    [`ltc_jax.fit`][] does so before it compiles, and again each epoch should
+    training shrink the time constants.
 
     **Arguments:**
 
@@ -94,7 +103,7 @@ class WindowedBacksolveAdjoint(diffrax.BacksolveAdjoint):
                 "adjoint='windowed' with windows=None needs its number of windows "
                 "before it is compiled: ltc_jax.fit and ltc_jax.evaluate derive it "
                 "from the model and the data; in your own code pass "
-                "windows=ltc_jax.default_windows(field, horizon, dtype=...)."
+                "windows=ltc_jax.training.default_windows(field, horizon, dtype=...)."
             )
         fractions = jnp.arange(1, self.windows) / self.windows
         ends = jnp.asarray(s_end) * fractions.astype(jnp.result_type(s_end))
@@ -112,7 +121,7 @@ def default_windows(
     r"""The number of windows of [`ltc_jax.WindowedBacksolveAdjoint`][] that bounds
     its error: the fewest windows over which the reconstruction amplifies its own
     local error by at most $\epsilon^{-1/3}$, keeping that error below
-    $\epsilon^{2/3}$ of the state.
+    $\epsilon^{2/3}$ of the state. Public as `ltc_jax.training.default_windows`.
 
     Within a window of length $W$ the reverse reconstruction amplifies errors
     by at most $\exp(\lambda W)$, where $\lambda$ bounds the field's decay rate
@@ -153,3 +162,61 @@ def default_windows(
     if max_steps is not None:
         windows = min(windows, max_steps)
     return windows
+
+
+def resolve_windows(
+    integrator: "Integrator",
+    field: eqx.Module | None,
+    horizon: float,
+    *,
+    dtype,
+    at_least: int = 1,
+) -> "Integrator":
+    """`integrator` with the number of windows of its windowed adjoint derived,
+    where it has `windows=None`; any other integrator unchanged. Public as
+    `ltc_jax.training.resolve_windows`.
+
+    The count is [`ltc_jax.training.default_windows`][] for `field` over
+    `horizon`, at the integrator's `rtol` (adaptive steps) or `max_steps` (fixed
+    steps), rounded up to a power of two and to `at_least`, so that a count that
+    grows as training shrinks the time constants recompiles the step rarely.
+    [`ltc_jax.fit`][] calls this before each epoch.
+
+    **Arguments:** `integrator`; `field`, the vector field solved (an LTC's
+    `cell`); `horizon`, the longest duration solved (time units); `dtype`, the
+    solve's floating dtype; `at_least`, a count not to go below (the last one
+    used).
+
+    **Returns:** an [`ltc_jax.Integrator`][]; its `adjoint.windows` is the count.
+
+    **Raises:** as `default_windows`.
+    """
+    adjoint = integrator.adjoint
+    if not isinstance(adjoint, WindowedBacksolveAdjoint) or adjoint.windows is not None:
+        return integrator
+    needed = default_windows(
+        field,
+        horizon,
+        dtype=dtype,
+        rtol=float(integrator.stepsize_controller.rtol)
+        if integrator.is_adaptive
+        else None,
+        max_steps=None if integrator.is_adaptive else integrator.max_steps,
+    )
+    windows = max(at_least, 2 ** math.ceil(math.log2(needed)))
+    if not integrator.is_adaptive:
+        windows = min(windows, max(at_least, integrator.max_steps))
+    resolved = WindowedBacksolveAdjoint(windows, **adjoint.kwargs)
+    return eqx.tree_at(lambda i: i.adjoint, integrator, resolved)
+
+
+def resolve_windows_for_path(
+    integrator: "Integrator", model: eqx.Module, path: InputPath
+) -> "Integrator":
+    """[`ltc_jax.training.resolve_windows`][] for `model`'s `cell` over the longest
+    sequence of an [`ltc_jax.InputPath`][] with concrete times (not under `jit`)."""
+    if not isinstance(integrator.adjoint, WindowedBacksolveAdjoint):
+        return integrator
+    horizon = float(jnp.max(path.t_end - path.t_start))
+    field = getattr(model, "cell", None)
+    return resolve_windows(integrator, field, horizon, dtype=path.ts.dtype)

@@ -1,19 +1,14 @@
 """How a model is integrated and differentiated: [`ltc_jax.Integrator`][], built
-by name with [`ltc_jax.make_integrator`][], and tolerance schedules."""
+by name with [`ltc_jax.make_integrator`][]."""
 
-import math
-import warnings
 from typing import Literal, get_args
 
 import diffrax
 import equinox as eqx
-import jax.numpy as jnp
 
-from ._adjoint import WindowedBacksolveAdjoint, default_windows
 from ._names import adjoint_name, has_reverse_solve, make_adjoint, make_solver
 from ._solver import RK4
 from ._solver.fused import needs_ltc_form
-from ._solver.stability import real_stability_bound
 
 
 Batching = Literal["batched", "vmap"]
@@ -144,7 +139,7 @@ def make_integrator(
     - `checkpoints`: for `"checkpoint"`: number of checkpoints, default `None`.
     - `windows`: for `"windowed"`: number of windows, default `None` (derived from
         the model and the data before compiling; see
-        [`ltc_jax.default_windows`][]).
+        [`ltc_jax.training.default_windows`][]).
     - `backward_solver`: for `"backsolve"` and `"windowed"`: the reverse solve's
         solver (default: the forward one; required with `"fused"`).
     - `seminorm`: for `"backsolve"` and `"windowed"` with adaptive steps: the
@@ -164,7 +159,7 @@ def make_integrator(
         sequence under vmap); `"batched"` otherwise. Neither is faster on all
         data: with adaptive steps and a linear input the batched solve stops
         at the union of its sequences' observation times;
-        [`ltc_jax.derive_defaults`][] chooses from the data.
+        [`ltc_jax.training.derive_defaults`][] chooses from the data.
     - `throw`: raise on a failed solve (default True).
     - `check_state`: with `throw`, fail a solve on non-finite parameters or `y0`
         and on states that leave the field's bounds (default True).
@@ -259,188 +254,3 @@ def make_integrator(
         throw=throw,
         check_state=check_state,
     )
-
-
-def with_tolerances(integrator: Integrator, rtol: float, atol: float) -> Integrator:
-    """The same integrator with other tolerances: those of the adaptive step-size
-    controller, and of the reverse solve's controller under `"backsolve"` if it
-    has one (as with `seminorm`). Implicit solvers' Newton iterations follow the
-    controller's tolerances.
-
-    **Raises:** `ValueError` for fixed steps (no tolerances to change).
-    """
-    if not integrator.is_adaptive:
-        raise ValueError(
-            "Tolerances apply to adaptive steps; this integrator is fixed."
-        )
-    integrator = eqx.tree_at(
-        lambda i: (i.stepsize_controller.rtol, i.stepsize_controller.atol),
-        integrator,
-        (rtol, atol),
-    )
-    backward = getattr(integrator.adjoint, "kwargs", {}).get("stepsize_controller")
-    if backward is not None:
-        integrator = eqx.tree_at(
-            lambda i: (
-                i.adjoint.kwargs["stepsize_controller"].rtol,
-                i.adjoint.kwargs["stepsize_controller"].atol,
-            ),
-            integrator,
-            (rtol, atol),
-        )
-    return integrator
-
-
-class ToleranceSchedule(eqx.Module):
-    """Piecewise-constant tolerances over the epochs of training: for example loose
-    while the model is far from a solution, tight at the end.
-
-    Called with an epoch (0-based), returns the [`ltc_jax.Integrator`][] for it;
-    [`ltc_jax.fit`][] accepts one in place of an integrator (each phase compiles
-    its training step once).
-
-    **Fields:**
-
-    - `integrator`: an adaptive integrator (its own tolerances are replaced).
-    - `start_epochs`: the epoch at which each phase starts; the first must be 0,
-        strictly increasing.
-    - `rtols`, `atols`: the tolerances of each phase.
-
-    **Raises:** `ValueError` (at construction) for a fixed-step integrator, phases
-    of different lengths, or `start_epochs` not starting at 0 or not increasing.
-    """
-
-    integrator: Integrator
-    start_epochs: tuple[int, ...] = eqx.field(static=True)
-    rtols: tuple[float, ...] = eqx.field(static=True)
-    atols: tuple[float, ...] = eqx.field(static=True)
-
-    def __check_init__(self):
-        if not self.integrator.is_adaptive:
-            raise ValueError("A tolerance schedule needs an adaptive integrator.")
-        if not len(self.start_epochs) == len(self.rtols) == len(self.atols) >= 1:
-            raise ValueError("start_epochs, rtols and atols need one entry per phase.")
-        if self.start_epochs[0] != 0 or any(
-            b <= a
-            for a, b in zip(self.start_epochs, self.start_epochs[1:], strict=False)
-        ):
-            raise ValueError(
-                f"start_epochs must start at 0 and increase; got {self.start_epochs}."
-            )
-
-    def phase(self, epoch: int) -> int:
-        """The index of the phase an epoch belongs to."""
-        return max(i for i, start in enumerate(self.start_epochs) if start <= epoch)
-
-    def __call__(self, epoch: int) -> Integrator:
-        i = self.phase(epoch)
-        return with_tolerances(self.integrator, self.rtols[i], self.atols[i])
-
-    @property
-    def final(self) -> Integrator:
-        """The last phase's integrator (for evaluation after training)."""
-        return self(self.start_epochs[-1])
-
-
-def resolve_windows(
-    integrator: Integrator,
-    field: eqx.Module,
-    horizon: float,
-    *,
-    dtype,
-    at_least: int = 1,
-) -> Integrator:
-    """`integrator` with the number of windows of its windowed adjoint derived,
-    where it has `windows=None`; any other integrator unchanged.
-
-    The count is [`ltc_jax.default_windows`][] for `field` over `horizon`, at the
-    integrator's `rtol` (adaptive steps) or `max_steps` (fixed steps), rounded up
-    to a power of two and to `at_least`, so that a count that grows as training
-    shrinks the time constants recompiles the step rarely.
-    [`ltc_jax.fit`][] calls this before each epoch.
-
-    **Arguments:** `integrator`; `field`, the vector field solved (an LTC's
-    `cell`); `horizon`, the longest duration solved (time units); `dtype`, the
-    solve's floating dtype; `at_least`, a count not to go below (the last one
-    used).
-
-    **Returns:** an [`ltc_jax.Integrator`][]; its `adjoint.windows` is the count.
-
-    **Raises:** as `default_windows`.
-    """
-    adjoint = integrator.adjoint
-    if not isinstance(adjoint, WindowedBacksolveAdjoint) or adjoint.windows is not None:
-        return integrator
-    needed = default_windows(
-        field,
-        horizon,
-        dtype=dtype,
-        rtol=float(integrator.stepsize_controller.rtol)
-        if integrator.is_adaptive
-        else None,
-        max_steps=None if integrator.is_adaptive else integrator.max_steps,
-    )
-    windows = max(at_least, 2 ** math.ceil(math.log2(needed)))
-    if not integrator.is_adaptive:
-        windows = min(windows, max(at_least, integrator.max_steps))
-    resolved = WindowedBacksolveAdjoint(windows, **adjoint.kwargs)
-    return eqx.tree_at(lambda i: i.adjoint, integrator, resolved)
-
-
-def resolve_windows_for_path(
-    integrator: Integrator, model: eqx.Module, path
-) -> Integrator:
-    """[`ltc_jax.resolve_windows`][] for `model`'s `cell` over the longest
-    sequence of an [`ltc_jax.InputPath`][] with concrete times (not under `jit`)."""
-    if not isinstance(integrator.adjoint, WindowedBacksolveAdjoint):
-        return integrator
-    horizon = float(jnp.max(path.t_end - path.t_start))
-    field = getattr(model, "cell", None)
-    return resolve_windows(integrator, field, horizon, dtype=path.ts.dtype)
-
-
-class StabilityWarning(UserWarning):
-    """A fixed explicit step larger than the solver's stability region allows on
-    the field's fastest decay (see [`ltc_jax.check_stability`][])."""
-
-
-def check_stability(
-    integrator: Integrator, field: eqx.Module, *, stacklevel: int = 2
-) -> float | None:
-    r"""Whether fixed explicit steps of `integrator` are stable on `field`, from
-    the field's fastest decay rate $\lambda$ (`field.decay_bound()`, $1 /
-    \tau_\text{min} + 1$ for the simplified LTC) and the solver's real-axis
-    stability bound $x$ ([`ltc_jax.real_stability_bound`][]: 2 for Euler and
-    Heun, 2.785 for RK4): a step $\Delta t$ is stable on the decay when
-    $\Delta t\,\lambda \le x$. Warns ([`ltc_jax.StabilityWarning`][]) with the
-    largest stable `dt0` when `dt0` exceeds it.
-
-    A check of the linear decay alone: the recurrent weights move the
-    eigenvalues too, so a step near the bound may still diverge, which the
-    solve's state-bound check then reports.
-
-    **Arguments:** `integrator`; `field`, the vector field (an LTC's `cell`);
-    `stacklevel` of the warning.
-
-    **Returns:** the largest stable `dt0` (time units), or `None` where there is
-    nothing to check: adaptive steps, implicit or fused solvers, or a field that
-    does not bound its decay.
-    """
-    bound = real_stability_bound(integrator.solver)
-    if integrator.is_adaptive or bound is None or not hasattr(field, "decay_bound"):
-        return None
-    try:
-        rate = float(field.decay_bound())
-    except NotImplementedError:
-        return None
-    largest = bound / rate
-    if integrator.dt0 > largest:
-        warnings.warn(
-            f"dt0={integrator.dt0:g} is outside {type(integrator.solver).__name__}'s "
-            f"stability region on this model's fastest decay (rate {rate:.3g} per "
-            f"time unit): the largest stable step is about {largest:.3g}. Lower dt0, "
-            "raise tau_min, or take adaptive steps.",
-            StabilityWarning,
-            stacklevel=stacklevel,
-        )
-    return largest

@@ -20,7 +20,7 @@ def _expand(control: ArrayLike, y: Array) -> Array:
 
 class AbstractLTCFormTerm(diffrax.AbstractTerm):
     """A term whose vector field is in LTC form, `dh/dt = drive - decay * h` with
-    `decay >= 0`, and says so.
+    `decay >= 0`, and says so. Public as `ltc_jax.AbstractLTCFormTerm`.
 
     Besides diffrax's `vf`, `contr` and `prod` (through which every diffrax solver
     and adjoint uses it as an ordinary term), it provides `vf_and_decay(t, y,
@@ -48,7 +48,8 @@ def _vf_and_decay(terms: diffrax.AbstractTerm, t, y, args):
 
 class LTCTerm(diffrax.ODETerm, AbstractLTCFormTerm):
     """`diffrax.ODETerm` of a vector field in LTC form, for use with
-    [`ltc_jax.FusedLTC`][] in your own `diffrax.diffeqsolve`.
+    [`ltc_jax.FusedLTC`][] in your own `diffrax.diffeqsolve`. Public as
+    `ltc_jax.LTCTerm`.
 
     **Arguments:** `vector_field`: an [`ltc_jax.AbstractLTCField`][] such as
     [`ltc_jax.LTCVectorField`][] or [`ltc_jax.BiophysicalLTCVectorField`][]; the
@@ -64,7 +65,7 @@ class LTCTerm(diffrax.ODETerm, AbstractLTCFormTerm):
 
 class FusedLTC(diffrax.AbstractSolver):
     r"""The fused semi-implicit LTC step of the original authors (Hasani et al. 2021,
-    Eq. 3; the `ncps` package), as a diffrax solver.
+    Eq. 3; the `ncps` package), as a diffrax solver. Public as `ltc_jax.FusedLTC`.
 
     For a field in LTC form $\dot h = a(t, h) - d(t, h) \odot h$ (drive $a$,
     decay $d \ge 0$), each solver step of size $\Delta t$ makes `ode_unfolds`

@@ -18,7 +18,8 @@ _rk4_tableau = diffrax.ButcherTableau(
 
 
 class RK4(diffrax.AbstractERK):
-    r"""The classic fourth-order Runge-Kutta method (Kutta 1901).
+    r"""The classic fourth-order Runge-Kutta method (Kutta 1901). Public as
+    `ltc_jax.RK4`.
 
     Four stages at $c = (0, 1/2, 1/2, 1)$ with weights $(1/6, 1/3, 1/3, 1/6)$.
     Fixed step sizes only: the method has no embedded error estimate, so diffrax

@@ -1,11 +1,15 @@
-"""Where an explicit Runge-Kutta method is stable on a decaying linear field: the
-real-axis interval of its stability polynomial."""
+"""Where an explicit Runge-Kutta method is stable on a decaying linear field (the
+real-axis interval of its stability polynomial), and whether an integrator's
+fixed steps stay inside it on a given field."""
 
 import functools
+import warnings
 
 import diffrax
+import equinox as eqx
 import numpy as np
 
+from .._integrator import Integrator
 from .fused import needs_ltc_form
 
 
@@ -43,7 +47,8 @@ def real_stability_bound(solver: diffrax.AbstractSolver) -> float | None:
     `dt * lambda` in `[0, x]` on `dy/dt = -lambda y`: 2 for explicit Euler and
     Heun, about 2.51 for Bosh3, 2.785 for RK4, 3.3 for Dopri5. Computed from the
     method's Butcher tableau (the real-axis interval where its stability
-    polynomial `|R(-x)| <= 1`), not from a table.
+    polynomial `|R(-x)| <= 1`), not from a table. Public as
+    `ltc_jax.training.real_stability_bound`.
 
     **Returns:** the bound, or `None` for methods without an explicit tableau:
     implicit ones (stable on any decay) and [`ltc_jax.FusedLTC`][] (linearly
@@ -56,3 +61,52 @@ def real_stability_bound(solver: diffrax.AbstractSolver) -> float | None:
     if not isinstance(getattr(type(solver), "tableau", None), diffrax.ButcherTableau):
         return None
     return _bound_of_method(type(solver))
+
+
+class StabilityWarning(UserWarning):
+    """A fixed explicit step larger than the solver's stability region allows on
+    the field's fastest decay (see [`ltc_jax.training.check_stability`][]).
+    Public as `ltc_jax.training.StabilityWarning`."""
+
+
+def check_stability(
+    integrator: Integrator, field: eqx.Module, *, stacklevel: int = 2
+) -> float | None:
+    r"""Whether fixed explicit steps of `integrator` are stable on `field`, from
+    the field's fastest decay rate $\lambda$ (`field.decay_bound()`, $1 /
+    \tau_\text{min} + 1$ for the simplified LTC) and the solver's real-axis
+    stability bound $x$ ([`ltc_jax.training.real_stability_bound`][]: 2 for
+    Euler and Heun, 2.785 for RK4): a step $\Delta t$ is stable on the decay when
+    $\Delta t\,\lambda \le x$. Warns ([`ltc_jax.training.StabilityWarning`][])
+    with the largest stable `dt0` when `dt0` exceeds it. Public as
+    `ltc_jax.training.check_stability`.
+
+    A check of the linear decay alone: the recurrent weights move the
+    eigenvalues too, so a step near the bound may still diverge, which the
+    solve's state-bound check then reports.
+
+    **Arguments:** `integrator`; `field`, the vector field (an LTC's `cell`);
+    `stacklevel` of the warning.
+
+    **Returns:** the largest stable `dt0` (time units), or `None` where there is
+    nothing to check: adaptive steps, implicit or fused solvers, or a field that
+    does not bound its decay.
+    """
+    bound = real_stability_bound(integrator.solver)
+    if integrator.is_adaptive or bound is None or not hasattr(field, "decay_bound"):
+        return None
+    try:
+        rate = float(field.decay_bound())
+    except NotImplementedError:
+        return None
+    largest = bound / rate
+    if integrator.dt0 > largest:
+        warnings.warn(
+            f"dt0={integrator.dt0:g} is outside {type(integrator.solver).__name__}'s "
+            f"stability region on this model's fastest decay (rate {rate:.3g} per "
+            f"time unit): the largest stable step is about {largest:.3g}. Lower dt0, "
+            "raise tau_min, or take adaptive steps.",
+            StabilityWarning,
+            stacklevel=stacklevel,
+        )
+    return largest
