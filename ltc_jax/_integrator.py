@@ -1,26 +1,47 @@
-"""How a model is integrated and differentiated: [`ltc_jax.Integrator`][], built
-by name with [`ltc_jax.make_integrator`][]."""
+"""How a model is integrated and differentiated: [`ltc_jax.Integrator`][], which
+refuses every combination of its parts that cannot work when it is built, and
+[`ltc_jax.make_integrator`][], which builds one from names."""
 
 from typing import Literal, get_args
 
 import diffrax
 import equinox as eqx
 
-from ._names import adjoint_name, has_reverse_solve, make_adjoint, make_solver
+from ._names import (
+    adjoint_name,
+    has_reverse_solve,
+    make_adjoint,
+    make_solver,
+    solver_name,
+)
 from ._solver import RK4
 from ._solver.fused import needs_ltc_form
 
 
 Batching = Literal["batched", "vmap"]
 
+_SEMINORM_NEEDS_ADAPTIVE_STEPS = (
+    "seminorm applies to adaptive steps (rtol/atol): with fixed steps the reverse "
+    "solve has no error control to change."
+)
+
+
+def _has_error_estimate(solver: diffrax.AbstractSolver) -> bool:
+    """Whether an adaptive controller can choose `solver`'s steps."""
+    return isinstance(solver, diffrax.AbstractAdaptiveSolver) and not isinstance(
+        solver, RK4 | diffrax.Euler
+    )
+
 
 class Integrator(eqx.Module):
     """How an LTC is integrated and differentiated: the arguments of
-    `diffrax.diffeqsolve` that are not the model.
+    `diffrax.diffeqsolve` that are not the model. Public as `ltc_jax.Integrator`.
 
     Build one by name with [`ltc_jax.make_integrator`][], or directly from diffrax
-    objects. Passed to the model at call time, never stored in it, so changing the
-    gradient mode or tolerance never touches the parameters.
+    objects: either way every combination of solver, steps and gradient mode
+    that cannot work is refused here, when the integrator is built, not inside
+    a trace. Passed to the model at call time, never stored in it, so changing
+    the gradient mode or tolerance never touches the parameters.
 
     **Fields:**
 
@@ -28,7 +49,10 @@ class Integrator(eqx.Module):
     - `stepsize_controller`: `diffrax.ConstantStepSize()` (fixed steps) or an
         adaptive controller such as `diffrax.PIDController`. `ltc_jax` adds the
         observation times as `jump_ts` itself.
-    - `adjoint`: a `diffrax.AbstractAdjoint` (the gradient mode).
+    - `adjoint`: a `diffrax.AbstractAdjoint` (the gradient mode). A reverse
+        solve (`diffrax.BacksolveAdjoint`, [`ltc_jax.WindowedBacksolveAdjoint`][])
+        takes its own `solver` and `stepsize_controller` as keyword arguments,
+        as diffrax's do; without them it uses the forward ones.
     - `dt0`: with fixed steps, the largest step in time units (each sequence takes
         `ceil(duration / dt0)` equal steps); with adaptive steps, the initial step,
         or `None` to let diffrax choose.
@@ -39,12 +63,27 @@ class Integrator(eqx.Module):
         adaptive steps, at a cost). [`ltc_jax.make_integrator`][] chooses
         `"vmap"` for implicit solvers unless told otherwise; this class does not.
     - `throw`: static bool; raise when a solve fails (default). With `False` the
-        failure is reported in the solution's `result` instead.
-    - `check_state`: static bool; with `throw`, also fail a solve whose
-        parameters or `y0` are not finite (before it runs), or whose saved states
-        leave the field's state bounds (a divergence that stays finite; see
-        [`ltc_jax.AbstractLTCField.state_bounds`][]). Default True: a reduction
-        per solve, not per step.
+        failure is reported in the solution's `result` instead (an
+        [`ltc_jax.RESULTS`][]).
+    - `check_state`: static bool; also fail a solve whose parameters or `y0` are
+        not finite (before it runs), or whose saved states leave the field's
+        state bounds (a divergence that stays finite; see
+        [`ltc_jax.AbstractLTCField.state_bounds`][]): raised with `throw`,
+        reported as `RESULTS.non_finite_input` or `RESULTS.diverged` without.
+        Default True: a reduction per solve, not per step.
+
+    **Raises:**
+
+    - `ValueError` for a `max_steps` below 1, an unknown `batching`, a
+        non-positive `dt0`, fixed steps without `dt0`, an adaptive controller
+        with a solver that has no error estimate (Euler, [`ltc_jax.RK4`][]),
+        fixed steps with an implicit solver, a reverse solve whose seminorm
+        controller (`diffrax.adjoint_rms_seminorm`) meets fixed forward steps,
+        or an implicit reverse-solve solver without adaptive steps.
+    - `NotImplementedError` for a reverse solve that would step the adjoint
+        system with a solver that steps only fields in LTC form
+        ([`ltc_jax.FusedLTC`][]): the adjoint system is not one. Each message
+        names what works instead.
     """
 
     solver: diffrax.AbstractSolver
@@ -57,6 +96,7 @@ class Integrator(eqx.Module):
     check_state: bool = eqx.field(static=True, default=True)
 
     def __check_init__(self):
+        self._check_reverse_solve()
         if self.max_steps < 1:
             raise ValueError(f"max_steps must be a positive int; got {self.max_steps}.")
         if self.batching not in get_args(Batching):
@@ -66,9 +106,7 @@ class Integrator(eqx.Module):
         if self.dt0 is not None and not self.dt0 > 0:
             raise ValueError(f"dt0 must be positive (time units); got {self.dt0}.")
         if self.is_adaptive:
-            if isinstance(self.solver, RK4 | diffrax.Euler) or not isinstance(
-                self.solver, diffrax.AbstractAdaptiveSolver
-            ):
+            if not _has_error_estimate(self.solver):
                 raise ValueError(
                     f"{type(self.solver).__name__} has no error estimate, so it "
                     "cannot take adaptive steps: pass a fixed dt0 without rtol/atol, "
@@ -86,6 +124,42 @@ class Integrator(eqx.Module):
                     "steps (rtol and atol): with fixed steps its Newton iterations "
                     "have no tolerance and no way to recover from non-convergence."
                 )
+
+    def _check_reverse_solve(self):
+        """The reverse solve of a continuous adjoint, with the forward solve's
+        solver and controller where it has none of its own."""
+        if not isinstance(self.adjoint, diffrax.BacksolveAdjoint):
+            return
+        backward_solver = self.adjoint.kwargs.get("solver")
+        controller = self.adjoint.kwargs.get("stepsize_controller")
+        if backward_solver is None and needs_ltc_form(self.solver):
+            raise NotImplementedError(
+                f"adjoint={self.adjoint_name!r} with {type(self.solver).__name__} "
+                "needs a backward_solver, e.g. backward_solver='heun': the adjoint "
+                "system is not of LTC form, so the fused step cannot solve it. Or "
+                "use adjoint='checkpoint', which differentiates the fused steps "
+                "exactly."
+            )
+        if (
+            isinstance(controller, diffrax.AbstractAdaptiveStepSizeController)
+            and getattr(controller, "norm", None) is diffrax.adjoint_rms_seminorm
+            and not self.is_adaptive
+        ):
+            raise ValueError(_SEMINORM_NEEDS_ADAPTIVE_STEPS)
+        if backward_solver is None:
+            return
+        if needs_ltc_form(backward_solver):
+            raise NotImplementedError(
+                f"backward_solver={solver_name(backward_solver)!r} steps only fields "
+                "in LTC form, and the adjoint system is not one; use an explicit "
+                "solver such as 'heun' or 'tsit5'."
+            )
+        if controller is None:
+            controller = self.stepsize_controller
+        if isinstance(backward_solver, diffrax.AbstractImplicitSolver) and not (
+            isinstance(controller, diffrax.AbstractAdaptiveStepSizeController)
+        ):
+            raise ValueError("An implicit backward_solver needs rtol and atol.")
 
     @property
     def is_adaptive(self) -> bool:
@@ -119,11 +193,16 @@ def make_integrator(
     throw: bool = True,
     check_state: bool = True,
 ) -> Integrator:
-    """Build an [`ltc_jax.Integrator`][] from names.
+    """Build an [`ltc_jax.Integrator`][] from names. Public as
+    `ltc_jax.make_integrator`.
 
     Fixed steps: pass `dt0` and no tolerances. Adaptive steps: pass `rtol` and `atol`
     (a `diffrax.PIDController`), optionally `dt0` as the first step and `dtmin` as a
     floor below which the solve fails instead of crawling.
+
+    This function turns names into diffrax objects; whether they work together
+    is [`ltc_jax.Integrator`][]'s to check, so one built by hand is held to the
+    same rules and refused with the same messages.
 
     **Arguments:**
 
@@ -161,31 +240,25 @@ def make_integrator(
         at the union of its sequences' observation times;
         [`ltc_jax.training.derive_defaults`][] chooses from the data.
     - `throw`: raise on a failed solve (default True).
-    - `check_state`: with `throw`, fail a solve on non-finite parameters or `y0`
-        and on states that leave the field's bounds (default True).
+    - `check_state`: fail a solve on non-finite parameters or `y0` and on
+        states that leave the field's bounds (default True).
 
     **Raises:**
 
-    - `ValueError` for an unknown name, a non-positive `dt0`, `rtol` without
-        `atol` (or the reverse), fixed steps without `dt0`, an adaptive controller
-        with a solver that has no error estimate (`euler`, `rk4`), fixed steps
-        with an implicit solver, or `seminorm` with fixed steps.
-    - `NotImplementedError` for `"fused"` with `"backsolve"` or `"windowed"` and
-        no `backward_solver`, or `seminorm` without a reverse solve: each message
-        names what works instead.
+    - `ValueError` for an unknown name, `rtol` without `atol` (or the
+        reverse), `dtmin` with fixed steps, `seminorm` with fixed steps, an
+        option given to a gradient mode that does not take it; and as
+        [`ltc_jax.Integrator`][] for the combination built (a non-positive
+        `dt0`, fixed steps without `dt0`, an adaptive controller with a solver
+        that has no error estimate (`euler`, `rk4`), fixed steps with an
+        implicit solver, ...).
+    - `NotImplementedError` for `seminorm` without a reverse solve; and as
+        [`ltc_jax.Integrator`][] for `"fused"` with `"backsolve"` or
+        `"windowed"` and no `backward_solver`, or `backward_solver="fused"`:
+        each message names what works instead.
     """
     if isinstance(solver, str):
-        solver_obj = make_solver(solver, ode_unfolds=ode_unfolds)
-    else:
-        solver_obj = solver
-    reverse_solve = has_reverse_solve(adjoint)
-    if needs_ltc_form(solver_obj) and reverse_solve and backward_solver is None:
-        raise NotImplementedError(
-            f"adjoint={adjoint!r} with {type(solver_obj).__name__} needs a "
-            "backward_solver, e.g. backward_solver='heun': the adjoint system is not "
-            "of LTC form, so the fused step cannot solve it. Or use "
-            "adjoint='checkpoint', which differentiates the fused steps exactly."
-        )
+        solver = make_solver(solver, ode_unfolds=ode_unfolds)
     if (rtol is None) != (atol is None):
         raise ValueError(
             f"Pass both rtol and atol for adaptive steps, or neither for fixed steps; "
@@ -204,17 +277,15 @@ def make_integrator(
         controller = diffrax.ConstantStepSize()
     backward_controller = None
     if seminorm:
-        if not reverse_solve:
+        if not has_reverse_solve(adjoint):
             raise NotImplementedError(
                 "seminorm shapes the reverse solve of adjoint='backsolve' or "
                 f"'windowed'; adjoint={adjoint!r} has none. Use one of those with "
                 "seminorm=True, or drop seminorm."
             )
         if rtol is None:
-            raise ValueError(
-                "seminorm applies to adaptive steps (rtol/atol): with fixed steps "
-                "the reverse solve has no error control to change."
-            )
+            # No tolerances, so no seminorm controller to build.
+            raise ValueError(_SEMINORM_NEEDS_ADAPTIVE_STEPS)
         backward_controller = diffrax.PIDController(
             rtol=rtol,
             atol=atol,
@@ -222,32 +293,23 @@ def make_integrator(
             force_dtmin=False,
             norm=diffrax.adjoint_rms_seminorm,
         )
-    backward_obj = None
     if backward_solver is not None:
-        backward_obj = make_solver(backward_solver)
-        if needs_ltc_form(backward_obj):
-            raise NotImplementedError(
-                f"backward_solver={backward_solver!r} steps only fields in LTC form, "
-                "and the adjoint system is not one; use an explicit solver such as "
-                "'heun' or 'tsit5'."
-            )
-        if isinstance(backward_obj, diffrax.AbstractImplicitSolver) and rtol is None:
-            raise ValueError("An implicit backward_solver needs rtol and atol.")
-    adjoint_obj = make_adjoint(
+        backward_solver = make_solver(backward_solver)
+    adjoint = make_adjoint(
         adjoint,
         max_steps=max_steps,
         checkpoints=checkpoints,
         windows=windows,
-        backward_solver=backward_obj,
+        backward_solver=backward_solver,
         backward_stepsize_controller=backward_controller,
     )
     if batching is None:
-        implicit = isinstance(solver_obj, diffrax.AbstractImplicitSolver)
+        implicit = isinstance(solver, diffrax.AbstractImplicitSolver)
         batching = "vmap" if implicit else "batched"
     return Integrator(
-        solver=solver_obj,
+        solver=solver,
         stepsize_controller=controller,
-        adjoint=adjoint_obj,
+        adjoint=adjoint,
         dt0=None if dt0 is None else float(dt0),
         max_steps=max_steps,
         batching=batching,

@@ -30,9 +30,11 @@ SolverName = Literal[
 AdjointName = Literal["checkpoint", "full", "backsolve", "windowed", "direct"]
 
 SOLVER_NAMES: tuple[str, ...] = get_args(SolverName)
-"""Every solver name [`ltc_jax.make_solver`][] knows."""
+"""Every solver name [`ltc_jax.make_solver`][] knows. Public as
+`ltc_jax.SOLVER_NAMES`."""
 ADJOINT_NAMES: tuple[str, ...] = get_args(AdjointName)
-"""Every gradient-mode name [`ltc_jax.make_adjoint`][] knows."""
+"""Every gradient-mode name [`ltc_jax.make_adjoint`][] knows. Public as
+`ltc_jax.ADJOINT_NAMES`."""
 
 
 _SOLVERS: dict[str, Callable[[int], diffrax.AbstractSolver]] = {
@@ -50,7 +52,7 @@ _SOLVERS: dict[str, Callable[[int], diffrax.AbstractSolver]] = {
 
 
 def make_solver(name: str, *, ode_unfolds: int = 6) -> diffrax.AbstractSolver:
-    """The diffrax solver for a name.
+    """The diffrax solver for a name. Public as `ltc_jax.make_solver`.
 
     | name | method | order | stages | steps |
     |---|---|---|---|---|
@@ -77,6 +79,15 @@ def make_solver(name: str, *, ode_unfolds: int = 6) -> diffrax.AbstractSolver:
     if name not in _SOLVERS:
         raise ValueError(f"Unknown solver {name!r}; choose one of {SOLVER_NAMES}.")
     return _SOLVERS[name](ode_unfolds)
+
+
+def solver_name(solver: diffrax.AbstractSolver) -> str:
+    """The name [`ltc_jax.make_solver`][] knows a solver object by (for messages
+    and reports), or its class name if it is none of them."""
+    for name, build in _SOLVERS.items():
+        if type(build(1)) is type(solver):
+            return name
+    return type(solver).__name__
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,7 +183,8 @@ def make_adjoint(
     backward_solver: diffrax.AbstractSolver | None = None,
     backward_stepsize_controller: diffrax.AbstractStepSizeController | None = None,
 ) -> diffrax.AbstractAdjoint:
-    r"""The diffrax adjoint (gradient mode) for a name.
+    r"""The diffrax adjoint (gradient mode) for a name. Public as
+    `ltc_jax.make_adjoint`.
 
     - `"checkpoint"`: `diffrax.RecursiveCheckpointAdjoint(checkpoints)`. Exact
         gradient of the discretised solve (discretise-then-optimise): the same
@@ -203,8 +215,9 @@ def make_adjoint(
         ends of `windows` equal windows, so its error grows only within one
         window. Memory `windows` states, time about `"backsolve"`'s. `windows=None`
         (default) derives the count from the model's time constants and the
-        horizon ([`ltc_jax.default_windows`][]) before compiling. The continuous
-        adjoint to use on long horizons; takes the reverse-solve options too.
+        horizon ([`ltc_jax.training.default_windows`][]) before compiling. The
+        continuous adjoint to use on long horizons; takes the reverse-solve
+        options too.
     - `"direct"`: `diffrax.DirectAdjoint`: differentiates the solver's loop
         directly; the only mode that supports forward-mode and higher-order
         autodiff; needs the most memory.

@@ -129,6 +129,97 @@ def test_unsupported_combinations_name_what_works(kwargs, match):
         ltc_jax.make_integrator(**kwargs)
 
 
+_PID = dict(rtol=1e-3, atol=1e-3)
+
+
+def _by_hand(solver, adjoint, dt0=None, *, fixed=None, **kwargs):
+    """An integrator built directly from diffrax objects, as a user may: fixed
+    steps where `dt0` is given (or `fixed`), else a PID controller."""
+    if dt0 is not None if fixed is None else fixed:
+        controller = diffrax.ConstantStepSize()
+    else:
+        controller = diffrax.PIDController(**_PID)
+    return lambda: ltc_jax.Integrator(
+        solver, controller, adjoint, dt0, max_steps=4096, **kwargs
+    )
+
+
+@pytest.mark.parametrize(
+    "by_name, by_hand, error",
+    [
+        (
+            dict(solver="fused", adjoint="backsolve", dt0=0.1),
+            _by_hand(ltc_jax.FusedLTC(), diffrax.BacksolveAdjoint(), 0.1),
+            NotImplementedError,
+        ),
+        (
+            dict(solver="fused", adjoint="windowed", dt0=0.1, windows=4),
+            _by_hand(ltc_jax.FusedLTC(), ltc_jax.WindowedBacksolveAdjoint(4), 0.1),
+            NotImplementedError,
+        ),
+        (
+            dict(adjoint="backsolve", backward_solver="fused", **_PID),
+            _by_hand(
+                diffrax.Tsit5(), diffrax.BacksolveAdjoint(solver=ltc_jax.FusedLTC())
+            ),
+            NotImplementedError,
+        ),
+        (
+            dict(
+                solver="heun", adjoint="backsolve", dt0=0.1, backward_solver="kvaerno5"
+            ),
+            _by_hand(
+                diffrax.Heun(), diffrax.BacksolveAdjoint(solver=diffrax.Kvaerno5()), 0.1
+            ),
+            ValueError,
+        ),
+        (
+            dict(solver="heun", adjoint="backsolve", dt0=0.1, seminorm=True),
+            _by_hand(
+                diffrax.Heun(),
+                diffrax.BacksolveAdjoint(
+                    stepsize_controller=diffrax.PIDController(
+                        **_PID, norm=diffrax.adjoint_rms_seminorm
+                    )
+                ),
+                0.1,
+            ),
+            ValueError,
+        ),
+        (
+            dict(solver="rk4", **_PID),
+            _by_hand(ltc_jax.RK4(), diffrax.RecursiveCheckpointAdjoint()),
+            ValueError,
+        ),
+        (
+            dict(solver="kvaerno5", dt0=0.1),
+            _by_hand(
+                diffrax.Kvaerno5(),
+                diffrax.RecursiveCheckpointAdjoint(),
+                0.1,
+                batching="vmap",
+            ),
+            ValueError,
+        ),
+        (
+            dict(solver="heun"),
+            _by_hand(diffrax.Heun(), diffrax.RecursiveCheckpointAdjoint(), fixed=True),
+            ValueError,
+        ),
+    ],
+)
+def test_a_hand_built_integrator_is_refused_as_make_integrator_refuses(
+    by_name, by_hand, error
+):
+    """Every combination make_integrator refuses is refused with the same error
+    and message when the integrator is built directly from diffrax objects."""
+    with pytest.raises(error) as named:
+        ltc_jax.make_integrator(**by_name)
+    with pytest.raises(error) as built:
+        by_hand()
+    assert str(built.value) == str(named.value)
+
+
 def test_every_gradient_mode_name_round_trips():
     """`make_adjoint` and the name an integrator reports agree for every mode, and
     an adjoint object from outside ltc_jax keeps its class name."""
@@ -160,8 +251,10 @@ def test_fixed_max_steps_is_what_the_longest_sequence_takes():
     """ceil(duration / dt0) of the longest sequence, over several datasets; an
     exact multiple of dt0 takes that many steps, not one more."""
     train, test = _dataset([1.0, 2.9]), _dataset([3.05])
-    assert ltc_jax.fixed_max_steps([train], 0.5) == 6  # 2.9 / 0.5 = 5.8
-    assert ltc_jax.fixed_max_steps([train, test], 0.5) == 7  # 3.05 / 0.5 = 6.1
-    assert ltc_jax.fixed_max_steps([_dataset([0.3])], 0.1) == 3  # 0.3 / 0.1 in floats
+    assert ltc_jax.training.fixed_max_steps([train], 0.5) == 6  # 2.9 / 0.5 = 5.8
+    assert ltc_jax.training.fixed_max_steps([train, test], 0.5) == 7  # 3.05 / 0.5 = 6.1
+    assert (
+        ltc_jax.training.fixed_max_steps([_dataset([0.3])], 0.1) == 3
+    )  # 0.3 / 0.1 in floats
     with pytest.raises(ValueError, match="dt0 must be positive"):
-        ltc_jax.fixed_max_steps([train], 0.0)
+        ltc_jax.training.fixed_max_steps([train], 0.0)
