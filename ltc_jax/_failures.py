@@ -1,6 +1,7 @@
-"""What a failed training step says: the failure classified (a diverged state, a
-solver that gave up, a non-finite loss) and a message naming where it happened,
-how far the solve got and the likely fix."""
+"""What a failed training step says: the failure classified by the result code
+of the batch's solve (a diverged state, a solver that gave up), or a non-finite
+loss, and a message naming where it happened, how far the solve got and the
+likely fix."""
 
 import dataclasses
 import re
@@ -13,11 +14,14 @@ import numpy as np
 from ._adjoint import WindowedBacksolveAdjoint
 from ._errors import DivergenceError, SolverFailureError
 from ._integrator import Integrator
-from ._solve_checks import DIVERGED
+from ._results import RESULTS
+from ._solve import Trajectory
 
 
 def failure_reason(error: BaseException) -> str:
-    """The one-line reason of a failed solve.
+    """The one-line reason of a failed solve, for display (never for telling
+    failures apart: that is the solve's [`ltc_jax.RESULTS`][] code). Public as
+    `ltc_jax.training.failure_reason`.
 
     **Arguments:** `error`: the runtime error diffrax raises through equinox
     (`equinox.EquinoxRuntimeError` under `eqx.filter_jit`, a
@@ -62,29 +66,37 @@ def _largest_parameter(model) -> tuple[str, float]:
 
 def classify_failure(error, epoch, index, model, batch, integrator):
     """The error class and message of a solve that failed inside a training
-    step: a divergence (the state left its bound), or a solver failure (with how
-    far it got)."""
-    reason = failure_reason(error)
-    where = f"at epoch {epoch}, batch {index}"
-    if DIVERGED in reason:
+    step, from the result code of the batch's forward solve run again without
+    raising: `RESULTS.diverged` (the state left its bound) is a
+    `DivergenceError`; any other failure, or a forward solve that succeeds (the
+    reverse solve failed), a `SolverFailureError` saying how far it got."""
+    trajectory = _solve_without_raising(model, batch, integrator)
+    if np.any(np.asarray(trajectory.result == RESULTS.diverged)):
+        where = f"At epoch {epoch}, batch {index}"
         return DivergenceError, (
-            f"{where[0].upper()}{where[1:]} (solver {type(integrator.solver).__name__},"
-            f" dt0={integrator.dt0}): {reason} The parameters were not updated."
+            f"{where} (solver {type(integrator.solver).__name__}, "
+            f"dt0={integrator.dt0}): {RESULTS[RESULTS.diverged]} The parameters "
+            "were not updated."
         )
     return SolverFailureError, _solver_failure_message(
-        epoch, index, model, batch, integrator, error
+        epoch, index, model, batch, integrator, error, trajectory
     )
 
 
-def _solver_failure_message(epoch, index, model, batch, integrator, cause) -> str:
-    """Re-run the batch's forward solve without raising, to say how far it got."""
+def _solve_without_raising(model, batch, integrator: Integrator) -> Trajectory:
+    """The batch's forward solve again, reporting its failure in `result`."""
     quiet = dataclasses.replace(integrator, throw=False)
-    trajectory = eqx.filter_jit(lambda m, p: m.solve(p, integrator=quiet))(
-        model, batch.path
-    )
+    return eqx.filter_jit(lambda m, p: m.solve(p, integrator=quiet))(model, batch.path)
+
+
+def _solver_failure_message(
+    epoch, index, model, batch, integrator, cause, trajectory
+) -> str:
+    """Where the solve failed and how far it got (the trajectory of the batch's
+    forward solve without raising), or that the reverse solve failed."""
     where = f"at epoch {epoch}, batch {index}"
     result = trajectory.result
-    failed = np.atleast_1d(np.asarray(result != diffrax.RESULTS.successful))
+    failed = np.atleast_1d(np.asarray(result != RESULTS.successful))
     if not failed.any():
         return (
             f"The backward (adjoint) solve failed {where}: {failure_reason(cause)} "
@@ -93,7 +105,7 @@ def _solver_failure_message(epoch, index, model, batch, integrator, cause) -> st
         )
     if failed.size > 1:  # one result per sequence under vmap batching
         result = jax.tree.map(lambda value: value[np.argmax(failed)], result)
-    reason = diffrax.RESULTS[result]
+    reason = RESULTS[result]
     steps = int(np.max(trajectory.stats["num_steps"]))
     duration = np.asarray(batch.path.t_end - batch.path.t_start)
     reached = np.asarray(trajectory.t_reached)

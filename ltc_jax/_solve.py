@@ -26,7 +26,8 @@ data), `_ClipToJumps` (jump times copied into every checkpoint),
 `_reverse_solve_stops_at_jumps` (a reverse-solve controller that forgets the
 jumps). One more, against JAX 0.10, sits with the checks it serves in
 `_solve_checks.py`: `derivatives_taken` (naming the derivatives only
-`DirectAdjoint` supports before diffrax's loop fails on them).
+`DirectAdjoint` supports before diffrax's loop fails on them). A solve reports
+an [`ltc_jax.RESULTS`][]: diffrax's result codes, and those of ltc_jax's checks.
 """
 
 import dataclasses
@@ -42,11 +43,13 @@ from jaxtyping import Array, Float, PyTree
 from ._adjoint import WindowedBacksolveAdjoint
 from ._integrator import Integrator
 from ._paths import InputPath
+from ._results import RESULTS
 from ._solve_checks import (
-    check_bounds,
     check_derivative_order,
     check_inputs,
     check_precision,
+    is_outside_bounds,
+    solve_result,
 )
 from ._solver.fused import AbstractLTCFormTerm, needs_ltc_form
 from ._vector_field import AbstractLTCField
@@ -204,8 +207,13 @@ class _ClipToJumps(diffrax.ClipStepSizeController):
         return (*decision, self._strip(state), result)
 
 
+def _as_result(result: RESULTS | diffrax.RESULTS) -> RESULTS:
+    """A result as an [`ltc_jax.RESULTS`][]; a `diffrax.RESULTS` is promoted."""
+    return result if isinstance(result, RESULTS) else RESULTS.promote(result)
+
+
 class Trajectory(eqx.Module):
-    """What [`ltc_jax.integrate`][] returns.
+    """What [`ltc_jax.integrate`][] returns. Public as `ltc_jax.Trajectory`.
 
     **Fields:**
 
@@ -216,8 +224,11 @@ class Trajectory(eqx.Module):
     - `stats`: diffrax's step statistics: `num_steps`, `num_accepted_steps`,
         `num_rejected_steps` (int arrays; one per sequence under `"vmap"`
         batching) and `max_steps`.
-    - `result`: a `diffrax.RESULTS`; `diffrax.RESULTS.successful` unless the solve
-        failed with `throw=False`.
+    - `result`: an [`ltc_jax.RESULTS`][] (one per sequence under `"vmap"`
+        batching): `RESULTS.successful` unless the solve failed with
+        `throw=False`; then diffrax's reason (`max_steps_reached`, ...), or
+        ltc_jax's own, `non_finite_input` or `diverged` (see the integrator's
+        `check_state`). A `diffrax.RESULTS` given here is promoted to one.
     - `t_reached`: `(batch,)`, the time each sequence was integrated for (time
         units since its first observation): its whole duration after a successful
         solve; after a failed one (with `throw=False`), how far the solve got
@@ -227,7 +238,7 @@ class Trajectory(eqx.Module):
 
     ys: PyTree[Array]
     stats: dict
-    result: diffrax.RESULTS
+    result: RESULTS = eqx.field(converter=_as_result)
     t_reached: Float[Array, " batch"]
 
 
@@ -240,6 +251,7 @@ def integrate(
     save: Save = "final",
 ) -> Trajectory:
     """Integrate a batch of sequences, each from its first to its last observation.
+    Public as `ltc_jax.integrate`.
 
     **Arguments:**
 
@@ -264,9 +276,12 @@ def integrate(
     **Returns:** a [`ltc_jax.Trajectory`][].
 
     **Raises:** whatever `diffrax.diffeqsolve` raises; in particular, with
-    `integrator.throw`, an `equinox.EquinoxRuntimeError` when a solve needs more
-    than `max_steps` steps (also under `jax.grad`-style transforms that keep the
-    primal, such as `eqx.filter_value_and_grad`).
+    `integrator.throw`, an `equinox.EquinoxRuntimeError` with the message of
+    the failed solve's [`ltc_jax.RESULTS`][]: when it needs more than
+    `max_steps` steps, or (with `check_state`) its parameters or `y0` are not
+    finite or its state diverges (also under `jax.grad`-style transforms that
+    keep the primal, such as `eqx.filter_value_and_grad`). Without `throw`
+    the same failures are reported in the trajectory's `result`.
 
     Method: the per-sequence time control described in this module's docstring;
     solve via `diffrax.diffeqsolve` (Kidger 2021).
@@ -378,7 +393,7 @@ def _reverse_solve_stops_at_jumps(adjoint, controller):
 def _integrate_batch(vector_field, path, y0, integrator, save) -> Trajectory:
     check_precision(y0, integrator)
     check_derivative_order(vector_field, y0, integrator)
-    y0 = check_inputs(vector_field, y0, integrator)
+    y0, non_finite = check_inputs(vector_field, y0, integrator)
     clock = _make_clock(path, integrator)
     s_end = jnp.max(clock.num_steps)
     # A batch of single observations has nothing to integrate; keep t0 < t1.
@@ -456,7 +471,12 @@ def _integrate_batch(vector_field, path, y0, integrator, save) -> Trajectory:
         throw=integrator.throw,
     )
     clock = _thaw(clock)
-    sol_ys = check_bounds(vector_field, y0, sol.ys, integrator)
+    diverged = is_outside_bounds(vector_field, y0, sol.ys, integrator)
+    result = solve_result(sol.result, non_finite, diverged)
+    sol_ys = sol.ys
+    if integrator.throw:
+        # diffrax raised its own failures; non_finite_input was raised before.
+        sol_ys = result.error_if(sol_ys, result == RESULTS.diverged)
     if save == "final":
         ys = jtu.tree_map(lambda a: a[-1], sol_ys)
     elif path.shared_times and restarts is None:
@@ -472,4 +492,4 @@ def _integrate_batch(vector_field, path, y0, integrator, save) -> Trajectory:
     else:
         ok = sol.result == diffrax.RESULTS.successful
         t_reached = jnp.where(ok, clock.step * clock.num_steps, jnp.nan)
-    return Trajectory(ys=ys, stats=sol.stats, result=sol.result, t_reached=t_reached)
+    return Trajectory(ys=ys, stats=sol.stats, result=result, t_reached=t_reached)

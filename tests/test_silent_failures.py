@@ -29,8 +29,10 @@ def _unstable_problem():
 def test_a_finite_divergence_is_an_error_and_warned_about():
     model, path = _unstable_problem()
     integrator = ltc_jax.make_integrator("rk4", dt0=0.5, max_steps=16)
-    with pytest.warns(ltc_jax.StabilityWarning, match="largest stable step") as caught:
-        largest = ltc_jax.check_stability(integrator, model.cell)
+    with pytest.warns(
+        ltc_jax.training.StabilityWarning, match="largest stable step"
+    ) as caught:
+        largest = ltc_jax.training.check_stability(integrator, model.cell)
     expected = 2.7852935634052813 / (1 / float(jnp.min(model.cell.tau)) + 1)
     assert largest == pytest.approx(expected, rel=1e-9)
     assert f"{largest:.3g}" in str(caught[0].message)
@@ -44,8 +46,45 @@ def test_a_finite_divergence_is_an_error_and_warned_about():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         stable = ltc_jax.make_integrator("rk4", dt0=0.5 * largest, max_steps=128)
-        ltc_jax.check_stability(stable, model.cell)
+        ltc_jax.training.check_stability(stable, model.cell)
         model.solve(path, integrator=stable)
+
+
+@pytest.mark.parametrize("batching", ["batched", "vmap"])
+def test_without_throw_a_failure_is_reported_by_its_result_code(batching):
+    """throw=False: the unstable solve returns, with `RESULTS.diverged` (per
+    sequence under vmap) and a state far outside the LTC's bound |h| <= max|A|
+    (Hasani et al. 2021, Theorem 2), read here from the parameters; a stable
+    step's result is `successful`; NaN parameters are `non_finite_input`; and
+    diffrax's own failures keep their meaning, promoted into ltc_jax's codes."""
+    model, path = _unstable_problem()
+
+    def solve(model, path, solver="rk4", **options):
+        integrator = ltc_jax.make_integrator(
+            solver, throw=False, batching=batching, **options
+        )
+        return model.solve(path, integrator=integrator)
+
+    def result_is(trajectory, code):
+        return np.asarray(trajectory.result == code)
+
+    unstable = solve(model, path, dt0=0.5, max_steps=16)
+    bound = float(jnp.max(jnp.abs(model.cell.A)))
+    # Each sequence's largest unit, against the bound: both diverge.
+    largest = np.max(np.abs(np.asarray(unstable.ys)), axis=-1)
+    np.testing.assert_array_less(1e6 * bound, largest)
+    assert np.all(result_is(unstable, ltc_jax.RESULTS.diverged))
+    if batching == "batched":
+        assert "left the bound" in ltc_jax.RESULTS[unstable.result]
+    stable = solve(model, path, dt0=0.05, max_steps=256)
+    assert np.all(result_is(stable, ltc_jax.RESULTS.successful))
+    assert float(np.max(np.abs(np.asarray(stable.ys)))) <= 1.01 * bound
+    broken = eqx.tree_at(lambda m: m.cell.tau_raw, model, model.cell.tau_raw * jnp.nan)
+    nan = solve(broken, path, dt0=0.05, max_steps=256)
+    assert np.all(result_is(nan, ltc_jax.RESULTS.non_finite_input))
+    # A linear input's 8 observations need at least 7 adaptive steps.
+    short = solve(model, path, "tsit5", rtol=1e-3, atol=1e-4, max_steps=3)
+    assert np.all(result_is(short, ltc_jax.RESULTS.max_steps_reached))
 
 
 def test_training_stops_with_a_divergence_error_not_at_chance():
@@ -58,7 +97,7 @@ def test_training_stops_with_a_divergence_error_not_at_chance():
         class_names=("a", "b"),
     )
     integrator = ltc_jax.make_integrator("rk4", dt0=0.5, max_steps=16)
-    with pytest.warns(ltc_jax.StabilityWarning):
+    with pytest.warns(ltc_jax.training.StabilityWarning):
         with pytest.raises(ltc_jax.DivergenceError, match="epoch 0, batch 0"):
             quiet_fit(model, data, integrator)
 
@@ -66,7 +105,7 @@ def test_training_stops_with_a_divergence_error_not_at_chance():
 def test_the_biophysical_state_bound_is_its_reversal_potentials(getkey):
     """Between the smallest and largest of vleak and the reversal potentials of the
     synapses onto each unit, computed here from the wiring by hand."""
-    wiring = ltc_jax.make_wiring("random", 6, 2, 3, seed=1)
+    wiring = ltc_jax.wirings.make_wiring("random", 6, 2, 3, seed=1)
     cell = ltc_jax.BiophysicalLTCVectorField(wiring, key=getkey())
     low, high = cell.state_bounds()
     for unit in range(6):
@@ -166,7 +205,7 @@ def _measure_peaks(modes) -> dict:
     records = {}
     for mode in modes:
         integrator = ltc_jax.make_integrator("rk4", mode, dt0=1 / 359, max_steps=2000)
-        measurement = ltc_jax.measure(
+        measurement = ltc_jax.measure.measure(
             model, batch, integrator, timed_steps=1, count_evaluations=False
         )
         records[mode] = dict(
@@ -182,31 +221,32 @@ def test_a_hidden_runtime_peak_is_none_with_a_reason():
     """In a process that has already run a larger step, the high-water mark cannot
     see a smaller one: the figure is None and the reason recorded, never a rise
     below the step's own compiled temp memory."""
-    if jax.default_backend() != "cpu" or not ltc_jax.reset_process_peak():
+    if jax.default_backend() != "cpu" or not ltc_jax.measure.reset_process_peak():
         pytest.skip("needs a CPU backend on an OS with /proc/self/clear_refs")
     records = _measure_peaks(("full", "backsolve"))
     backsolve = records["backsolve"]
     assert backsolve["peak"] is None or backsolve["peak"] >= backsolve["temp"]
     if backsolve["peak"] is None:
         assert "held already" in backsolve["note"]
-    fresh = ltc_jax.call_in_subprocess(f"{__file__}:peak_in_fresh_process")
+    fresh = ltc_jax.measure.call_in_subprocess(f"{__file__}:peak_in_fresh_process")
     assert fresh["backsolve"]["peak"] >= fresh["backsolve"]["temp"] > 0
 
 
 def test_a_rise_below_what_the_program_allocates_is_not_a_peak():
     """The rule itself: a high-water mark that rose by less than the program's
     compiled temp bytes was served by memory the process held already."""
-    if jax.default_backend() != "cpu" or not ltc_jax.reset_process_peak():
+    if jax.default_backend() != "cpu" or not ltc_jax.measure.reset_process_peak():
         pytest.skip("needs a CPU backend on an OS with /proc/self/clear_refs")
     compiled = jax.jit(lambda x: jnp.sort(x * 2.0)[-1]).lower(jnp.ones(10)).compile()
-    assert ltc_jax.runtime_peak_bytes(compiled, jnp.ones(10)) is not None
+    assert ltc_jax.measure.runtime_peak_bytes(compiled, jnp.ones(10)) is not None
     peak, source, note = ltc_jax._measure.memory.runtime_peak(
         compiled, jnp.ones(10), expected_bytes=2**40
     )
     assert peak is None and source == "process high-water mark"
     assert "memory this process held already served the call" in note
     assert (
-        ltc_jax.runtime_peak_bytes(compiled, jnp.ones(10), expected_bytes=2**40) is None
+        ltc_jax.measure.runtime_peak_bytes(compiled, jnp.ones(10), expected_bytes=2**40)
+        is None
     )
 
 
@@ -284,7 +324,11 @@ def test_an_epoch_of_failed_solves_reports_no_steps_used():
     model = ltc_jax.LTC(2, 4, 2, key=jr.PRNGKey(0))
     integrator = ltc_jax.make_integrator("tsit5", rtol=1e-3, atol=1e-4, max_steps=3)
     _, history = quiet_fit(
-        model, _two_sequences(), integrator, batch_size=1, on_failure="skip"
+        model,
+        _two_sequences(),
+        integrator,
+        batch_size=1,
+        on_failure=ltc_jax.training.SkipFailures(),
     )
     assert history[0]["failures"] == 2
     assert math.isnan(history[0]["max_steps_used"])
