@@ -1,20 +1,26 @@
 """ltc_jax: Liquid Time-Constant networks in JAX, with memory-efficient gradients.
 
-The public API is everything in `__all__`; other modules are internal. The
-command line and the main job live in `ltc_jax.app`, the bundled data and its
-readers in `ltc_jax.datasets`.
+The public API is everything in `__all__`, by audience as optax's: the models,
+fields, inputs, integrator, training entry points and errors here;
+`ltc_jax.training`, the parts training is composed of (objectives, the training
+state, failure policies, placements, monitors, checkpoints, optimisers and the
+defaults derived from data); `ltc_jax.measure`, measurement; `ltc_jax.wirings`,
+the biophysical cell's wirings; `ltc_jax.datasets`, the bundled data and its
+readers. The command line and the main job live in `ltc_jax.app`. Other modules
+are internal.
 """
 
 import importlib.metadata
 
-from . import datasets as datasets
-from ._adjoint import (
-    WindowedBacksolveAdjoint as WindowedBacksolveAdjoint,
-    default_windows as default_windows,
+from . import (
+    datasets as datasets,
+    measure as measure,
+    training as training,
+    wirings as wirings,
 )
+from ._adjoint import WindowedBacksolveAdjoint as WindowedBacksolveAdjoint
 from ._batch import (
     Batch as Batch,
-    abstract_batch as abstract_batch,
     batches as batches,
     make_batch as make_batch,
     make_input_path as make_input_path,
@@ -23,20 +29,6 @@ from ._cfc import (
     CfC as CfC,
     CfCCell as CfCCell,
     ltc_closed_form_step as ltc_closed_form_step,
-)
-from ._checkpoint import (
-    list_checkpoints as list_checkpoints,
-    load_checkpoint as load_checkpoint,
-    load_latest_checkpoint as load_latest_checkpoint,
-    parameter_digest as parameter_digest,
-    save_checkpoint as save_checkpoint,
-)
-from ._defaults import (
-    DataDefaults as DataDefaults,
-    batch_stop_ratio as batch_stop_ratio,
-    derive_defaults as derive_defaults,
-    fixed_max_steps as fixed_max_steps,
-    observation_spacing as observation_spacing,
 )
 from ._errors import (
     CheckpointError as CheckpointError,
@@ -47,43 +39,10 @@ from ._errors import (
     TrainingFailedError as TrainingFailedError,
 )
 from ._evaluate import evaluate as evaluate
-from ._failures import failure_reason as failure_reason
-from ._integrate import Trajectory as Trajectory, integrate as integrate
-from ._integrator import (
-    Integrator as Integrator,
-    StabilityWarning as StabilityWarning,
-    ToleranceSchedule as ToleranceSchedule,
-    check_stability as check_stability,
-    make_integrator as make_integrator,
-    resolve_windows as resolve_windows,
-    with_tolerances as with_tolerances,
-)
-from ._loss import (
-    loss_and_metrics as loss_and_metrics,
-    make_train_step as make_train_step,
-)
-from ._measure import (
-    CompiledMemory as CompiledMemory,
-    Measurement as Measurement,
-    call_in_subprocess as call_in_subprocess,
-    compiled_memory as compiled_memory,
-    count_evaluations as count_evaluations,
-    counted_solve as counted_solve,
-    device_memory_stats as device_memory_stats,
-    environment as environment,
-    flatten_gradient as flatten_gradient,
-    gradient_relative_error as gradient_relative_error,
-    loss_gradient as loss_gradient,
-    measure as measure,
-    process_peak_bytes as process_peak_bytes,
-    process_resident_bytes as process_resident_bytes,
-    release_free_memory as release_free_memory,
-    reset_process_peak as reset_process_peak,
-    runtime_peak_bytes as runtime_peak_bytes,
-    time_calls as time_calls,
-)
+from ._integrator import Integrator as Integrator, make_integrator as make_integrator
 from ._model import (
     LTC as LTC,
+    AbstractSequenceModel as AbstractSequenceModel,
     LinearReadout as LinearReadout,
     MotorReadout as MotorReadout,
 )
@@ -93,38 +52,20 @@ from ._names import (
     make_adjoint as make_adjoint,
     make_solver as make_solver,
 )
-from ._optimizer import make_optimizer as make_optimizer
-from ._parallel import (
-    data_mesh as data_mesh,
-    replicate as replicate,
-    shard_batch as shard_batch,
-)
 from ._paths import InputPath as InputPath
-from ._progress import (
-    AbstractFitProgress as AbstractFitProgress,
-    NoFitProgress as NoFitProgress,
-    TqdmFitProgress as TqdmFitProgress,
-)
+from ._results import RESULTS as RESULTS
+from ._solve import Trajectory as Trajectory, integrate as integrate
 from ._solver import (
     RK4 as RK4,
     AbstractLTCFormTerm as AbstractLTCFormTerm,
     FusedLTC as FusedLTC,
     LTCTerm as LTCTerm,
 )
-from ._solver.stability import real_stability_bound as real_stability_bound
-from ._train import fit as fit
+from ._train import fit as fit, train_on as train_on
 from ._vector_field import (
     AbstractLTCField as AbstractLTCField,
     BiophysicalLTCVectorField as BiophysicalLTCVectorField,
     LTCVectorField as LTCVectorField,
-)
-from ._wiring import (
-    Wiring as Wiring,
-    auto_ncp as auto_ncp,
-    fully_connected as fully_connected,
-    make_wiring as make_wiring,
-    ncp as ncp,
-    random_wiring as random_wiring,
 )
 
 
@@ -136,68 +77,37 @@ __all__ = [
     "CfC",
     "CfCCell",
     "ltc_closed_form_step",
+    "AbstractSequenceModel",
     "LinearReadout",
     "MotorReadout",
     "AbstractLTCField",
     "LTCVectorField",
     "BiophysicalLTCVectorField",
-    "Wiring",
-    "make_wiring",
-    "fully_connected",
-    "random_wiring",
-    "ncp",
-    "auto_ncp",
     # Inputs
     "InputPath",
     "Batch",
     "make_input_path",
     "make_batch",
     "batches",
-    "abstract_batch",
     # Solving
     "Integrator",
     "make_integrator",
-    "fixed_max_steps",
-    "derive_defaults",
-    "DataDefaults",
-    "batch_stop_ratio",
-    "observation_spacing",
-    "check_stability",
-    "StabilityWarning",
-    "real_stability_bound",
-    "with_tolerances",
-    "ToleranceSchedule",
     "make_solver",
     "make_adjoint",
     "SOLVER_NAMES",
     "ADJOINT_NAMES",
     "WindowedBacksolveAdjoint",
-    "default_windows",
-    "resolve_windows",
     "RK4",
     "FusedLTC",
     "LTCTerm",
     "AbstractLTCFormTerm",
     "integrate",
     "Trajectory",
+    "RESULTS",
     # Training
-    "loss_and_metrics",
-    "make_train_step",
-    "make_optimizer",
     "fit",
-    "data_mesh",
-    "replicate",
-    "shard_batch",
+    "train_on",
     "evaluate",
-    "AbstractFitProgress",
-    "TqdmFitProgress",
-    "NoFitProgress",
-    "failure_reason",
-    "save_checkpoint",
-    "load_checkpoint",
-    "load_latest_checkpoint",
-    "list_checkpoints",
-    "parameter_digest",
     # Errors
     "SolverFailureError",
     "NonFiniteLossError",
@@ -205,25 +115,9 @@ __all__ = [
     "TrainingFailedError",
     "CheckpointError",
     "SubprocessError",
-    # Measurement
+    # Namespaces by audience
+    "training",
     "measure",
-    "Measurement",
-    "compiled_memory",
-    "CompiledMemory",
-    "runtime_peak_bytes",
-    "device_memory_stats",
-    "process_peak_bytes",
-    "process_resident_bytes",
-    "reset_process_peak",
-    "release_free_memory",
-    "counted_solve",
-    "count_evaluations",
-    "time_calls",
-    "loss_gradient",
-    "flatten_gradient",
-    "gradient_relative_error",
-    "call_in_subprocess",
-    "environment",
-    # Subpackages
+    "wirings",
     "datasets",
 ]

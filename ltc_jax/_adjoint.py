@@ -211,12 +211,12 @@ def resolve_windows(
 
 
 def resolve_windows_for_path(
-    integrator: "Integrator", model: eqx.Module, path: InputPath
+    integrator: "Integrator", field: eqx.Module | None, path: InputPath
 ) -> "Integrator":
-    """[`ltc_jax.training.resolve_windows`][] for `model`'s `cell` over the longest
-    sequence of an [`ltc_jax.InputPath`][] with concrete times (not under `jit`)."""
+    """[`ltc_jax.training.resolve_windows`][] for the vector field `field` (a
+    model's `vector_field`) over the longest sequence of an
+    [`ltc_jax.InputPath`][] with concrete times (not under `jit`)."""
     if not isinstance(integrator.adjoint, WindowedBacksolveAdjoint):
         return integrator
     horizon = float(jnp.max(path.t_end - path.t_start))
-    field = getattr(model, "cell", None)
     return resolve_windows(integrator, field, horizon, dtype=path.ts.dtype)

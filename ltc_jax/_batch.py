@@ -25,11 +25,15 @@ class Batch(NamedTuple):
     - `weights`: `Float[Array, "batch"]`, 1 for a real sequence and 0 for the
         copies that fill up the last batch (so every batch has one shape and
         compiles once).
+    - `y0`: `None` (default: each sequence starts from the zero state) or
+        `Float[Array, "batch hidden_size"]`, the state each sequence starts
+        from, e.g. the final state of the window before it in a stream.
     """
 
     path: InputPath
     labels: Array
     weights: Float[Array, " batch"]
+    y0: Float[Array, "batch hidden_size"] | None = None
 
 
 def make_input_path(data: SequenceDataset, *, dtype=None, **options) -> InputPath:
@@ -143,7 +147,7 @@ def abstract_batch(
     interpolation: str = "linear",
 ) -> Batch:
     """A [`ltc_jax.Batch`][] of `jax.ShapeDtypeStruct`s: shapes and dtypes only,
-    nothing allocated. For compiled memory ([`ltc_jax.compiled_memory`][]) of
+    nothing allocated. For compiled memory ([`ltc_jax.measure.compiled_memory`][]) of
     inputs too large to build, such as a day of ECG at 250 Hz.
 
     **Arguments:**

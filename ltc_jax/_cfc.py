@@ -11,7 +11,6 @@ import jax.numpy as jnp
 import jax.random as jr
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from ._integrate import Trajectory
 from ._model import (
     AbstractSequenceModel,
     LinearReadout,
@@ -21,9 +20,11 @@ from ._model import (
     check_readout_features,
     check_readout_times,
     check_solve,
+    initial_state,
     readout_size,
 )
 from ._paths import InputPath
+from ._solve import Trajectory
 from ._vector_field import LTCVectorField
 
 
@@ -196,7 +197,7 @@ class CfC(AbstractSequenceModel):
     cell: CfCCell
     readout: LinearReadout
     solves_ode: ClassVar[bool] = False
-    """No ODE solve: `fit` issues no warnings about solver steps for it."""
+    """No ODE solve: training reports and checks no solver steps for it."""
 
     def __init__(
         self,
@@ -248,13 +249,20 @@ class CfC(AbstractSequenceModel):
         self.output_size, self.readout_times = output_size, readout_times
 
     def solve(
-        self, path: InputPath, *, integrator=None, save: ModelSave = "final"
+        self,
+        path: InputPath,
+        *,
+        integrator=None,
+        save: ModelSave = "final",
+        y0: Float[Array, "batch hidden_size"] | None = None,
     ) -> Trajectory:
         """The state over the batch, as [`ltc_jax.LTC.solve`][] returns it: `ys`
         of shape `(batch, hidden_size)` at each sequence's last observation,
         `(batch, n, hidden_size)` at the readout times (`readout_times=n > 1`),
         or `(batch, times, hidden_size)` at every observation
         (`save="observations"`); `stats["num_steps"]` counts the cell's updates.
+        `y0` (`(batch, hidden_size)`, default zero) is the state before the
+        first observation.
 
         **Raises:** `ValueError` if the inputs do not have `input_size` channels,
         if the parameters and the inputs have different float types, or for an
@@ -273,7 +281,7 @@ class CfC(AbstractSequenceModel):
             h = jnp.where(real[:, None], new, h)
             return h, h
 
-        h0 = jnp.zeros((batch, self.hidden_size), ts.dtype)
+        h0 = initial_state(y0, path, self.hidden_size)
         columns = (ts.T, elapsed.T, valid.T)
         final, every = jax.lax.scan(update, h0, columns)
         every = jnp.swapaxes(every, 0, 1)  # (batch, times, hidden)
@@ -297,13 +305,20 @@ class CfC(AbstractSequenceModel):
             t_reached=path.t_end - path.t_start,
         )
 
-    def __call__(self, path: InputPath, *, integrator=None, save: ModelSave = "final"):
+    def __call__(
+        self,
+        path: InputPath,
+        *,
+        integrator=None,
+        save: ModelSave = "final",
+        y0: Float[Array, "batch hidden_size"] | None = None,
+    ):
         """The outputs, as [`ltc_jax.LTC`][]'s. Arguments as `solve`.
 
         **Raises:** as `solve`; `ValueError` for `save="observations"` with
         `readout_times > 1`."""
         check_outputs_save(save, self.readout_times)
-        return self.outputs(self.solve(path, save=save).ys)
+        return self.outputs(self.solve(path, save=save, y0=y0).ys)
 
 
 def _at_spread_times(

@@ -85,7 +85,7 @@ def parameter_digest(tree: PyTree) -> str:
 
 
 def load_checkpoint(checkpoint: str | os.PathLike, like: PyTree) -> tuple[PyTree, dict]:
-    """Load one checkpoint folder written by [`ltc_jax.save_checkpoint`][].
+    """Load one checkpoint folder written by [`ltc_jax.training.save_checkpoint`][].
 
     **Arguments:** `checkpoint`: the checkpoint's folder; `like`: a pytree of the
     same structure (e.g. a freshly built `(model, opt_state)`), giving shapes and

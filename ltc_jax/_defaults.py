@@ -53,7 +53,7 @@ def observation_spacing(datasets: Sequence[SequenceDataset]) -> float:
 @dataclasses.dataclass(frozen=True)
 class DataDefaults:
     """Settings derived from the data, each with the reason, for
-    [`ltc_jax.derive_defaults`][]. Times are in the unit of the data's times.
+    [`ltc_jax.training.derive_defaults`][]. Times are in the unit of the data's times.
 
     **Fields:** `spacing` (median observation interval), `longest` (the longest
     sequence's duration), `tau_init` (the range the time constants are drawn
@@ -167,7 +167,7 @@ def derive_defaults(
       batches of 64).
     - `batching`: `"vmap"` (a solve per sequence) for adaptive steps when a
       batched solve would stop more than twice as often as its longest
-      sequence needs steps alone ([`ltc_jax.batch_stop_ratio`][], with the
+      sequence needs steps alone ([`ltc_jax.training.batch_stop_ratio`][], with the
       stable step on the fastest initial time constant where the solver has a
       stability bound): a batched adaptive solve with a linear input stops at
       the union of its sequences' observation times.
@@ -187,7 +187,7 @@ def derive_defaults(
     **Arguments:** `datasets`: the training set first, then any others the model
     will be solved on; `train_size`: sequences of the training set (default:
     the first dataset's); `stability_bound`: an explicit solver's real
-    stability bound ([`ltc_jax.real_stability_bound`][]), `None` for implicit
+    stability bound ([`ltc_jax.training.real_stability_bound`][]), `None` for implicit
     steps; `adaptive`: whether the solve takes adaptive steps; `batch_size`:
     the batch size that will be used, if already chosen (then returned as it
     is; the batching is judged on it); `interpolation`: the input path's
@@ -195,9 +195,9 @@ def derive_defaults(
     `readout_features`: what the model's readout reads of its readout times
     ([`ltc_jax.LTC`][]); `batch_multiple`: the derived batch size is rounded up
     to a multiple of this (the devices a batch is split over, as
-    [`ltc_jax.data_mesh`][] needs), before the epochs are derived from it.
+    [`ltc_jax.training.data_mesh`][] needs), before the epochs are derived from it.
 
-    **Raises:** `ValueError` as [`ltc_jax.observation_spacing`][], or for an
+    **Raises:** `ValueError` as [`ltc_jax.training.observation_spacing`][], or for an
     unknown `readout_features`.
     """
     check_readout_features(readout_features)

@@ -28,5 +28,5 @@ class CheckpointError(RuntimeError):
 
 
 class SubprocessError(RuntimeError):
-    """A function called by [`ltc_jax.call_in_subprocess`][] failed, or its process
-    died; the message ends with the tail of the process's error output."""
+    """A function called by [`ltc_jax.measure.call_in_subprocess`][] failed, or its
+    process died; the message ends with the tail of the process's error output."""

@@ -4,12 +4,13 @@ import math
 
 import equinox as eqx
 import numpy as np
-from jax.sharding import Mesh
 
+from ._adjoint import resolve_windows
 from ._batch import batches, check_labels, make_input_path
-from ._integrator import Integrator, resolve_windows
-from ._loss import jitted_loss_and_metrics
-from ._parallel import check_divides, replicate, shard_batch, to_host
+from ._integrator import Integrator
+from ._model import AbstractSequenceModel
+from ._objective import AbstractObjective, SupervisedLoss, jitted_objective
+from ._parallel import AbstractPlacement, SingleDevice
 from ._paths import InputPath
 from .datasets import SequenceDataset
 
@@ -21,7 +22,8 @@ def evaluate(
     integrator: Integrator,
     batch_size: int = 64,
     path: InputPath | None = None,
-    mesh: Mesh | None = None,
+    objective: AbstractObjective = SupervisedLoss(),
+    placement: AbstractPlacement = SingleDevice(),
 ) -> dict[str, float]:
     """Mean loss, accuracy (classification) and solver steps of `model` on `data`.
 
@@ -35,43 +37,48 @@ def evaluate(
         with weight-0 copies, so it never changes the result.
     - `path`: `make_input_path(data, ...)` when the inputs need options
         (interpolation, mask channels); default: linear interpolation.
-    - `mesh`: a device mesh with a `"data"` axis ([`ltc_jax.data_mesh`][]) to
-        split each batch over, or `None` (default) for one device.
+    - `objective`: the loss measured (default
+        [`ltc_jax.training.SupervisedLoss`][]); its other metrics are reported
+        too, as means per sequence.
+    - `placement`: [`ltc_jax.training.SingleDevice`][] (default), or
+        [`ltc_jax.training.DataParallel`][] to split each batch over a mesh.
 
-    **Returns:** `{"loss", "accuracy", "num_steps"}`: the mean loss per sequence
-    (cross-entropy or mean squared error, as [`ltc_jax.loss_and_metrics`][]),
-    the fraction classified correctly (`nan` for regression) and the mean number
-    of solver steps per batch solve (under `"batched"` batching every sequence of
-    a batch shares those steps).
+    **Returns:** `{"loss", "accuracy", "num_steps", ...}`: the mean loss per
+    sequence (cross-entropy or mean squared error, as
+    [`ltc_jax.training.SupervisedLoss`][]), the fraction classified correctly
+    (`nan` for regression), the mean number of solver steps per batch solve
+    (under `"batched"` batching every sequence of a batch shares those steps),
+    and the mean of any other metric the objective reports.
 
     **Raises:** as the solve; `ValueError` if `batch_size < 1`, labels that do
     not fit the model's `output_size`, or a `batch_size` that does not divide
-    over the mesh.
+    over the placement.
     """
     check_labels(model, data)
-    if mesh is not None:
-        check_divides(batch_size, mesh)
-        model = replicate(model, mesh)
-    totals = dict(weight=0.0, loss=0.0, correct=0.0, num_steps=0.0)
+    placement.check_batch_size(batch_size)
+    model = placement.place(model)
+    totals: dict[str, float] = {}
     solves = 0
     path = make_input_path(data) if path is None else path
     integrator = resolve_windows(
         integrator,
-        getattr(model, "cell", None),
+        model.vector_field if isinstance(model, AbstractSequenceModel) else None,
         float(np.max(data.durations)),
         dtype=path.ts.dtype,
     )
     for batch in batches(data, batch_size, path=path):
-        if mesh is not None:
-            batch = shard_batch(batch, mesh, batch_size)
-        _, metrics = jitted_loss_and_metrics(model, batch, integrator)
-        if mesh is not None:
-            metrics = to_host(metrics)
-        for name in totals:
-            totals[name] += float(metrics[name])
+        batch = placement.place_batch(batch)
+        _, metrics = jitted_objective(objective, model, batch, integrator)
+        for name, value in placement.to_host(metrics).items():
+            totals[name] = totals.get(name, 0.0) + float(value)
         solves += 1
+    per_sequence = {
+        name: value / totals["weight"]
+        for name, value in totals.items()
+        if name not in ("weight", "correct", "num_steps", "num_rejected_steps")
+    }
     return dict(
-        loss=totals["loss"] / totals["weight"],
+        per_sequence,
         accuracy=totals["correct"] / totals["weight"]
         if data.is_classification
         else math.nan,

@@ -4,7 +4,7 @@ import abc
 import math
 import typing
 from collections.abc import Callable
-from typing import Literal
+from typing import ClassVar, Literal
 
 import equinox as eqx
 import jax
@@ -13,9 +13,9 @@ import jax.random as jr
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from ._custom_types import AbstractInput
-from ._integrate import Trajectory, integrate
 from ._integrator import Integrator
 from ._paths import InputPath
+from ._solve import Trajectory, integrate
 from ._vector_field import (
     AbstractLTCField,
     BiophysicalLTCVectorField,
@@ -112,6 +112,24 @@ def check_solve(model: eqx.Module, path: InputPath, save: str) -> None:
         )
 
 
+def initial_state(
+    y0: Float[Array, "batch hidden_size"] | None, path: InputPath, hidden_size: int
+) -> Float[Array, "batch hidden_size"]:
+    """`y0` checked against the batch, or the zero state where it is `None`, in
+    the inputs' float type.
+
+    **Raises:** `ValueError` if `y0` is not `(batch, hidden_size)`."""
+    batch = path.lengths.shape[0]
+    if y0 is None:
+        return jnp.zeros((batch, hidden_size), path.ts.dtype)
+    if y0.shape != (batch, hidden_size):
+        raise ValueError(
+            f"y0 must be (batch, hidden_size) = ({batch}, {hidden_size}); got "
+            f"{y0.shape}."
+        )
+    return y0.astype(path.ts.dtype)
+
+
 def check_outputs_save(save: str, readout_times: int) -> None:
     """**Raises:** `ValueError` for outputs at every observation
     (`save="observations"`) from a readout of several times."""
@@ -194,11 +212,29 @@ class AbstractSequenceModel(eqx.Module):
     readout_times: int = eqx.field(static=True)
     readout_features: str = eqx.field(static=True)
 
+    solves_ode: eqx.AbstractClassVar[bool]
+    """Whether the model integrates an ODE, whose solver steps training reports
+    and checks (the LTC), or not (the CfC, a closed form)."""
+
+    @property
+    def vector_field(self) -> eqx.Module | None:
+        """The vector field the model solves, as `integrate` receives it (with
+        `decay_bound` and `state_bounds` where it is in LTC form), or `None`
+        for a model that solves no ODE. Training derives the windowed
+        adjoint's windows and checks fixed steps' stability from it."""
+        return None
+
     @abc.abstractmethod
     def solve(
-        self, path: InputPath, *, integrator: Integrator, save: ModelSave = "final"
+        self,
+        path: InputPath,
+        *,
+        integrator: Integrator,
+        save: ModelSave = "final",
+        y0: Float[Array, "batch hidden_size"] | None = None,
     ) -> Trajectory:
-        """The state over the batch: `ys` of shape `(batch, hidden_size)` at
+        """The state over the batch, from `y0` (default zero) at each
+        sequence's first observation: `ys` of shape `(batch, hidden_size)` at
         each sequence's last observation, `(batch, n, hidden_size)` at the
         readout times (`readout_times=n > 1`), or `(batch, times, hidden_size)`
         at every observation (`save="observations"`)."""
@@ -230,6 +266,15 @@ class AbstractSequenceModel(eqx.Module):
         if self.readout_features in ("pooled", "both"):
             parts.append(pooled_summary(ys))
         return self.readout(jnp.concatenate(parts, axis=-1))
+
+
+def solves_ode(model: eqx.Module) -> bool:
+    """Whether training should report and check `model`'s solver steps: its
+    `solves_ode` for an [`ltc_jax.AbstractSequenceModel`][], True for any other
+    model (which is taken to solve one)."""
+    if isinstance(model, AbstractSequenceModel):
+        return model.solves_ode
+    return True
 
 
 class LinearReadout(eqx.Module):
@@ -314,8 +359,8 @@ class LTC(AbstractSequenceModel):
 
     Two cells: `"ltc"`, the simplified [`ltc_jax.LTCVectorField`][] with a linear
     readout of all units; and `"biophysical"`, the original authors'
-    [`ltc_jax.BiophysicalLTCVectorField`][] on a sparse [`ltc_jax.Wiring`][], read
-    out through its motor neurons ([`ltc_jax.MotorReadout`][]).
+    [`ltc_jax.BiophysicalLTCVectorField`][] on a sparse [`ltc_jax.wirings.Wiring`][],
+    read out through its motor neurons ([`ltc_jax.MotorReadout`][]).
 
     The batch is solved as one `(batch, hidden_size)` state by default (see
     [`ltc_jax.integrate`][]); each sequence still runs on its own time interval and
@@ -330,6 +375,7 @@ class LTC(AbstractSequenceModel):
     cell: eqx.Module
     encoder: Callable | None
     readout: eqx.Module
+    solves_ode: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -360,7 +406,7 @@ class LTC(AbstractSequenceModel):
             `(batch, hidden_size)` (subclass [`ltc_jax.AbstractLTCField`][] for
             the fused step); it gets a linear readout.
         - `wiring`: for `"biophysical"`: `"fc"` (default), `"random"`, `"ncp"` (see
-            [`ltc_jax.make_wiring`][]) or an [`ltc_jax.Wiring`][].
+            [`ltc_jax.wirings.make_wiring`][]) or an [`ltc_jax.wirings.Wiring`][].
         - `encoder`, `encoded_size`: an optional encoder and its output size (then
             the cell's input size; default `input_size`). The encoder maps one
             observation vector, `(input_size,)` -> `(encoded_size,)` (e.g. an
@@ -457,8 +503,19 @@ class LTC(AbstractSequenceModel):
         self.readout = readout
         self.hidden_size = hidden_size
 
+    @property
+    def vector_field(self) -> eqx.Module:
+        """The cell, seen through the encoder where there is one: the field
+        [`ltc_jax.integrate`][] solves."""
+        return _encoded(self.cell, self.encoder)
+
     def solve(
-        self, path: InputPath, *, integrator: Integrator, save: ModelSave = "final"
+        self,
+        path: InputPath,
+        *,
+        integrator: Integrator,
+        save: ModelSave = "final",
+        y0: Float[Array, "batch hidden_size"] | None = None,
     ) -> Trajectory:
         """The hidden state over the batch.
 
@@ -471,23 +528,29 @@ class LTC(AbstractSequenceModel):
             `readout_times=n > 1` at its `n` readout times (`(batch, n,
             hidden_size)`); `"observations"`: the state at every observation time
             (`(batch, times, hidden_size)`).
+        - `y0`: `(batch, hidden_size)`, each sequence's state at its first
+            observation; default `None`, the zero state.
 
         **Returns:** a [`ltc_jax.Trajectory`][] with `ys` of the shape above.
 
         **Raises:** `ValueError` if the inputs do not have the model's
-        `input_size` channels, or the model's parameters and the inputs have
-        different float types; otherwise as [`ltc_jax.integrate`][].
+        `input_size` channels, the model's parameters and the inputs have
+        different float types, or `y0` is not `(batch, hidden_size)`; otherwise
+        as [`ltc_jax.integrate`][].
         """
         check_solve(self, path, save)
-        batch = path.lengths.shape[0]
-        y0 = jnp.zeros((batch, self.hidden_size), path.ts.dtype)
-        field = _encoded(self.cell, self.encoder)
+        y0 = initial_state(y0, path, self.hidden_size)
         if save == "final" and self.readout_times > 1:
             save = self.readout_times
-        return integrate(field, path, y0, integrator, save=save)
+        return integrate(self.vector_field, path, y0, integrator, save=save)
 
     def __call__(
-        self, path: InputPath, *, integrator: Integrator, save: ModelSave = "final"
+        self,
+        path: InputPath,
+        *,
+        integrator: Integrator,
+        save: ModelSave = "final",
+        y0: Float[Array, "batch hidden_size"] | None = None,
     ) -> Float[Array, "batch output_size"] | Float[Array, "batch times output_size"]:
         """The outputs: `(batch, output_size)` from what the readout reads (the
         final state, or the states at the `readout_times`), or `(batch, times,
@@ -497,4 +560,5 @@ class LTC(AbstractSequenceModel):
         **Raises:** as `solve`; `ValueError` for `save="observations"` with
         `readout_times > 1`, whose readout reads several times at once."""
         check_outputs_save(save, self.readout_times)
-        return self.outputs(self.solve(path, integrator=integrator, save=save).ys)
+        trajectory = self.solve(path, integrator=integrator, save=save, y0=y0)
+        return self.outputs(trajectory.ys)

@@ -15,6 +15,7 @@ Within one process arrays move with `jax.device_put`; across several
 host value, each process supplying the rows its own devices hold.
 """
 
+import abc
 from collections.abc import Sequence
 
 import equinox as eqx
@@ -104,8 +105,8 @@ def _place(tree: PyTree, sharding_of) -> PyTree:
 def replicate(tree: PyTree, mesh: Mesh) -> PyTree:
     """Every array leaf of `tree` (a model, an optimiser state) copied to each
     device of `mesh`, for a step compiled with `jax.jit` or `eqx.filter_jit` on
-    a batch from [`ltc_jax.shard_batch`][]. In a multi-process run every process
-    must pass the same values. Non-array leaves pass through.
+    a batch from [`ltc_jax.training.shard_batch`][]. In a multi-process run every
+    process must pass the same values. Non-array leaves pass through.
 
     **Returns:** `tree` with each array a global `jax.Array`, shape and dtype
     unchanged."""
@@ -121,8 +122,8 @@ def shard_batch(tree: PyTree, mesh: Mesh, batch_size: int) -> PyTree:
     of exactly that many times is split too, which moves data, not results).
     Splitting is placement only: under `jax.jit` the results are those of the
     unsplit batch, to round-off in the reduction order. With
-    [`ltc_jax.make_train_step`][] and a [`ltc_jax.replicate`][]d model this is
-    `fit`'s data-parallel step.
+    [`ltc_jax.training.make_train_step`][] and a [`ltc_jax.training.replicate`][]d model
+    this is `fit`'s data-parallel step.
 
     **Returns:** `tree` with each array a global `jax.Array`, shape and dtype
     unchanged.
@@ -143,3 +144,81 @@ def to_host(tree: PyTree) -> PyTree:
     whole value (of a replicated global array, its local copy): for Python
     conversion and for writing."""
     return jax.tree.map(lambda x: jnp.asarray(_host(x)) if eqx.is_array(x) else x, tree)
+
+
+class AbstractPlacement(eqx.Module):
+    """Where training puts its arrays: the model and optimiser state, each
+    batch, and the results read back on the host. [`ltc_jax.train_on`][],
+    [`ltc_jax.fit`][] and [`ltc_jax.evaluate`][] place everything through one,
+    and never branch on devices themselves.
+    """
+
+    @property
+    @abc.abstractmethod
+    def device_count(self) -> int:
+        """The devices a step runs on."""
+
+    def check_batch_size(self, batch_size: int) -> None:
+        """**Raises:** `ValueError` if batches of `batch_size` cannot be placed."""
+
+    @abc.abstractmethod
+    def place(self, tree: PyTree) -> PyTree:
+        """The model, optimiser state or training state where the step runs."""
+
+    @abc.abstractmethod
+    def place_batch(self, batch: PyTree) -> PyTree:
+        """A batch where the step runs."""
+
+    @abc.abstractmethod
+    def to_host(self, tree: PyTree) -> PyTree:
+        """Arrays back on this process's default device, whole, for Python
+        conversion and for writing."""
+
+
+class SingleDevice(AbstractPlacement):
+    """Everything on JAX's default device, as it comes (the default)."""
+
+    @property
+    def device_count(self):
+        return 1
+
+    def place(self, tree):
+        return tree
+
+    def place_batch(self, batch):
+        return batch
+
+    def to_host(self, tree):
+        return tree
+
+
+class DataParallel(AbstractPlacement):
+    """Data parallelism over a device mesh: each batch split over the mesh's
+    `"data"` axis ([`ltc_jax.training.shard_batch`][]), the model and optimiser
+    state replicated ([`ltc_jax.training.replicate`][]). The step is the same
+    program, compiled for those placements, with XLA reducing the gradient over
+    the devices: results are those of one device's run on the same batches, to
+    round-off in the order of the reduction. Under `jax.distributed` each
+    process places only the rows its devices hold.
+
+    **Fields:** `mesh`, a `jax.sharding.Mesh` with a `"data"` axis
+    ([`ltc_jax.training.data_mesh`][]).
+    """
+
+    mesh: Mesh = eqx.field(static=True)
+
+    @property
+    def device_count(self):
+        return self.mesh.size
+
+    def check_batch_size(self, batch_size):
+        check_divides(batch_size, self.mesh)
+
+    def place(self, tree):
+        return replicate(tree, self.mesh)
+
+    def place_batch(self, batch):
+        return shard_batch(batch, self.mesh, batch.weights.shape[0])
+
+    def to_host(self, tree):
+        return to_host(tree)

@@ -1,56 +1,140 @@
-"""`fit`: the training loop, its failure policy, validation, exact resume."""
+"""Training: `train_on`, the steps over any iterable of batches, and `fit`, a
+thin composition of it with epochs, validation, checkpoints and monitors."""
 
 import math
 import os
 import time
 import warnings
+from collections.abc import Iterable, Sequence
 
-import diffrax
 import equinox as eqx
-import jax
-import numpy as np
 import optax
-from jax.sharding import Mesh
 
-from ._adjoint import WindowedBacksolveAdjoint
-from ._batch import batches, check_labels, epoch_order, make_input_path
-from ._checkpoint import load_latest_checkpoint, save_checkpoint
-from ._errors import NonFiniteLossError, TrainingFailedError
-from ._evaluate import evaluate
+from ._adjoint import WindowedBacksolveAdjoint, resolve_windows
+from ._batch import Batch, batches, check_labels, epoch_order, make_input_path
+from ._errors import NonFiniteLossError
 from ._failures import classify_failure, non_finite_leaves, non_finite_message
-from ._integrator import (
-    Integrator,
-    ToleranceSchedule,
-    check_stability,
-    resolve_windows,
+from ._integrator import Integrator
+from ._model import AbstractSequenceModel, solves_ode
+from ._monitors import (
+    AbstractMonitor,
+    Checkpointing,
+    LearningCheck,
+    Running,
+    StepBudget,
+    Validation,
 )
-from ._loss import jitted_train_step
-from ._parallel import check_divides, replicate, shard_batch, to_host
+from ._objective import AbstractObjective, SupervisedLoss, jitted_train_step
+from ._parallel import AbstractPlacement, SingleDevice
 from ._paths import InputPath
-from ._progress import AbstractFitProgress, TqdmFitProgress
+from ._policies import AbstractFailurePolicy, RaiseOnFailure, StepFailure
+from ._progress import TqdmFitProgress
+from ._solver.stability import check_stability
+from ._tolerances import ToleranceSchedule
+from ._train_state import TrainState, load_train_state
 from .datasets import SequenceDataset
 
 
-_DEFAULT_PROGRESS = TqdmFitProgress()
+def train_on(
+    state: TrainState,
+    batches: Iterable[Batch],
+    *,
+    optimizer: optax.GradientTransformation,
+    integrator: Integrator,
+    objective: AbstractObjective = SupervisedLoss(),
+    on_failure: AbstractFailurePolicy = RaiseOnFailure(),
+    placement: AbstractPlacement = SingleDevice(),
+    monitors: Sequence[AbstractMonitor] | Running = (),
+) -> TrainState:
+    """One optimiser step per batch of `batches`, from `state`; any iterable
+    will do, a generator of windows as they arrive included.
+
+    Each step is [`ltc_jax.training.make_train_step`][] of `objective`,
+    compiled once per batch shape, optimiser, integrator and objective
+    structure. A failed step (a solve that failed, a non-finite loss or
+    gradient) never updates the parameters: it is classified and handed to
+    `on_failure`, which raises or goes on. `monitors` see every step and
+    message; they are started here and closed when the batches run out.
+
+    **Arguments:**
+
+    - `state`: a [`ltc_jax.training.TrainState`][] (`TrainState.create(model,
+        optimizer)` to begin), placed as `placement` says.
+    - `batches`: [`ltc_jax.Batch`][]es of one shape (each new shape
+        compiles); `batch.y0` gives the sequences' initial states.
+    - `optimizer`: the optax transformation `state.opt_state` belongs to.
+    - `integrator`: an [`ltc_jax.Integrator`][].
+    - `objective`: what is minimised (default
+        [`ltc_jax.training.SupervisedLoss`][]; compose a penalty with
+        [`ltc_jax.training.Penalized`][]).
+    - `on_failure`: a failure policy (default
+        [`ltc_jax.training.RaiseOnFailure`][]; or
+        [`ltc_jax.training.SkipFailures`][]).
+    - `placement`: where the arrays live (default
+        [`ltc_jax.training.SingleDevice`][]; or
+        [`ltc_jax.training.DataParallel`][]).
+    - `monitors`: [`ltc_jax.training.AbstractMonitor`][]s, such as a progress
+        bar ([`ltc_jax.training.TqdmFitProgress`][]) or checkpoints every few
+        steps ([`ltc_jax.training.Checkpointing`][]).
+
+    **Returns:** the new state: its `batch` and `step` advanced by the batches
+    seen, the metrics of the successful steps added to its `totals`.
+
+    **Raises:** what `on_failure` raises; `ValueError` if a batch does not fit
+    the placement; otherwise as the model's solve.
+    """
+    if isinstance(monitors, Running):
+        return _steps(
+            state,
+            batches,
+            optimizer,
+            integrator,
+            objective,
+            on_failure,
+            placement,
+            monitors,
+        )
+    with Running(monitors, state, None) as running:
+        return _steps(
+            state,
+            batches,
+            optimizer,
+            integrator,
+            objective,
+            on_failure,
+            placement,
+            running,
+        )
 
 
-# What an epoch sums over its batches (`_accumulate`): the loss's weight, the
-# loss and the correct predictions, the solver steps (all, rejected, and the most
-# in one batch), the batches done and the batches that failed.
-_TOTALS = (
-    "weight",
-    "loss",
-    "correct",
-    "num_steps",
-    "rejected",
-    "max_num_steps",
-    "batches",
-    "failures",
-)
-
-
-def _new_totals() -> dict[str, float]:
-    return dict.fromkeys(_TOTALS, 0.0)
+def _steps(
+    state, batches, optimizer, integrator, objective, on_failure, placement, running
+):
+    for batch in batches:
+        batch = placement.place_batch(batch)
+        failure = None
+        try:
+            model, opt_state, _, metrics, finite = jitted_train_step(
+                state.model, state.opt_state, batch, optimizer, integrator, objective
+            )
+            metrics, finite = placement.to_host((metrics, finite))
+            if not bool(finite):
+                text = non_finite_message(state.epoch, state.batch, integrator)
+                failure = StepFailure(NonFiniteLossError, text)
+        except eqx.EquinoxRuntimeError as error:
+            kind, text = classify_failure(
+                error, state.epoch, state.batch, state.model, batch, integrator
+            )
+            failure = StepFailure(kind, text, error)
+        if failure is None:
+            metrics = {name: float(value) for name, value in metrics.items()}
+            state = state.updated(model, opt_state, metrics)
+        else:
+            state = on_failure(state.failed(), failure)
+            running.say(f"Skipped an update: {failure.message}")
+        state = state.replace(batch=state.batch + 1, step=state.step + 1)
+        running.step(state)
+    return state
 
 
 def fit(
@@ -63,135 +147,238 @@ def fit(
     batch_size: int,
     seed: int = 0,
     path: InputPath | None = None,
-    checkpoint_dir: str | os.PathLike | None = None,
-    checkpoint_every: int | None = None,
-    resume: bool = False,
-    on_failure: str = "raise",
-    max_consecutive_failures: int = 10,
+    objective: AbstractObjective = SupervisedLoss(),
     validation: SequenceDataset | None = None,
     validation_path: InputPath | None = None,
     patience: int | None = None,
-    mesh: Mesh | None = None,
-    progress: AbstractFitProgress = _DEFAULT_PROGRESS,
+    checkpoint_dir: str | os.PathLike | None = None,
+    checkpoint_every: int | None = None,
+    resume: bool = False,
+    on_failure: AbstractFailurePolicy = RaiseOnFailure(),
+    placement: AbstractPlacement = SingleDevice(),
+    progress: AbstractMonitor = TqdmFitProgress(),
+    monitors: Sequence[AbstractMonitor] = (),
 ) -> tuple[eqx.Module, list[dict[str, int | float]]]:
-    """Train `model` on `train` for `epochs` epochs.
+    """Train `model` on `train` for `epochs` epochs: [`ltc_jax.train_on`][] over
+    each epoch's batches, with the monitors below.
 
     Each epoch visits the data in an order determined by `(seed, epoch)` alone,
     in fixed-size batches (one compilation); the last batch of an epoch is filled
     up with weight-0 copies.
 
-    **Checkpoints and exact resume.** With `checkpoint_dir`, the model, the
-    optimiser state and the position in the data (epoch, batch; the data order
-    derives from `seed`, the run's only source of randomness) are checkpointed
-    atomically after every epoch and every `checkpoint_every` optimiser steps,
-    with the partial epoch's running totals. `resume=True` continues from the
-    newest usable checkpoint (falling back past damaged ones): the result is the
-    same as an uninterrupted run's, bit for bit on CPU.
+    **Checkpoints and exact resume.** With `checkpoint_dir`, the whole
+    [`ltc_jax.training.TrainState`][] (the model, the optimiser state, the best
+    model, the position in the data, the running totals and the history) is
+    checkpointed atomically after every epoch and every `checkpoint_every`
+    steps ([`ltc_jax.training.Checkpointing`][]). The data order derives from
+    `seed`, the run's only source of randomness, so `resume=True`, which
+    continues from the newest usable checkpoint (falling back past damaged
+    ones), gives the same result as an uninterrupted run's, bit for bit on CPU.
+    A checkpoint written before the training state existed (format 1) resumes
+    too.
 
     **Failures.** A failed solve (`max_steps` reached, a step below `dtmin`, a
     state outside the field's bounds), or a non-finite loss or gradient, never
-    updates the parameters, and no checkpoint is written from it. Fixed explicit
-    steps outside the solver's stability region on the model's fastest decay
-    are warned about before training ([`ltc_jax.check_stability`][]). With
-    `on_failure="raise"` (default) training stops with an error naming the
-    epoch, the batch, how far the solve got and the steps it took; with
-    `"skip"` the update is dropped, counted and reported, and training stops
-    after `max_consecutive_failures` failures in a row. With adaptive steps, a
-    `UserWarning` is issued when a solve uses more than 90% of `max_steps`, and
-    when `"full"` or `"checkpoint"` (whose memory and time `max_steps` sizes)
-    use under a tenth of it.
+    updates the parameters, and no checkpoint is written from it; `on_failure`
+    says whether training stops ([`ltc_jax.training.RaiseOnFailure`][], the
+    default, with an error naming the epoch, the batch, how far the solve got
+    and the steps it took) or goes on
+    ([`ltc_jax.training.SkipFailures`][]). Fixed explicit steps outside the
+    solver's stability region on the model's fastest decay are warned about
+    before training ([`ltc_jax.training.check_stability`][]); with adaptive
+    steps, solves that near `max_steps`, or use little of it, are warned about
+    ([`ltc_jax.training.StepBudget`][]).
 
-    **Validation and early stopping.** With `validation` (a held-out part of the
-    training data, e.g. from [`ltc_jax.datasets.stratified_split`][]; never the
-    test set), each epoch ends with its loss and accuracy there
-    (`validation_loss`, `validation_accuracy` in the history); training stops
-    after `patience` epochs without a lower validation loss (`None`: never
-    early), and the model returned is the one of the best epoch (`best` marks
-    it in the history). Checkpoints hold the best model too, so resuming
-    restores the same choice.
+    **Validation and early stopping.** With `validation` (held-out training
+    data, e.g. from [`ltc_jax.datasets.stratified_split`][]; never the test
+    set), each epoch records its loss and accuracy there, training stops after
+    `patience` epochs without a lower validation loss, and the model returned
+    is the best epoch's ([`ltc_jax.training.Validation`][]).
 
-    **Non-learning.** If the training loss of the epoch returned (the best with
-    `validation`, else the last) is not at least 5% below
-    the loss of the first step, a `UserWarning` says so (and the last record's
-    `learned` is `False`): a model whose final state barely depends on its input
-    trains at chance without any other sign.
+    **Non-learning.** A `UserWarning`, and `learned: False` in the last record,
+    when the loss of the epoch returned is not 5% below the first step's
+    ([`ltc_jax.training.LearningCheck`][]).
 
-    **Several devices and hosts.** With `mesh` (from [`ltc_jax.data_mesh`][]),
-    each batch is split over the mesh's `"data"` axis and the model and
-    optimiser state are replicated; the step is the same program, compiled
-    for those placements, with XLA reducing the gradient over the devices.
-    The history's metrics are the global batch's, and the parameters those of
-    one device's run on the same batches, to round-off in the order of the
-    reduction. Under `jax.distributed` (several processes, each holding the
-    data and building the same batches), each process places only the rows its
-    devices hold, and only process 0 writes checkpoints. The model returned
-    lives on this process's default device.
-
-    **Tolerance schedules.** `integrator` may be a [`ltc_jax.ToleranceSchedule`][]:
-    each epoch then uses its phase's tolerances (recorded in the history).
-
-    **The windowed adjoint** with `windows=None` gets its number of windows from
-    the model's time constants and the longest sequence of `train`
-    ([`ltc_jax.resolve_windows`][]) before each epoch; it only grows, and is
-    recorded in the history.
+    **Tolerance schedules and windows.** `integrator` may be a
+    [`ltc_jax.training.ToleranceSchedule`][]: each epoch uses its phase's
+    tolerances (recorded in the history). A windowed adjoint with
+    `windows=None` gets its windows from the model's time constants and the
+    longest sequence before each epoch
+    ([`ltc_jax.training.resolve_windows`][]); they only grow, and are recorded.
 
     **Arguments:**
 
-    - `model`: an [`ltc_jax.LTC`][] (anything [`ltc_jax.loss_and_metrics`][]
-        accepts).
+    - `model`: an [`ltc_jax.AbstractSequenceModel`][] (or any model
+        `objective` accepts).
     - `train`: a [`ltc_jax.datasets.SequenceDataset`][]; integer labels train a
         classifier (cross-entropy), float targets a regressor (squared error).
     - `integrator`: an [`ltc_jax.Integrator`][] or a tolerance schedule.
-    - `optimizer`: an optax transformation (e.g. [`ltc_jax.make_optimizer`][]).
+    - `optimizer`: an optax transformation (e.g.
+        [`ltc_jax.training.make_optimizer`][]).
     - `epochs`: passes over the data, at least 1.
     - `batch_size`: sequences per optimiser step, at least 1.
     - `seed`: the data order.
     - `path`: `make_input_path(train, ...)` when the inputs need options
         (default: linear interpolation, JAX's default float).
+    - `objective`: what is minimised (default
+        [`ltc_jax.training.SupervisedLoss`][]).
+    - `validation`, `validation_path` (as `path`), `patience` (`None`: never
+        stop early): see above.
     - `checkpoint_dir`, `checkpoint_every`, `resume`: see above.
-    - `on_failure`: `"raise"` or `"skip"`; `max_consecutive_failures`: see above.
-    - `validation`, `validation_path` (as `path`, for `validation`), `patience`:
-        see above.
-    - `mesh`: a device mesh with a `"data"` axis, or `None` (default) for one
-        device; `batch_size` must be a multiple of its size.
-    - `progress`: where progress goes (default a tqdm bar; `NoFitProgress()`
-        for none).
+    - `on_failure`: a failure policy, see above.
+    - `placement`: [`ltc_jax.training.SingleDevice`][] (default) or
+        [`ltc_jax.training.DataParallel`][] over a mesh; `batch_size` must
+        divide over its devices. Only process 0 writes checkpoints.
+    - `progress`: a monitor for progress (default a tqdm bar;
+        [`ltc_jax.training.NoFitProgress`][] for none).
+    - `monitors`: more monitors of your own, after the built-in ones.
 
     **Returns:** `(model, history)`, one dict per epoch: `epoch`, `loss`,
     `accuracy` (training; `nan` for regression), `num_steps` (mean solver steps
     per batch), `max_num_steps`, `max_steps_used` (fraction of `max_steps` of the
     longest solve), `num_rejected_steps`, `failures`, `seconds` (wall clock),
-    `rtol` and `atol` with adaptive steps, and `windows` with the windowed
-    adjoint.
+    the mean of any other metric the objective reports (a penalty's, say),
+    `rtol` and `atol` with adaptive steps, `windows` with the windowed
+    adjoint, `validation_loss`, `validation_accuracy` and `best` with
+    validation, and `learned` in the last. The model lives on this process's
+    default device.
 
-    **Raises:** [`ltc_jax.NonFiniteLossError`][], [`ltc_jax.DivergenceError`][],
-    [`ltc_jax.SolverFailureError`][] (with `on_failure="raise"`),
-    [`ltc_jax.TrainingFailedError`][] (with `"skip"`),
-    [`ltc_jax.CheckpointError`][] when resuming finds no usable checkpoint,
-    `ValueError` for bad options, a model whose parameters are not finite,
-    labels that do not fit the model's `output_size`, or a `batch_size` that
-    does not divide over the mesh.
+    **Raises:** what `on_failure` raises ([`ltc_jax.SolverFailureError`][],
+    [`ltc_jax.DivergenceError`][], [`ltc_jax.NonFiniteLossError`][],
+    [`ltc_jax.TrainingFailedError`][]); [`ltc_jax.CheckpointError`][] when
+    resuming finds no usable checkpoint; `ValueError` for bad options, a model
+    whose parameters are not finite, labels that do not fit the model's
+    `output_size`, or a `batch_size` that does not divide over the placement.
     """
     for name, value in (("epochs", epochs), ("batch_size", batch_size)):
         if value < 1:
             raise ValueError(f"{name} must be positive; got {value}.")
-    if on_failure not in ("raise", "skip"):
-        raise ValueError(f"on_failure must be 'raise' or 'skip'; got {on_failure!r}.")
     if resume and checkpoint_dir is None:
         raise ValueError("resume=True needs the checkpoint_dir to resume from.")
-    if checkpoint_every is not None and checkpoint_every < 1:
-        raise ValueError(f"checkpoint_every must be positive; got {checkpoint_every}.")
-    if patience is not None and patience < 1:
-        raise ValueError(f"patience must be at least 1; got {patience}.")
     if patience is not None and validation is None:
         raise ValueError("patience needs validation data to stop on.")
-    if mesh is not None:
-        check_divides(batch_size, mesh)
-    if max_consecutive_failures < 1:
-        raise ValueError(
-            "max_consecutive_failures must be positive; got "
-            f"{max_consecutive_failures}."
+    placement.check_batch_size(batch_size)
+    check_trainable(model, train)
+    field = model.vector_field if isinstance(model, AbstractSequenceModel) else None
+    if field is not None:
+        check_stability(_epoch_integrator(integrator, 0), field, stacklevel=3)
+    path = make_input_path(train) if path is None else path
+    built_in = [StepBudget()]
+    if validation is not None:
+        check_labels(model, validation)
+        if validation_path is None:
+            validation_path = make_input_path(validation)
+        built_in.append(
+            Validation(validation, validation_path, batch_size, patience, placement)
         )
+    built_in.append(LearningCheck())
+    if checkpoint_dir is not None:
+        directory = os.fspath(checkpoint_dir)
+        meta = dict(seed=seed)
+        built_in.append(Checkpointing(directory, checkpoint_every, placement, meta))
+    state = TrainState.create(model, optimizer)
+    if resume:
+        state = _resumed(checkpoint_dir, state, seed)
+    state = placement.place(state)
+    total_steps = epochs * math.ceil(len(train) / batch_size)
+    horizon = float(max(train.durations))
+    with Running([*built_in, *monitors, progress], state, total_steps) as running:
+        while state.epoch < epochs and not running.stop(state):
+            current = _epoch_integrator(integrator, state.epoch)
+            windows = max([r.get("windows", 1) for r in state.history], default=1)
+            current = resolve_windows(
+                current, field, horizon, dtype=path.ts.dtype, at_least=windows
+            )
+            order = epoch_order(seed, state.epoch, len(train))
+            epoch_batches = batches(
+                train, batch_size, order=order, path=path, start=state.batch
+            )
+            start = time.perf_counter()
+            state = train_on(
+                state,
+                epoch_batches,
+                optimizer=optimizer,
+                integrator=current,
+                objective=objective,
+                on_failure=on_failure,
+                placement=placement,
+                monitors=running,
+            )
+            record = epoch_record(state, current, train.is_classification)
+            record["seconds"] = time.perf_counter() - start
+            state = state.replace(
+                epoch=state.epoch + 1,
+                batch=0,
+                totals={},
+                history=(*state.history, record),
+            )
+            state = running.epoch(state, current)
+        state = running.finish(state)
+    return placement.to_host(state.model), [dict(r) for r in state.history]
+
+
+_SOLVER_STATISTICS = ("num_steps", "num_rejected_steps", "max_num_steps")
+_COUNTS = ("weight", "batches", "failures", "correct", "loss")
+
+
+def epoch_record(
+    state: TrainState, integrator: Integrator, classification: bool
+) -> dict[str, int | float]:
+    """The history record of the epoch `state` is at the end of: its running
+    totals as means (per sequence of the loss, the accuracy and any other
+    metric; per batch of the solver's steps), with the solve's tolerances and
+    windows."""
+    totals = state.totals
+    done = totals.get("batches", 0.0)
+    # An epoch whose every solve failed took no steps worth reporting: NaN, not 0.
+    longest = totals.get("max_num_steps", math.nan) if done else math.nan
+    record = dict(
+        epoch=state.epoch,
+        loss=state.mean("loss"),
+        accuracy=state.mean("correct") if classification else math.nan,
+        num_steps=totals.get("num_steps", math.nan) / (done or math.nan),
+        max_num_steps=longest,
+        max_steps_used=longest / integrator.max_steps,
+        num_rejected_steps=totals.get("num_rejected_steps", math.nan)
+        / (done or math.nan),
+        failures=int(totals.get("failures", 0)),
+    )
+    for name in totals:
+        if name not in _SOLVER_STATISTICS + _COUNTS:
+            record[name] = state.mean(name)
+    if isinstance(integrator.adjoint, WindowedBacksolveAdjoint):
+        record["windows"] = integrator.adjoint.windows
+    if integrator.is_adaptive and solves_ode(state.model):
+        record["rtol"] = float(integrator.stepsize_controller.rtol)
+        record["atol"] = float(integrator.stepsize_controller.atol)
+    return record
+
+
+def _resumed(directory, state: TrainState, seed: int) -> TrainState:
+    state, meta, skipped = load_train_state(directory, state)
+    for text in skipped:
+        warnings.warn(f"Skipped a damaged checkpoint: {text}", stacklevel=3)
+    if meta["seed"] != seed:
+        raise ValueError(
+            f"The checkpoint was written with seed {meta['seed']}, not {seed}."
+        )
+    return state
+
+
+def _epoch_integrator(
+    integrator: Integrator | ToleranceSchedule, epoch: int
+) -> Integrator:
+    """The integrator of an epoch: a tolerance schedule's phase, or the one
+    integrator."""
+    return (
+        integrator(epoch) if isinstance(integrator, ToleranceSchedule) else integrator
+    )
+
+
+def check_trainable(model: eqx.Module, data: SequenceDataset) -> None:
+    """**Raises:** `ValueError` for a model whose parameters hold NaN or
+    infinity (naming them), or labels of `data` that do not fit its
+    `output_size`."""
     bad = non_finite_leaves(model)
     if bad:
         raise ValueError(
@@ -199,226 +386,4 @@ def fit(
             + ", ".join(bad)
             + ": no solve can succeed. Rebuild or reload the model."
         )
-    check_labels(model, train)
-    schedule = integrator if isinstance(integrator, ToleranceSchedule) else None
-    if hasattr(model, "cell"):
-        check_stability(
-            integrator if schedule is None else schedule(0), model.cell, stacklevel=3
-        )
-    path = make_input_path(train) if path is None else path
-    opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
-    steps_per_epoch = math.ceil(len(train) / batch_size)
-    if validation is not None:
-        check_labels(model, validation)
-        validation_path = (
-            make_input_path(validation) if validation_path is None else validation_path
-        )
-    position = dict(
-        epoch=0,
-        batch=0,
-        history=[],
-        totals=_new_totals(),
-        consecutive=0,
-        best_epoch=None,
-        best_loss=None,
-        initial_loss=None,
-    )
-    best_model = model
-    if resume:
-        (model, opt_state, best_model), meta, skipped = load_latest_checkpoint(
-            checkpoint_dir, (model, opt_state, model)
-        )
-        for text in skipped:
-            warnings.warn(f"Skipped a damaged checkpoint: {text}", stacklevel=2)
-        if meta["seed"] != seed:
-            raise ValueError(
-                f"The checkpoint was written with seed {meta['seed']}, not {seed}."
-            )
-        position = {key: meta[key] for key in position}
-    if mesh is not None:
-        model, opt_state, best_model = replicate((model, opt_state, best_model), mesh)
-
-    def save():
-        if checkpoint_dir is not None and jax.process_index() == 0:
-            step = position["epoch"] * steps_per_epoch + position["batch"]
-            save_checkpoint(
-                checkpoint_dir,
-                step,
-                to_host((model, opt_state, best_model)),
-                dict(position, seed=seed),
-            )
-
-    done = position["epoch"] * steps_per_epoch + position["batch"]
-    state = progress.init(epochs * steps_per_epoch, done)
-    history = position["history"]
-    horizon = float(np.max(train.durations))
-    windows = max([h.get("windows", 1) for h in history], default=1)
-    try:
-        while position["epoch"] < epochs and not _stopped(position, patience):
-            epoch, totals = position["epoch"], position["totals"]
-            current = integrator if schedule is None else schedule(epoch)
-            current = resolve_windows(
-                current,
-                getattr(model, "cell", None),
-                horizon,
-                dtype=path.ts.dtype,
-                at_least=windows,
-            )
-            start = time.perf_counter()
-            order = epoch_order(seed, epoch, len(train))
-            for batch in batches(
-                train, batch_size, order=order, path=path, start=position["batch"]
-            ):
-                index = position["batch"]
-                failure = None
-                if mesh is not None:
-                    batch = shard_batch(batch, mesh, batch_size)
-                try:
-                    new_model, new_opt_state, _, metrics, finite = jitted_train_step(
-                        model, opt_state, batch, optimizer, current
-                    )
-                    if mesh is not None:
-                        metrics, finite = to_host((metrics, finite))
-                    if not bool(finite):
-                        failure = non_finite_message(epoch, index, current)
-                        failure_type, cause = NonFiniteLossError, None
-                except eqx.EquinoxRuntimeError as error:
-                    failure_type, failure = classify_failure(
-                        error, epoch, index, model, batch, current
-                    )
-                    cause = error
-                if failure is None:
-                    if position["initial_loss"] is None:
-                        position["initial_loss"] = float(metrics["loss"]) / float(
-                            metrics["weight"]
-                        )
-                    model, opt_state = new_model, new_opt_state
-                    position["consecutive"] = 0
-                    _accumulate(totals, metrics)
-                else:
-                    if on_failure == "raise":
-                        raise failure_type(failure) from cause
-                    totals["failures"] += 1
-                    position["consecutive"] += 1
-                    progress.message(state, f"Skipped an update: {failure}")
-                    if position["consecutive"] >= max_consecutive_failures:
-                        raise TrainingFailedError(
-                            f"Training stopped after {position['consecutive']} "
-                            f"failed steps in a row. The last: {failure}"
-                        )
-                position["batch"] += 1
-                weight = totals["weight"] or math.nan
-                progress.step(
-                    state,
-                    epoch,
-                    totals["loss"] / weight,
-                    totals["correct"] / weight,
-                )
-                step = epoch * steps_per_epoch + position["batch"]
-                if checkpoint_every and step % checkpoint_every == 0:
-                    save()
-            record = _epoch_record(epoch, totals, train, current)
-            record["seconds"] = time.perf_counter() - start
-            if isinstance(current.adjoint, WindowedBacksolveAdjoint):
-                windows = record["windows"] = current.adjoint.windows
-            if current.is_adaptive and getattr(model, "solves_ode", True):
-                record["rtol"] = float(current.stepsize_controller.rtol)
-                record["atol"] = float(current.stepsize_controller.atol)
-                if record["max_steps_used"] > 0.9:  # False for NaN
-                    text = (
-                        f"Epoch {epoch}: a solve took {int(totals['max_num_steps'])} "
-                        f"of max_steps={current.max_steps} steps; raise max_steps "
-                        "before it becomes an error."
-                    )
-                    progress.message(state, text)
-                    warnings.warn(text, stacklevel=2)
-                sized_by_max_steps = isinstance(
-                    current.adjoint, diffrax.RecursiveCheckpointAdjoint
-                )
-                if epoch == 0 and sized_by_max_steps and record["max_steps_used"] < 0.1:
-                    text = (
-                        f"The solves took at most {int(totals['max_num_steps'])} of "
-                        f"max_steps={current.max_steps} steps; adjoint="
-                        f"{current.adjoint_name!r} allocates memory, and spends "
-                        "time, for max_steps: lower it to a small multiple of the "
-                        "steps taken."
-                    )
-                    progress.message(state, text)
-                    warnings.warn(text, stacklevel=2)
-            if validation is not None:
-                result = evaluate(
-                    model,
-                    validation,
-                    integrator=current,
-                    batch_size=batch_size,
-                    path=validation_path,
-                    mesh=mesh,
-                )
-                record["validation_loss"] = result["loss"]
-                record["validation_accuracy"] = result["accuracy"]
-                best = position["best_loss"]
-                if math.isfinite(result["loss"]) and (
-                    best is None or result["loss"] < best
-                ):
-                    position.update(best_epoch=epoch, best_loss=result["loss"])
-                    best_model = model
-            history.append(record)
-            position.update(epoch=epoch + 1, batch=0, totals=_new_totals())
-            save()
-    finally:
-        progress.close(state)
-    if validation is not None and history:
-        for record in history:
-            record["best"] = record["epoch"] == position["best_epoch"]
-        model = best_model
-    if mesh is not None:
-        model = to_host(model)
-    if history and position["initial_loss"] is not None:
-        kept = [h for h in history if h.get("best")] or history[-1:]  # returned
-        learned = kept[0]["loss"] < 0.95 * position["initial_loss"]
-        history[-1]["learned"] = bool(learned)  # read by the main job
-        if not learned:
-            warnings.warn(
-                "Training did not lower the loss by 5%: "
-                f"{position['initial_loss']:.4g} at the first step, "
-                f"{kept[0]['loss']:.4g} in the epoch kept. The "
-                "model may not see its input (check the time scale: tau against the "
-                "sequences' durations) or the learning rate may be too low.",
-                stacklevel=2,
-            )
-    return model, history
-
-
-def _stopped(position: dict, patience: int | None) -> bool:
-    """Whether early stopping has ended training: `patience` epochs have passed
-    since the best validation loss."""
-    if patience is None or position["best_epoch"] is None:
-        return False
-    return position["epoch"] - 1 - position["best_epoch"] >= patience
-
-
-def _accumulate(totals: dict[str, float], metrics: dict[str, jax.Array]) -> None:
-    totals["weight"] += float(metrics["weight"])
-    totals["loss"] += float(metrics["loss"])
-    totals["correct"] += float(metrics["correct"])
-    totals["num_steps"] += float(metrics["num_steps"])
-    totals["rejected"] += float(metrics["num_rejected_steps"])
-    totals["max_num_steps"] = max(totals["max_num_steps"], float(metrics["num_steps"]))
-    totals["batches"] += 1
-
-
-def _epoch_record(epoch, totals, train, integrator) -> dict[str, int | float]:
-    weight = totals["weight"] or math.nan
-    batches_done = totals["batches"] or math.nan
-    # An epoch whose every solve failed took no steps worth reporting: NaN, not 0.
-    longest = totals["max_num_steps"] if totals["batches"] else math.nan
-    return dict(
-        epoch=epoch,
-        loss=totals["loss"] / weight,
-        accuracy=totals["correct"] / weight if train.is_classification else math.nan,
-        num_steps=totals["num_steps"] / batches_done,
-        max_num_steps=longest,
-        max_steps_used=longest / integrator.max_steps,
-        num_rejected_steps=totals["rejected"] / batches_done,
-        failures=int(totals["failures"]),
-    )
+    check_labels(model, data)

@@ -60,7 +60,7 @@ class AbstractLTCField(eqx.Module):
     def decay_bound(self) -> Float[Array, ""]:
         """An upper bound on `decay` over every state and input, in 1 / time
         units: the fastest rate at which any unit can decay. It bounds how fast
-        errors grow in a reverse solve ([`ltc_jax.default_windows`][]) and how
+        errors grow in a reverse solve ([`ltc_jax.training.default_windows`][]) and how
         large an explicit step may be. Subclasses override it.
 
         **Raises:** `NotImplementedError` where a field does not provide one.
@@ -437,8 +437,9 @@ class BiophysicalLTCVectorField(AbstractLTCField):
     def __init__(self, wiring, *, dtype=None, key: PRNGKeyArray):
         """**Arguments:**
 
-        - `wiring`: an [`ltc_jax.Wiring`][] (e.g. from [`ltc_jax.make_wiring`][]);
-            gives the hidden size, the input size, the synapses and their polarities.
+        - `wiring`: an [`ltc_jax.wirings.Wiring`][] (e.g. from
+            [`ltc_jax.wirings.make_wiring`][]); gives the hidden size, the input size,
+            the synapses and their polarities.
         - `dtype`: floating dtype of the parameters (default: JAX's default float).
         - `key`: a `jax.random.PRNGKey`.
         """

@@ -323,9 +323,9 @@ def make_wiring(
     seed: int | None = None,
     sparsity: float = 0.5,
 ) -> Wiring:
-    """A wiring by name: `"fc"` ([`ltc_jax.fully_connected`][]), `"random"`
-    ([`ltc_jax.random_wiring`][]) or `"ncp"` ([`ltc_jax.auto_ncp`][]), from
-    `(hidden_size, output_size)` and the number of input channels.
+    """A wiring by name: `"fc"` ([`ltc_jax.wirings.fully_connected`][]), `"random"`
+    ([`ltc_jax.wirings.random_wiring`][]) or `"ncp"` ([`ltc_jax.wirings.auto_ncp`][]),
+    from `(hidden_size, output_size)` and the number of input channels.
 
     **Raises:** `ValueError` for an unknown kind, or as the builders.
     """

@@ -149,7 +149,7 @@ def numpy_biophysical_derivative(p, v, x):
 def biophysical_cell(key, units=6, inputs=3, outputs=2, kind="fc"):
     import ltc_jax
 
-    wiring = ltc_jax.make_wiring(kind, units, outputs, inputs, seed=3)
+    wiring = ltc_jax.wirings.make_wiring(kind, units, outputs, inputs, seed=3)
     return ltc_jax.BiophysicalLTCVectorField(wiring, key=key)
 
 
@@ -170,20 +170,20 @@ def toy_ts_file(path, n, seed):
 
 def quiet_fit(model, data, integrator, *, epochs=1, batch_size=2, **kwargs):
     """`ltc_jax.fit` without a progress bar. Unless `optimizer` is given,
-    `ltc_jax.make_optimizer(1e-2, steps)`, its schedule spanning the run's
+    `ltc_jax.training.make_optimizer(1e-2, steps)`, its schedule spanning the run's
     `steps` (`epochs` times the batches of `data`).
     **Returns:** what `fit` returns, `(model, history)`."""
     import ltc_jax
 
     if "optimizer" not in kwargs:
         steps = epochs * math.ceil(len(data) / batch_size)
-        kwargs["optimizer"] = ltc_jax.make_optimizer(1e-2, steps)
+        kwargs["optimizer"] = ltc_jax.training.make_optimizer(1e-2, steps)
     return ltc_jax.fit(
         model,
         data,
         integrator=integrator,
         epochs=epochs,
         batch_size=batch_size,
-        progress=ltc_jax.NoFitProgress(),
+        progress=ltc_jax.training.NoFitProgress(),
         **kwargs,
     )

@@ -66,7 +66,7 @@ def test_positivity_by_construction(getkey):
 
 
 def test_initial_ranges_and_polarity(getkey):
-    wiring = ltc_jax.make_wiring("fc", 40, 3, 5, seed=0)
+    wiring = ltc_jax.wirings.make_wiring("fc", 40, 3, 5, seed=0)
     cell = ltc_jax.BiophysicalLTCVectorField(wiring, key=getkey())
     for name, (low, high) in dict(
         gleak=(0.001, 1),

@@ -34,7 +34,7 @@ def _dataset(lengths, seed=0, channels=2):
 
 def _fit(data, integrator, **kwargs):
     model = ltc_jax.LTC(2, 4, 2, key=jr_key(0))
-    optimizer = ltc_jax.make_optimizer(1e-2, total_steps=100)
+    optimizer = ltc_jax.training.make_optimizer(1e-2, total_steps=100)
     kwargs = dict(batch_size=1) | kwargs
     return quiet_fit(model, data, integrator, optimizer=optimizer, **kwargs)
 
@@ -68,15 +68,15 @@ def test_solver_failure_is_raised_with_batch_time_and_steps():
 def test_skip_drops_failed_updates_and_stops_after_k_in_a_row():
     data = _dataset([3, 40, 3, 40, 3])
     integrator = ltc_jax.make_integrator("tsit5", **ADAPTIVE_20)
-    model, history = _fit(data, integrator, on_failure="skip", epochs=2)
+    skip = ltc_jax.training.SkipFailures()
+    model, history = _fit(data, integrator, on_failure=skip, epochs=2)
     assert [h["failures"] for h in history] == [2, 2]
     assert np.isfinite(history[-1]["loss"])
     with pytest.raises(ltc_jax.TrainingFailedError, match="3 failed steps in a row"):
         _fit(
             _dataset([40] * 5),
             integrator,
-            on_failure="skip",
-            max_consecutive_failures=3,
+            on_failure=ltc_jax.training.SkipFailures(max_consecutive=3),
         )
 
 
@@ -105,7 +105,7 @@ def test_resume_is_bit_exact_and_falls_back_past_damaged_checkpoints(tmp_path):
     _fit(data, integrator, checkpoint_dir=directory, checkpoint_every=3, **kwargs)
     # Pretend the run died after step 9 of 12: drop the newest checkpoints, and
     # corrupt the one after, so resuming must fall back to step 6.
-    kept = ltc_jax.list_checkpoints(directory)
+    kept = ltc_jax.training.list_checkpoints(directory)
     assert [os.path.basename(p) for p in kept] == ["step-00000009", "step-00000012"]
     for path in kept[1:]:
         os.rename(path, path + ".tmp")  # incomplete saves never count
@@ -123,13 +123,16 @@ def test_resume_is_bit_exact_and_falls_back_past_damaged_checkpoints(tmp_path):
         seed=4,
     )
     os.rename(
-        ltc_jax.list_checkpoints(tmp_path / "six")[0], directory / "step-00000006"
+        ltc_jax.training.list_checkpoints(tmp_path / "six")[0],
+        directory / "step-00000006",
     )
     with pytest.warns(UserWarning, match="checksum mismatch"):
         resumed, history = _fit(
             data, integrator, checkpoint_dir=directory, resume=True, **kwargs
         )
-    assert ltc_jax.parameter_digest(resumed) == ltc_jax.parameter_digest(reference)
+    assert ltc_jax.training.parameter_digest(
+        resumed
+    ) == ltc_jax.training.parameter_digest(reference)
     assert [h["loss"] for h in history] == [h["loss"] for h in reference_history]
 
 
@@ -200,7 +203,10 @@ def test_killed_run_resumes_to_the_same_result(tmp_path):
     )
     checkpoints = tmp_path / "killed" / "checkpoints"
     deadline = time.time() + 300
-    while time.time() < deadline and len(ltc_jax.list_checkpoints(checkpoints)) < 2:
+    while (
+        time.time() < deadline
+        and len(ltc_jax.training.list_checkpoints(checkpoints)) < 2
+    ):
         time.sleep(0.2)
     os.kill(victim.pid, signal.SIGKILL)
     victim.wait()
@@ -273,7 +279,9 @@ def test_ctrl_c_keeps_the_run_and_names_the_resume_command(tmp_path):
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.time() + 300
-    while time.time() < deadline and not ltc_jax.list_checkpoints(run / "checkpoints"):
+    while time.time() < deadline and not ltc_jax.training.list_checkpoints(
+        run / "checkpoints"
+    ):
         time.sleep(0.2)
     victim.send_signal(signal.SIGINT)
     _, err = victim.communicate(timeout=120)
@@ -283,7 +291,9 @@ def test_ctrl_c_keeps_the_run_and_names_the_resume_command(tmp_path):
     settings = {name: choice["value"] for name, choice in saved["derived"].items()}
     with jax.enable_x64(False):  # the run was float32
         like = make_model(config_from_json(saved), 2, 2, settings)
-    _, meta, skipped = ltc_jax.load_latest_checkpoint(run / "checkpoints", like)
+    _, meta, skipped = ltc_jax.training.load_latest_checkpoint(
+        run / "checkpoints", like
+    )
     assert skipped == [] and meta["epoch"] < 200
     refused = subprocess.run(
         _train_command("--resume", str(run), "--epochs", "3"),

@@ -388,7 +388,7 @@ def _temp_bytes(mode, times, key):
     def loss(model, path):
         return jnp.sum(model(path, integrator=integrator))
 
-    memory = ltc_jax.compiled_memory(eqx.filter_grad(loss), model, path)
+    memory = ltc_jax.measure.compiled_memory(eqx.filter_grad(loss), model, path)
     return memory.temp_bytes, memory.argument_bytes
 
 
@@ -429,7 +429,9 @@ def test_naive_backsolve_memory_grows_with_input_length(getkey):
             )
             return jnp.sum(sol.ys)
 
-        return ltc_jax.compiled_memory(eqx.filter_grad(loss), cell, data).temp_bytes
+        return ltc_jax.measure.compiled_memory(
+            eqx.filter_grad(loss), cell, data
+        ).temp_bytes
 
     short, long = temp_bytes(100), temp_bytes(20_000)
     assert long > short + 20_000 * 8 * 2  # at least a copy of ts and xs
@@ -486,7 +488,9 @@ def test_adaptive_checkpointing_keeps_no_copy_of_observation_times_per_checkpoin
         path = ltc_jax.InputPath(
             jnp.linspace(0.0, 1.0, times), jnp.zeros((4, times, 1))
         )
-        return ltc_jax.compiled_memory(eqx.filter_grad(loss), model, path).temp_bytes
+        return ltc_jax.measure.compiled_memory(
+            eqx.filter_grad(loss), model, path
+        ).temp_bytes
 
     growth = temp_bytes(2000) - temp_bytes(100)
     one_copy = 4 * (2000 - 100) * 8  # batch x extra observations x float64

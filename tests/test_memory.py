@@ -13,15 +13,17 @@ def test_compiled_memory_of_a_known_program():
     def fn(x):
         return x * 2 + jnp.sum(x)
 
-    memory = ltc_jax.compiled_memory(fn, jnp.ones(n))
+    memory = ltc_jax.measure.compiled_memory(fn, jnp.ones(n))
     assert memory.argument_bytes == n * 8
     assert memory.output_bytes == n * 8
-    abstract = ltc_jax.compiled_memory(fn, jax.ShapeDtypeStruct((n,), jnp.float64))
+    abstract = ltc_jax.measure.compiled_memory(
+        fn, jax.ShapeDtypeStruct((n,), jnp.float64)
+    )
     assert abstract == memory
 
 
 def test_runtime_peak_sees_a_large_temporary():
-    if jax.default_backend() != "cpu" or not ltc_jax.reset_process_peak():
+    if jax.default_backend() != "cpu" or not ltc_jax.measure.reset_process_peak():
         pytest.skip("needs a CPU backend on an OS with /proc/self/clear_refs")
     n = 50_000_000  # 400 MB of float64 made (and sorted, so materialised) inside
 
@@ -30,11 +32,11 @@ def test_runtime_peak_sees_a_large_temporary():
         return jnp.sort(jnp.arange(n, dtype=jnp.float64) * x)[-1]
 
     compiled = fn.lower(jnp.ones(())).compile()
-    peak = ltc_jax.runtime_peak_bytes(compiled, jnp.ones(()))
+    peak = ltc_jax.measure.runtime_peak_bytes(compiled, jnp.ones(()))
     # The compiled temp is one n-vector; XLA's CPU sort works outside it on
     # two more (a copy and a merge buffer), so the call peaks at about 3 n * 8
     # bytes (measured 2.9996 to 3.0025 n * 8). A measure of the whole process,
     # or of nothing, falls outside these bounds.
     assert peak is not None and 0.9 * n * 8 < peak < 3.5 * n * 8
-    assert ltc_jax.device_memory_stats() is None
-    assert np.isfinite(ltc_jax.process_peak_bytes())
+    assert ltc_jax.measure.device_memory_stats() is None
+    assert np.isfinite(ltc_jax.measure.process_peak_bytes())

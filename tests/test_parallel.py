@@ -45,23 +45,29 @@ data = SequenceDataset(
 )
 model = ltc_jax.LTC(3, 8, 2, readout_times=3, key=jax.random.PRNGKey(0))
 integrator = ltc_jax.make_integrator("tsit5", rtol=1e-4, atol=1e-6, max_steps=512)
-mesh = None if role == "alone" else ltc_jax.data_mesh()
-out = {"devices": mesh.size if mesh else 1}
+mesh = None if role == "alone" else ltc_jax.training.data_mesh()
+placement = (
+    ltc_jax.training.SingleDevice() if mesh is None
+    else ltc_jax.training.DataParallel(mesh)
+)
+out = {"devices": placement.device_count}
 if mesh is not None:
     batch = next(ltc_jax.batches(data, 8))
-    placed = ltc_jax.shard_batch(batch, mesh, 8)
+    placed = ltc_jax.training.shard_batch(batch, mesh, 8)
     out["split"] = [
         str(placed.path.ts.sharding.spec), str(placed.labels.sharding.spec)
     ]
 if mesh is not None:
     try:
         ltc_jax.fit(model, data, integrator=integrator, optimizer=optax.sgd(0.1),
-                    epochs=1, batch_size=6 if mesh.size == 4 else 7, mesh=mesh)
+                    epochs=1, batch_size=6 if mesh.size == 4 else 7,
+                    placement=placement)
     except ValueError as error:
         out["error"] = str(error)
 trained, history = ltc_jax.fit(
     model, data, integrator=integrator, optimizer=optax.adam(1e-2), epochs=1,
-    batch_size=8, mesh=mesh, validation=data, progress=ltc_jax.NoFitProgress(),
+    batch_size=8, placement=placement, validation=data,
+    progress=ltc_jax.training.NoFitProgress(),
 )
 leaves = jax.tree.leaves(eqx.filter(trained, eqx.is_inexact_array))
 out["params"] = np.concatenate([np.ravel(x) for x in leaves]).tolist()

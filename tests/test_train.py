@@ -27,7 +27,7 @@ def test_short_training_lowers_the_loss(small_vowels, getkey):
     # (Heun at one frame diverges on this model).
     integrator = ltc_jax.make_integrator("rk4", dt0=0.25, max_steps=128)
     before = ltc_jax.evaluate(model, train, integrator=integrator)["loss"]
-    optimizer = ltc_jax.make_optimizer(5e-2, total_steps=40)
+    optimizer = ltc_jax.training.make_optimizer(5e-2, total_steps=40)
     model, history = quiet_fit(
         model, train, integrator, optimizer=optimizer, epochs=10, batch_size=16
     )
@@ -66,13 +66,13 @@ def _unstable(key):
     |1 - dt0/tau| = 99, which overflows even float64 over 200 steps."""
     model = ltc_jax.LTC(2, 4, 2, tau_init=(0.01, 0.011), key=key)
     integrator = ltc_jax.make_integrator("euler", dt0=1.0, max_steps=200)
-    return model, integrator, ltc_jax.make_optimizer(1e-2, total_steps=10)
+    return model, integrator, ltc_jax.training.make_optimizer(1e-2, total_steps=10)
 
 
 def test_unstable_fixed_step_is_detected_and_named(getkey, tmp_path):
     model, integrator, optimizer = _unstable(getkey())
     with (
-        pytest.warns(ltc_jax.StabilityWarning),
+        pytest.warns(ltc_jax.training.StabilityWarning),
         pytest.raises(
             ltc_jax.DivergenceError,
             match=r"solver Euler, dt0=1.0\): The solve diverged",
@@ -86,7 +86,7 @@ def test_unstable_fixed_step_is_detected_and_named(getkey, tmp_path):
             batch_size=8,
             checkpoint_dir=tmp_path,
         )
-    assert ltc_jax.list_checkpoints(tmp_path) == []  # nothing broken was saved
+    assert ltc_jax.training.list_checkpoints(tmp_path) == []  # nothing broken was saved
 
 
 def test_non_finite_step_leaves_parameters_unchanged(getkey):
@@ -95,7 +95,7 @@ def test_non_finite_step_leaves_parameters_unchanged(getkey):
     model, integrator, optimizer = _unstable(getkey())
     integrator = dataclasses.replace(integrator, check_state=False)
     opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
-    step = eqx.filter_jit(ltc_jax.make_train_step(optimizer, integrator))
+    step = eqx.filter_jit(ltc_jax.training.make_train_step(optimizer, integrator))
     batch = next(ltc_jax.batches(_long_sequences(), 8))
     new_model, new_state, loss, _, finite = step(model, opt_state, batch)
     assert not bool(finite) and not np.isfinite(float(loss))
@@ -105,26 +105,28 @@ def test_non_finite_step_leaves_parameters_unchanged(getkey):
 def test_checkpoint_round_trip_and_corruption(getkey, tmp_path):
     model = ltc_jax.LTC(3, 4, 2, key=getkey())
     other = ltc_jax.LTC(3, 4, 2, key=getkey())
-    ltc_jax.save_checkpoint(tmp_path, 1, model, dict(epoch=1))
-    second = ltc_jax.save_checkpoint(tmp_path, 2, other, dict(epoch=2))
-    ltc_jax.save_checkpoint(tmp_path, 3, other, dict(epoch=3), keep=2)
-    assert [os.path.basename(p) for p in ltc_jax.list_checkpoints(tmp_path)] == [
+    ltc_jax.training.save_checkpoint(tmp_path, 1, model, dict(epoch=1))
+    second = ltc_jax.training.save_checkpoint(tmp_path, 2, other, dict(epoch=2))
+    ltc_jax.training.save_checkpoint(tmp_path, 3, other, dict(epoch=3), keep=2)
+    assert [
+        os.path.basename(p) for p in ltc_jax.training.list_checkpoints(tmp_path)
+    ] == [
         "step-00000002",
         "step-00000003",
     ]
-    restored, meta = ltc_jax.load_checkpoint(second, model)
+    restored, meta = ltc_jax.training.load_checkpoint(second, model)
     assert meta["epoch"] == 2 and max_relative_error(restored, other) == 0.0
     state = os.path.join(second, "state.eqx")
     with open(state, "r+b") as file:
         file.truncate(os.path.getsize(state) // 2)
     with pytest.raises(ltc_jax.CheckpointError, match="truncated or corrupted"):
-        ltc_jax.load_checkpoint(second, model)
+        ltc_jax.training.load_checkpoint(second, model)
 
 
 def test_tolerance_schedule_changes_the_tolerances_used(small_vowels, getkey):
     train, _ = small_vowels
     base = ltc_jax.make_integrator("tsit5", rtol=1e-2, atol=1e-3)
-    schedule = ltc_jax.ToleranceSchedule(
+    schedule = ltc_jax.training.ToleranceSchedule(
         base, start_epochs=(0, 2), rtols=(1e-2, 1e-6), atols=(1e-3, 1e-8)
     )
     assert schedule.final.stepsize_controller.rtol == 1e-6
@@ -138,9 +140,11 @@ def test_tolerance_schedule_changes_the_tolerances_used(small_vowels, getkey):
     # Tighter tolerances take more steps on the same data.
     assert history[2]["num_steps"] > 1.5 * history[1]["num_steps"]
     with pytest.raises(ValueError, match="start at 0"):
-        ltc_jax.ToleranceSchedule(base, start_epochs=(1,), rtols=(1e-3,), atols=(1e-3,))
+        ltc_jax.training.ToleranceSchedule(
+            base, start_epochs=(1,), rtols=(1e-3,), atols=(1e-3,)
+        )
     with pytest.raises(ValueError, match="adaptive"):
-        ltc_jax.ToleranceSchedule(
+        ltc_jax.training.ToleranceSchedule(
             ltc_jax.make_integrator("heun", dt0=0.1),
             start_epochs=(0,),
             rtols=(1e-3,),
@@ -165,13 +169,20 @@ def test_progress_bar_redraws_a_log_at_its_interval(capsys, monkeypatch):
     `log_interval` seconds, not at every step: a log keeps every redraw. In a
     notebook (an IPython kernel) it is redrawn live."""
     monkeypatch.delitem(sys.modules, "ipykernel", raising=False)
+    # A state whose epoch so far has a mean loss and accuracy of 0.5.
+    at_half = ltc_jax.training.TrainState(
+        model=None,
+        opt_state=None,
+        best_model=None,
+        totals=dict(weight=4.0, loss=2.0, correct=2.0),
+    )
 
     def redraws(log_interval):
-        progress = ltc_jax.TqdmFitProgress(log_interval=log_interval)
-        state = progress.init(total_steps=500, done_steps=0)
+        progress = ltc_jax.training.TqdmFitProgress(log_interval=log_interval)
+        bar = progress.init(at_half, total_steps=500)
         for _ in range(500):
-            progress.step(state, epoch=0, loss=0.5, accuracy=0.5)
-        progress.close(state)
+            progress.step(bar, at_half)
+        progress.close(bar)
         log = capsys.readouterr().err
         assert "500/500" in log and "loss=0.5000" in log
         return log.count("\r")
@@ -179,6 +190,6 @@ def test_progress_bar_redraws_a_log_at_its_interval(capsys, monkeypatch):
     assert redraws(3600.0) <= 3  # the first draw, the last and the close
     assert redraws(0.0) > 100  # the control: no interval, a redraw per step
     monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))
-    bar = ltc_jax.TqdmFitProgress(log_interval=3600.0).init(10, 0)
+    bar = ltc_jax.training.TqdmFitProgress(log_interval=3600.0).init(at_half, 10)
     assert bar.mininterval == 0.1
     bar.close()

@@ -5,11 +5,12 @@ import equinox as eqx
 import jax
 from jaxtyping import PyTree
 
+from .._adjoint import resolve_windows_for_path
 from .._batch import Batch
-from .._integrate import Trajectory
-from .._integrator import Integrator, resolve_windows_for_path
-from .._loss import loss_and_metrics
+from .._integrator import Integrator
+from .._objective import SupervisedLoss
 from .._paths import InputPath
+from .._solve import Trajectory
 from .._vector_field import AbstractLTCField
 
 
@@ -99,7 +100,7 @@ def counted_solve(
 
     **Raises:** `ValueError` if `model` has no `cell`; otherwise as `model.solve`.
     """
-    integrator = resolve_windows_for_path(integrator, model, path)
+    integrator = resolve_windows_for_path(integrator, model.vector_field, path)
     counter = _Counter()
     counted = _counted(model, counter)
     trajectory = eqx.filter_jit(lambda m, p: m.solve(p, integrator=integrator))(
@@ -114,7 +115,7 @@ def count_evaluations(
     model: eqx.Module, batch: Batch, integrator: Integrator
 ) -> tuple[int, int, PyTree]:
     """Vector-field evaluations of the forward and of the backward pass of one
-    gradient of the training loss ([`ltc_jax.loss_and_metrics`][]), counted as
+    gradient of the training loss ([`ltc_jax.training.SupervisedLoss`][]), counted as
     they run; and that gradient.
 
     The host callbacks are ordered (`jax.debug.callback(..., ordered=True)`), so
@@ -122,23 +123,23 @@ def count_evaluations(
     then a marker placed on the loss, then the backward pass's evaluations
     (recomputation from stored steps or checkpoints, the reverse solve of
     `"backsolve"`, each of its evaluations inside a vector-Jacobian product).
-    Counted as [`ltc_jax.counted_solve`][] counts.
+    Counted as [`ltc_jax.measure.counted_solve`][] counts.
 
     **Arguments:** `model` (with a `cell`), `batch` (an [`ltc_jax.Batch`][]),
     `integrator`.
 
     **Returns:** `(forward_evaluations, backward_evaluations, gradient)`; the
     gradient is a pytree shaped like `model` (`None` at non-trained leaves), as
-    [`ltc_jax.loss_gradient`][] returns.
+    [`ltc_jax.measure.loss_gradient`][] returns.
 
     **Raises:** `ValueError` if `model` has no `cell`; otherwise as the solve.
     """
-    integrator = resolve_windows_for_path(integrator, model, batch.path)
+    integrator = resolve_windows_for_path(integrator, model.vector_field, batch.path)
     counter = _Counter()
     counted = _counted(model, counter)
 
     def marked_loss(model, batch):
-        loss, metrics = loss_and_metrics(model, batch, integrator)
+        loss, metrics = SupervisedLoss()(model, batch, integrator)
         jax.debug.callback(counter.mark_end_of_forward, ordered=True)
         return loss, metrics
 

@@ -12,9 +12,10 @@ import numpy as np
 import optax
 from jaxtyping import PyTree
 
+from .._adjoint import resolve_windows_for_path
 from .._batch import Batch
-from .._integrator import Integrator, resolve_windows_for_path
-from .._loss import loss_and_metrics, make_train_step
+from .._integrator import Integrator
+from .._objective import SupervisedLoss, make_train_step
 from .._optimizer import make_optimizer
 from . import counting
 from .memory import compile_ahead, memory_of, runtime_peak
@@ -23,7 +24,7 @@ from .timing import time_calls
 
 @dataclasses.dataclass(frozen=True)
 class Measurement:
-    """What [`ltc_jax.measure`][] returns: one training step, measured.
+    """What [`ltc_jax.measure.measure`][] returns: one training step, measured.
 
     Every field is either configuration or a measured figure; each name carries
     its unit (`_bytes`, `_seconds`) or says it is a count (`num_`, `_evaluations`).
@@ -60,7 +61,7 @@ class Measurement:
         isolated to the step: an earlier, larger device peak of this process,
         or (CPU) a rise below the step's own compiled temp bytes, memory the
         process held already having served it (measure in a fresh process: see
-        [`ltc_jax.call_in_subprocess`][]).
+        [`ltc_jax.measure.call_in_subprocess`][]).
     - `runtime_peak_source`: `"device allocator (gpu)"` (the allocator's figure
         for the device, not comparable with a CPU process's), `"process
         high-water mark"`, or `None`.
@@ -187,9 +188,9 @@ def measure(
     """Measure one training step of `model` on `batch`: memory, time, step counts,
     function evaluations and gradient error.
 
-    In order: the training step ([`ltc_jax.make_train_step`][]) is compiled ahead of
-    time and its memory analysis read; its first run gives the runtime peak; after
-    `warmup_steps` more runs, `timed_steps` runs are timed. The loss alone (the
+    In order: the training step ([`ltc_jax.training.make_train_step`][]) is compiled
+    ahead of time and its memory analysis read; its first run gives the runtime peak;
+    after `warmup_steps` more runs, `timed_steps` runs are timed. The loss alone (the
     forward solve) is compiled, warmed up and timed the same way. Then, so that
     counting never disturbs a timing, a separate counting run of one gradient: the
     model's vector field is wrapped so that each evaluation calls back to the host
@@ -197,8 +198,8 @@ def measure(
     splits the calls into the forward and the backward pass. The gradient of that
     run is compared with `reference_gradient`.
 
-    Run one measurement per process ([`ltc_jax.call_in_subprocess`][]): the runtime
-    peak is only this step's in a process that has not yet held more, and on GPU
+    Run one measurement per process ([`ltc_jax.measure.call_in_subprocess`][]): the
+    runtime peak is only this step's in a process that has not yet held more, and on GPU
     build the batch on the host and `jax.device_put` it, so that no temporary of
     building it sets the device's peak first.
 
@@ -210,7 +211,7 @@ def measure(
     - `integrator`: the solver configuration and gradient mode, an
         [`ltc_jax.Integrator`][].
     - `optimizer`: the optax optimiser of the step; default
-        [`ltc_jax.make_optimizer`][]`(1e-3, 1)` (Adam with gradient clipping).
+        [`ltc_jax.training.make_optimizer`][]`(1e-3, 1)` (Adam with gradient clipping).
     - `warmup_steps`: untimed runs after the first (default 1).
     - `timed_steps`: timed runs of the step and of the forward solve, at least 1
         (default 3).
@@ -218,12 +219,12 @@ def measure(
         evaluation costs a host callback (10 to 40 microseconds on CPU), so the
         counting run of a long solve takes longer than the step.
     - `reference_gradient`: the gradient to compare with, as a pytree shaped like
-        [`ltc_jax.loss_gradient`][]'s result or a flat array from
-        [`ltc_jax.flatten_gradient`][]; typically the float64 gradient of exact
+        [`ltc_jax.measure.loss_gradient`][]'s result or a flat array from
+        [`ltc_jax.measure.flatten_gradient`][]; typically the float64 gradient of exact
         backpropagation (`"full"` or `"checkpoint"`) at tight tolerance. Default
         none: no gradient error.
 
-    **Returns:** a [`ltc_jax.Measurement`][].
+    **Returns:** a [`ltc_jax.measure.Measurement`][].
 
     **Raises:**
 
@@ -255,7 +256,7 @@ def measure(
                 f"reference_gradient has {reference_size} entries but the model has "
                 f"{parameters} parameters; compute it for the same model."
             )
-    integrator = resolve_windows_for_path(integrator, model, batch.path)
+    integrator = resolve_windows_for_path(integrator, model.vector_field, batch.path)
     if optimizer is None:
         optimizer = make_optimizer(1e-3, 1)
     opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
@@ -333,14 +334,14 @@ def measure(
 
 
 def loss_gradient(model: eqx.Module, batch: Batch, integrator: Integrator) -> PyTree:
-    """The gradient of the training loss ([`ltc_jax.loss_and_metrics`][]) with
+    """The gradient of the training loss ([`ltc_jax.training.SupervisedLoss`][]) with
     respect to the model's inexact arrays, jitted.
 
     **Returns:** a pytree shaped like `model`: gradients at its inexact arrays,
     `None` elsewhere. Same gradient as one training step uses (computed with
     `eqx.filter_value_and_grad`, so a solve past `max_steps` raises).
     """
-    integrator = resolve_windows_for_path(integrator, model, batch.path)
+    integrator = resolve_windows_for_path(integrator, model.vector_field, batch.path)
     return _gradient(integrator)(model, batch)[1]
 
 
@@ -363,8 +364,8 @@ def gradient_relative_error(
     computed in float64.
 
     **Arguments:** two gradients, each a pytree (e.g. from
-    [`ltc_jax.loss_gradient`][]) or a flat array from
-    [`ltc_jax.flatten_gradient`][], with the same number of entries in the same
+    [`ltc_jax.measure.loss_gradient`][]) or a flat array from
+    [`ltc_jax.measure.flatten_gradient`][], with the same number of entries in the same
     order.
 
     **Returns:** the relative error; `inf` or `nan` if `gradient` is not finite.
@@ -389,7 +390,7 @@ def gradient_relative_error(
 
 def _forward_loss(integrator: Integrator) -> Callable:
     def forward(model, batch):
-        return loss_and_metrics(model, batch, integrator)
+        return SupervisedLoss()(model, batch, integrator)
 
     return forward
 
@@ -397,7 +398,7 @@ def _forward_loss(integrator: Integrator) -> Callable:
 def _gradient(integrator: Integrator) -> Callable:
     @eqx.filter_jit
     def value_and_gradient(model, batch):
-        (loss, _), grads = eqx.filter_value_and_grad(loss_and_metrics, has_aux=True)(
+        (loss, _), grads = eqx.filter_value_and_grad(SupervisedLoss(), has_aux=True)(
             model, batch, integrator
         )
         return loss, grads

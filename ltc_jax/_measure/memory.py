@@ -55,8 +55,8 @@ def compiled_memory(fn: Callable[..., Any], *args: Any) -> CompiledMemory | None
         `jax.ShapeDtypeStruct` leaves stand for arrays never allocated (e.g. from
         `jax.eval_shape`), so programs too large to run can still be measured.
 
-    **Returns:** a [`ltc_jax.CompiledMemory`][], or `None` if the backend reports
-    no analysis (never a guess).
+    **Returns:** a [`ltc_jax.measure.CompiledMemory`][], or `None` if the backend
+    reports no analysis (never a guess).
 
     Source: `jax.stages.Compiled.memory_analysis` (XLA's buffer assignment).
     """
@@ -84,8 +84,8 @@ def compile_ahead(fn: Callable[..., Any], *args: Any) -> tuple[Any, Any]:
 
 
 def memory_of(compiled: Any) -> CompiledMemory | None:
-    """The [`ltc_jax.CompiledMemory`][] of a `jax.stages.Compiled`, or `None` where
-    the backend reports no memory analysis."""
+    """The [`ltc_jax.measure.CompiledMemory`][] of a `jax.stages.Compiled`, or `None`
+    where the backend reports no memory analysis."""
     analysis = compiled.memory_analysis()
     if analysis is None:
         return None
@@ -161,7 +161,7 @@ def runtime_peak(
 ) -> tuple[int | None, str | None, str | None]:
     """Peak memory of one call of an already compiled function: `(bytes, source,
     note)`, where `bytes` is `None` whenever the figure could not be isolated to
-    this call and `note` says why. See [`ltc_jax.runtime_peak_bytes`][]."""
+    this call and `note` says why. See [`ltc_jax.measure.runtime_peak_bytes`][]."""
     device = jax.devices()[0]
     before = device_memory_stats(device)
     if before is not None and "peak_bytes_in_use" in before:
@@ -223,14 +223,14 @@ def runtime_peak_bytes(
         before it, with the heap's free memory returned first) minus its resident
         memory just before it. Memory the process had already touched can serve
         the call unseen: where that shows (the rise is below `expected_bytes`,
-        say the compiled temp bytes of [`ltc_jax.compiled_memory`][]), the result
-        is `None`.
+        say the compiled temp bytes of [`ltc_jax.measure.compiled_memory`][]), the
+        result is `None`.
 
     **Arguments:** `compiled`, called as `compiled(*args)`; `expected_bytes`,
     the least the call must allocate (optional).
 
     **Returns:** bytes, or `None` where the figure cannot be isolated to this call
     or neither source is available (never a guess);
-    [`ltc_jax.measure`][] records why in `runtime_peak_note`.
+    [`ltc_jax.measure.measure`][] records why in `runtime_peak_note`.
     """
     return runtime_peak(compiled, *args, expected_bytes=expected_bytes)[0]

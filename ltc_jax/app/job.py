@@ -131,8 +131,8 @@ def memory_by_mode(
     opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
     if config.model == "cfc":
         integrator = make_config_integrator(config, settings)
-        step = ltc_jax.make_train_step(optimizer, integrator)
-        memory = ltc_jax.compiled_memory(step, model, opt_state, batch)
+        step = ltc_jax.training.make_train_step(optimizer, integrator)
+        memory = ltc_jax.measure.compiled_memory(step, model, opt_state, batch)
         return dict(backprop=None if memory is None else memory.asdict())
     backward = config.backward_solver
     if settings["solver"] == "fused" and backward is None:
@@ -142,14 +142,14 @@ def memory_by_mode(
         integrator = make_config_integrator(
             config, settings, adjoint=mode, backward_solver=backward
         )
-        integrator = ltc_jax.resolve_windows(
+        integrator = ltc_jax.training.resolve_windows(
             integrator,
             model.cell,
             max(float(np.max(data.durations)) for data in datasets),
             dtype=batch.path.ts.dtype,
         )
-        step = ltc_jax.make_train_step(optimizer, integrator)
-        memory = ltc_jax.compiled_memory(step, model, opt_state, batch)
+        step = ltc_jax.training.make_train_step(optimizer, integrator)
+        memory = ltc_jax.measure.compiled_memory(step, model, opt_state, batch)
         table[mode] = None if memory is None else memory.asdict()
     return table
 
@@ -261,7 +261,7 @@ def train_and_evaluate(
         readout_features=settings["readout_features"],
         gate_bias_init=settings["gate_bias_init"],
     )
-    mesh = training_mesh(config, settings)
+    placement = training_placement(config, settings)
     for name, choice in settings["derived"].items():
         say(f"{name} = {choice['value']} ({choice['reason']})")
     batch_size = settings["batch_size"]
@@ -271,7 +271,7 @@ def train_and_evaluate(
     train_path = ltc_jax.make_input_path(train, **options)
     model = make_model(config, train_path.input_size, output_size_of(train), settings)
     steps_per_epoch = math.ceil(len(train) / batch_size)
-    optimizer = ltc_jax.make_optimizer(
+    optimizer = ltc_jax.training.make_optimizer(
         config.learning_rate,
         config.epochs * steps_per_epoch,
         warmup_steps=config.warmup_steps,
@@ -288,7 +288,7 @@ def train_and_evaluate(
         else:
             run_dir = config.out
     checkpoint_dir = os.path.join(run_dir, "checkpoints")
-    found = ltc_jax.list_checkpoints(checkpoint_dir) if resume else []
+    found = ltc_jax.training.list_checkpoints(checkpoint_dir) if resume else []
     if resume:
         where = os.path.basename(found[-1]) if found else "its start (no checkpoint)"
         say(f"resuming {run_dir} from {where}, with its saved options")
@@ -320,12 +320,13 @@ def train_and_evaluate(
             checkpoint_dir=checkpoint_dir,
             checkpoint_every=config.checkpoint_every,
             resume=bool(found),
-            on_failure=config.on_failure,
-            max_consecutive_failures=config.max_consecutive_failures,
-            mesh=mesh,
-            progress=ltc_jax.TqdmFitProgress()
+            on_failure=ltc_jax.training.SkipFailures(config.max_consecutive_failures)
+            if config.on_failure == "skip"
+            else ltc_jax.training.RaiseOnFailure(),
+            placement=placement,
+            progress=ltc_jax.training.TqdmFitProgress()
             if config.progress and writer
-            else ltc_jax.NoFitProgress(),
+            else ltc_jax.training.NoFitProgress(),
         )
     except KeyboardInterrupt:
         raise RunInterrupted(run_dir) from None
@@ -338,7 +339,7 @@ def train_and_evaluate(
         integrator=integrator,
         batch_size=batch_size,
         path=ltc_jax.make_input_path(test, **options),
-        mesh=mesh,
+        placement=placement,
     )
     memory = None
     if config.memory_table and writer:
@@ -382,11 +383,11 @@ def train_and_evaluate(
             test_size=len(test),
         ),
         history=history,
-        parameters_sha256=ltc_jax.parameter_digest(model),
+        parameters_sha256=ltc_jax.training.parameter_digest(model),
         resumed=resume,
-        devices=1 if mesh is None else mesh.size,
+        devices=placement.device_count,
         processes=jax.process_count(),
-        environment=ltc_jax.environment(),
+        environment=ltc_jax.measure.environment(),
         run_dir=run_dir,
     )
     if writer:
@@ -409,10 +410,12 @@ def start_processes(config: TrainConfig) -> None:
     )
 
 
-def training_mesh(config: TrainConfig, settings: dict[str, Any]):
-    """The device mesh the batches are split over (`None` for one device); the
-    batch size of `settings` must divide over it (a derived one was rounded up
-    to a multiple of the device count by `resolve_settings`).
+def training_placement(
+    config: TrainConfig, settings: dict[str, Any]
+) -> ltc_jax.training.AbstractPlacement:
+    """Where training runs: one device, or the batches split over a device
+    mesh, over which the batch size of `settings` must divide (a derived one
+    was rounded up to a multiple of the device count by `resolve_settings`).
 
     **Raises:** `ValueError` for more devices than there are, fewer than all of
     them in a multi-process run, or a given `--batch-size` that does not divide
@@ -429,14 +432,14 @@ def training_mesh(config: TrainConfig, settings: dict[str, Any]):
             f"{every} devices."
         )
     if count == 1:
-        return None
+        return ltc_jax.training.SingleDevice()
     size = settings["batch_size"]  # a derived one is a multiple of the devices
     if size % count:
         raise ValueError(
             f"--batch-size {size} does not divide over {count} devices; choose a "
             f"multiple of {count}."
         )
-    return ltc_jax.data_mesh(count)
+    return ltc_jax.training.DataParallel(ltc_jax.training.data_mesh(count))
 
 
 def _tolerance(integrator: ltc_jax.Integrator, name: str) -> float | None:

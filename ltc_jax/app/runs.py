@@ -174,10 +174,10 @@ def read_for_run(
     settings = dict(stats["settings"])
     settings.setdefault("solver", config.solver)  # runs saved before it was derived
     if settings["adaptive"]:  # room for the new data's longest solve too
-        widest = ltc_jax.derive_defaults([data]).max_steps
+        widest = ltc_jax.training.derive_defaults([data]).max_steps
         settings["max_steps"] = max(settings["max_steps"], widest)
     else:
-        steps = ltc_jax.fixed_max_steps([data], settings["dt0"])
+        steps = ltc_jax.training.fixed_max_steps([data], settings["dt0"])
         settings["max_steps"] = max(settings["max_steps"], steps)
     data = standardize_with(data, stats["mean"], stats["std"])
     return config, model, data, settings

@@ -130,8 +130,8 @@ def resolve_settings(
     train: SequenceDataset,
     others: tuple[SequenceDataset, ...] = (),
 ) -> dict[str, Any]:
-    """The settings a config leaves to the data ([`ltc_jax.derive_defaults`][] on
-    the training data; `others`, such as the test set, only widen `max_steps`
+    """The settings a config leaves to the data ([`ltc_jax.training.derive_defaults`][]
+    on the training data; `others`, such as the test set, only widen `max_steps`
     so that every solve fits), each given option kept: `solver`
     ([`default_solver`][ltc_jax.app.settings.default_solver] where the config names
     none), `dt0` (for fixed steps), `adaptive`, `max_steps`, `batch_size`,
@@ -148,8 +148,8 @@ def resolve_settings(
         or (config.dt0 is None and name not in FIXED_ONLY)
     )
     solver = ltc_jax.make_solver(name, ode_unfolds=config.ode_unfolds)
-    bound = ltc_jax.real_stability_bound(solver)
-    defaults = ltc_jax.derive_defaults(
+    bound = ltc_jax.training.real_stability_bound(solver)
+    defaults = ltc_jax.training.derive_defaults(
         [train],
         stability_bound=bound,
         adaptive=adaptive,
@@ -198,7 +198,7 @@ def resolve_settings(
         low = max(chosen["tau_init"][0], config.tau_min)
         chosen["dt0"] = min(defaults.spacing, 0.9 * bound * low / (1 + low))
     if adaptive:
-        over_every = ltc_jax.derive_defaults(every)
+        over_every = ltc_jax.training.derive_defaults(every)
         widest = over_every.max_steps
         reasons["max_steps"] = (
             over_every.reasons["max_steps"]
@@ -209,7 +209,7 @@ def resolve_settings(
             widest *= 4
         chosen["max_steps"] = config.max_steps or widest
     else:
-        chosen["max_steps"] = ltc_jax.fixed_max_steps(every, chosen["dt0"])
+        chosen["max_steps"] = ltc_jax.training.fixed_max_steps(every, chosen["dt0"])
     names = (
         "solver",
         "dt0",
@@ -281,7 +281,7 @@ def make_config_integrator(
 
 def training_schedule(
     config: TrainConfig, integrator: ltc_jax.Integrator
-) -> ltc_jax.ToleranceSchedule | None:
+) -> ltc_jax.training.ToleranceSchedule | None:
     """The two-phase tolerance schedule of `--tighten-at`, or `None`.
 
     **Raises:** `ValueError` if `tighten_at` is outside (0, 1) or steps are fixed.
@@ -294,7 +294,7 @@ def training_schedule(
         raise ValueError("--tighten-at needs adaptive steps (no --dt0 alone).")
     switch = max(1, min(config.epochs - 1, round(config.tighten_at * config.epochs)))
     controller = integrator.stepsize_controller
-    return ltc_jax.ToleranceSchedule(
+    return ltc_jax.training.ToleranceSchedule(
         integrator,
         start_epochs=(0, switch),
         rtols=(float(controller.rtol), config.tight_rtol),

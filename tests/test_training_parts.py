@@ -1,0 +1,255 @@
+"""Training from parts: a penalty, a generator of batches, an initial state and
+checkpoints of an earlier format, each through the public API alone."""
+
+import json
+import os
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import pytest
+from helpers import max_relative_error, quiet_fit
+
+import ltc_jax
+from ltc_jax.datasets import SequenceDataset
+
+
+def _dataset(n=10, times=9, seed=0):
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(4, times + 1, n).astype(np.int32)
+    ts = np.broadcast_to(np.arange(times, dtype=float), (n, times)).copy()
+    xs = rng.normal(size=(n, times, 2))
+    return SequenceDataset(
+        ts=ts,
+        xs=xs,
+        lengths=lengths,
+        labels=rng.integers(0, 2, n).astype(np.int32),
+        class_names=("a", "b"),
+    )
+
+
+def _perturbed(model, key, scale):
+    params, static = eqx.partition(model, eqx.is_inexact_array)
+    leaves, treedef = jax.tree.flatten(params)
+    keys = jr.split(key, len(leaves))
+    moved = [
+        x + scale * jr.normal(k, x.shape, x.dtype)
+        for x, k in zip(leaves, keys, strict=True)
+    ]
+    return eqx.combine(jax.tree.unflatten(treedef, moved), static)
+
+
+HEUN = dict(solver="heun", dt0=0.25, max_steps=64)
+
+
+def test_a_penalty_composes_onto_the_loss_and_its_gradient_is_exact(getkey):
+    """EWC's quadratic anchor added through the public API: its value is a NumPy
+    transcription of 0.5 * strength * sum(F * (theta - anchor)^2), and the
+    penalised objective's gradient agrees with central finite differences in
+    float64 along random directions."""
+    model = ltc_jax.LTC(2, 3, 2, key=getkey())
+    anchor = _perturbed(model, getkey(), 0.3)
+    weights = jax.tree.map(
+        lambda x: jnp.abs(x) + 0.5, eqx.filter(model, eqx.is_inexact_array)
+    )
+    penalty = ltc_jax.training.QuadraticPenalty(anchor, weights, strength=0.7)
+    objective = ltc_jax.training.Penalized(ltc_jax.training.SupervisedLoss(), penalty)
+    batch = ltc_jax.make_batch(_dataset())
+    integrator = ltc_jax.make_integrator(**HEUN)
+
+    def arrays(tree):
+        return [
+            np.asarray(x)
+            for x in jax.tree.leaves(eqx.filter(tree, eqx.is_inexact_array))
+        ]
+
+    expected = (
+        0.5
+        * 0.7
+        * sum(
+            np.sum(f * (p - a) ** 2)
+            for p, a, f in zip(
+                arrays(model), arrays(anchor), arrays(weights), strict=True
+            )
+        )
+    )
+    loss, metrics = objective(model, batch, integrator)
+    data_loss, data_metrics = ltc_jax.training.SupervisedLoss()(
+        model, batch, integrator
+    )
+    assert float(loss - data_loss) == pytest.approx(expected, rel=1e-12)
+    assert float(metrics["penalty"] / metrics["weight"]) == pytest.approx(
+        expected, rel=1e-12
+    )
+    assert float(metrics["loss"]) == float(data_metrics["loss"])  # the data loss
+
+    params, static = eqx.partition(model, eqx.is_inexact_array)
+
+    def value(p):
+        return objective(eqx.combine(p, static), batch, integrator)[0]
+
+    gradient = eqx.filter_jit(jax.grad(value))(params)
+    h = 1e-6
+
+    def moved(direction, by):
+        return jax.tree.map(lambda p, d: p + by * d, params, direction)
+
+    for _ in range(3):
+        direction = eqx.filter(_perturbed(model, getkey(), 1.0), eqx.is_inexact_array)
+        direction = jax.tree.map(lambda d, p: d - p, direction, params)
+        ahead, behind = value(moved(direction, h)), value(moved(direction, -h))
+        numeric = float(ahead - behind) / (2 * h)
+        analytic = sum(
+            float(jnp.vdot(g, d))
+            for g, d in zip(
+                jax.tree.leaves(gradient), jax.tree.leaves(direction), strict=True
+            )
+        )
+        assert analytic == pytest.approx(numeric, rel=1e-6, abs=1e-9)
+
+
+def test_fit_takes_an_objective_and_records_its_penalty(getkey):
+    """A penalty of strength 0 trains to the unpenalised run's bits (the
+    composition adds nothing else), and the history holds the penalty's mean,
+    which a positive strength makes positive once the model leaves its anchor."""
+    model = ltc_jax.LTC(2, 3, 2, key=getkey())
+    data, integrator = _dataset(), ltc_jax.make_integrator(**HEUN)
+    free, free_history = quiet_fit(model, data, integrator, epochs=2, batch_size=5)
+
+    def penalised(strength):
+        penalty = ltc_jax.training.QuadraticPenalty(model, strength=strength)
+        return ltc_jax.training.Penalized(ltc_jax.training.SupervisedLoss(), penalty)
+
+    zero, zero_history = quiet_fit(
+        model, data, integrator, epochs=2, batch_size=5, objective=penalised(0.0)
+    )
+    digest = ltc_jax.training.parameter_digest
+    assert digest(zero) == digest(free)
+    assert [h["loss"] for h in zero_history] == [h["loss"] for h in free_history]
+    assert [h["penalty"] for h in zero_history] == [0.0, 0.0]
+    _, history = quiet_fit(
+        model, data, integrator, epochs=2, batch_size=5, objective=penalised(1.0)
+    )
+    assert history[0]["penalty"] > 0 and history[1]["penalty"] > history[0]["penalty"]
+
+
+def test_train_on_a_generator_gives_fit_s_parameters_bit_for_bit(getkey):
+    """Batches that arrive from a generator, in the order `fit` documents (a
+    permutation drawn from (seed, epoch)), train to the same bits as `fit`."""
+    model = ltc_jax.LTC(2, 4, 2, key=getkey())
+    data, integrator = _dataset(), ltc_jax.make_integrator(**HEUN)
+    optimizer = ltc_jax.training.make_optimizer(1e-2, total_steps=6)
+    reference, history = quiet_fit(
+        model, data, integrator, optimizer=optimizer, epochs=2, batch_size=4, seed=3
+    )
+
+    def arriving():
+        path = ltc_jax.make_input_path(data)
+        for epoch in range(2):
+            order = np.random.default_rng([3, epoch]).permutation(len(data))
+            yield from ltc_jax.batches(data, 4, order=order, path=path)
+
+    state = ltc_jax.training.TrainState.create(model, optimizer)
+    state = ltc_jax.train_on(
+        state, arriving(), optimizer=optimizer, integrator=integrator
+    )
+    digest = ltc_jax.training.parameter_digest
+    assert state.step == 6 and state.batch == 6
+    assert digest(state.model) == digest(reference)
+    assert state.first_loss is not None and np.isfinite(history[-1]["loss"])
+
+
+def test_a_solve_continues_from_a_given_initial_state(getkey):
+    """Solving [0, 4] and then [4, 8] from the state at 4 gives the state of one
+    solve over [0, 8], with fixed steps that meet at 4 and a linear input whose
+    pieces are the same either way."""
+    n, times = 3, 9
+    rng = np.random.default_rng(1)
+    ts = jnp.asarray(np.arange(times, dtype=float))
+    xs = jnp.asarray(rng.normal(size=(n, times, 2)))
+    integrator = ltc_jax.make_integrator(**HEUN)
+    model = ltc_jax.LTC(2, 4, 2, key=getkey())
+    h_mid = model.solve(ltc_jax.InputPath(ts[:5], xs[:, :5]), integrator=integrator)
+    second = ltc_jax.InputPath(ts[4:], xs[:, 4:])
+    h_end = model.solve(second, integrator=integrator, y0=h_mid.ys).ys
+    whole = ltc_jax.InputPath(ts, xs)
+    reference = model.solve(whole, integrator=integrator).ys
+    assert max_relative_error(h_end, reference) < 1e-12
+    assert (
+        max_relative_error(
+            model(second, integrator=integrator, y0=h_mid.ys),
+            model(whole, integrator=integrator),
+        )
+        < 1e-12
+    )
+    with pytest.raises(ValueError, match=r"y0 must be \(batch, hidden_size\)"):
+        model.solve(whole, integrator=integrator, y0=jnp.zeros((n, 5)))
+
+
+def test_a_checkpoint_of_the_earlier_format_resumes(getkey, tmp_path):
+    """A run whose checkpoints were written before the training state (format
+    1: `consecutive`, `initial_loss`, totals with `rejected`) resumes to the
+    parameters of an uninterrupted run; an unknown format is named."""
+    model = ltc_jax.LTC(2, 4, 2, key=getkey())
+    data, integrator = _dataset(), ltc_jax.make_integrator(**HEUN)
+    optimizer = ltc_jax.training.make_optimizer(1e-2, total_steps=9)
+    options = dict(optimizer=optimizer, batch_size=4, seed=2)
+    reference, _ = quiet_fit(model, data, integrator, epochs=3, **options)
+    quiet_fit(model, data, integrator, epochs=1, checkpoint_dir=tmp_path, **options)
+    (newest,) = ltc_jax.training.list_checkpoints(tmp_path)
+    meta_path = os.path.join(newest, "meta.json")
+    with open(meta_path) as file:
+        meta = json.load(file)
+    totals = dict(
+        weight=0.0,
+        loss=0.0,
+        correct=0.0,
+        num_steps=0.0,
+        rejected=0.0,
+        max_num_steps=0.0,
+        batches=0.0,
+        failures=0.0,
+    )
+    old = dict(
+        epoch=meta["epoch"],
+        batch=meta["batch"],
+        history=meta["history"],
+        totals=totals,
+        consecutive=0,
+        best_epoch=None,
+        best_loss=None,
+        initial_loss=meta["first_loss"],
+        seed=2,
+        step=meta["step"],
+        sha256=meta["sha256"],
+    )
+    with open(meta_path, "w") as file:
+        json.dump(old, file)
+    resumed, history = quiet_fit(
+        model,
+        data,
+        integrator,
+        epochs=3,
+        checkpoint_dir=tmp_path,
+        resume=True,
+        **options,
+    )
+    digest = ltc_jax.training.parameter_digest
+    assert digest(resumed) == digest(reference) and len(history) == 3
+    newest = ltc_jax.training.list_checkpoints(tmp_path)[-1]
+    with open(os.path.join(newest, "meta.json")) as file:
+        meta = json.load(file)
+    with open(os.path.join(newest, "meta.json"), "w") as file:
+        json.dump(dict(meta, format=7), file)
+    with pytest.raises(ltc_jax.CheckpointError, match="checkpoint format 7"):
+        quiet_fit(
+            model,
+            data,
+            integrator,
+            epochs=4,
+            checkpoint_dir=tmp_path,
+            resume=True,
+            **options,
+        )
