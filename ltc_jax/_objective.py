@@ -60,7 +60,9 @@ class SupervisedLoss(AbstractObjective):
     """
 
     def __call__(self, model, batch, integrator):
-        trajectory = model.solve(batch.path, integrator=integrator, y0=batch.y0)
+        # A model of one's own need not take y0 unless a batch gives one.
+        start = {} if batch.y0 is None else dict(y0=batch.y0)
+        trajectory = model.solve(batch.path, integrator=integrator, **start)
         outputs = model.outputs(trajectory.ys)
         if jnp.issubdtype(batch.labels.dtype, jnp.integer):
             per_sequence = optax.softmax_cross_entropy_with_integer_labels(

@@ -176,7 +176,7 @@ def test_measure_rejects_bad_arguments(getkey):
         def outputs(self, ys):
             return self.model.outputs(ys)
 
-    with pytest.raises(ValueError, match="has none. Pass count_evaluations=False"):
+    with pytest.raises(ValueError, match="is not an LTC. Pass count_evaluations=False"):
         ltc_jax.measure.measure(NoCell(model), batch, integrator)
     with pytest.raises(ValueError, match="entries"):
         ltc_jax.measure.measure(

@@ -8,6 +8,7 @@ from jaxtyping import PyTree
 from .._adjoint import resolve_windows_for_path
 from .._batch import Batch
 from .._integrator import Integrator
+from .._model import LTC
 from .._objective import SupervisedLoss
 from .._paths import InputPath
 from .._solve import Trajectory
@@ -61,10 +62,10 @@ class _CountingLTCField(_CountingField, AbstractLTCField):
 
 
 def _counted(model: eqx.Module, counter: _Counter) -> eqx.Module:
-    if not hasattr(model, "cell"):
+    if not isinstance(model, LTC):
         raise ValueError(
-            f"Counting evaluations wraps the model's vector field `cell`; "
-            f"{type(model).__name__} has none."
+            "Counting evaluations wraps an ltc_jax.LTC's vector field `cell`; "
+            f"{type(model).__name__} is not an LTC."
         )
     wrapper = (
         _CountingLTCField

@@ -15,6 +15,7 @@ from jaxtyping import PyTree
 from .._adjoint import resolve_windows_for_path
 from .._batch import Batch
 from .._integrator import Integrator
+from .._model import LTC
 from .._objective import SupervisedLoss, make_train_step
 from .._optimizer import make_optimizer
 from . import counting
@@ -243,10 +244,10 @@ def measure(
         raise ValueError(f"timed_steps must be at least 1; got {timed_steps}.")
     if warmup_steps < 0:
         raise ValueError(f"warmup_steps must be non-negative; got {warmup_steps}.")
-    if count_evaluations and not hasattr(model, "cell"):
+    if count_evaluations and not isinstance(model, LTC):
         raise ValueError(
-            f"Counting evaluations wraps the model's vector field `cell`; "
-            f"{type(model).__name__} has none. Pass count_evaluations=False."
+            "Counting evaluations wraps an ltc_jax.LTC's vector field `cell`; "
+            f"{type(model).__name__} is not an LTC. Pass count_evaluations=False."
         )
     if reference_gradient is not None:
         parameters = flatten_gradient(eqx.filter(model, eqx.is_inexact_array)).size
