@@ -16,7 +16,6 @@ from ._model import (
     LinearReadout,
     ModelSave,
     ReadoutFeatures,
-    check_outputs_save,
     check_readout_features,
     check_readout_times,
     check_solve,
@@ -304,21 +303,6 @@ class CfC(AbstractSequenceModel):
             result=diffrax.RESULTS.successful,
             t_reached=path.t_end - path.t_start,
         )
-
-    def __call__(
-        self,
-        path: InputPath,
-        *,
-        integrator=None,
-        save: ModelSave = "final",
-        y0: Float[Array, "batch hidden_size"] | None = None,
-    ):
-        """The outputs, as [`ltc_jax.LTC`][]'s. Arguments as `solve`.
-
-        **Raises:** as `solve`; `ValueError` for `save="observations"` with
-        `readout_times > 1`."""
-        check_outputs_save(save, self.readout_times)
-        return self.outputs(self.solve(path, save=save, y0=y0).ys)
 
 
 def _at_spread_times(

@@ -229,7 +229,7 @@ class AbstractSequenceModel(eqx.Module):
         self,
         path: InputPath,
         *,
-        integrator: Integrator,
+        integrator: Integrator | None,
         save: ModelSave = "final",
         y0: Float[Array, "batch hidden_size"] | None = None,
     ) -> Trajectory:
@@ -237,7 +237,28 @@ class AbstractSequenceModel(eqx.Module):
         sequence's first observation: `ys` of shape `(batch, hidden_size)` at
         each sequence's last observation, `(batch, n, hidden_size)` at the
         readout times (`readout_times=n > 1`), or `(batch, times, hidden_size)`
-        at every observation (`save="observations"`)."""
+        at every observation (`save="observations"`). A model that solves no
+        ODE takes `integrator=None`."""
+
+    def __call__(
+        self,
+        path: InputPath,
+        *,
+        integrator: Integrator | None = None,
+        save: ModelSave = "final",
+        y0: Float[Array, "batch hidden_size"] | None = None,
+    ) -> Float[Array, "batch output_size"] | Float[Array, "batch times output_size"]:
+        """The outputs: `(batch, output_size)` from what the readout reads (the
+        final state, or the states at the `readout_times`), or `(batch, times,
+        output_size)` at every observation time with `save="observations"`
+        (padding positions repeat the final output). Arguments as `solve`
+        (an [`ltc_jax.LTC`][] needs its `integrator`).
+
+        **Raises:** as `solve`; `ValueError` for `save="observations"` with
+        `readout_times > 1`, whose readout reads several times at once."""
+        check_outputs_save(save, self.readout_times)
+        trajectory = self.solve(path, integrator=integrator, save=save, y0=y0)
+        return self.outputs(trajectory.ys)
 
     def outputs(
         self, ys: Float[Array, "*batch hidden_size"] | Float[Array, "*batch n hidden"]
@@ -543,22 +564,3 @@ class LTC(AbstractSequenceModel):
         if save == "final" and self.readout_times > 1:
             save = self.readout_times
         return integrate(self.vector_field, path, y0, integrator, save=save)
-
-    def __call__(
-        self,
-        path: InputPath,
-        *,
-        integrator: Integrator,
-        save: ModelSave = "final",
-        y0: Float[Array, "batch hidden_size"] | None = None,
-    ) -> Float[Array, "batch output_size"] | Float[Array, "batch times output_size"]:
-        """The outputs: `(batch, output_size)` from what the readout reads (the
-        final state, or the states at the `readout_times`), or `(batch, times,
-        output_size)` at every observation time with `save="observations"`
-        (padding positions repeat the final output). Arguments as `solve`.
-
-        **Raises:** as `solve`; `ValueError` for `save="observations"` with
-        `readout_times > 1`, whose readout reads several times at once."""
-        check_outputs_save(save, self.readout_times)
-        trajectory = self.solve(path, integrator=integrator, save=save, y0=y0)
-        return self.outputs(trajectory.ys)

@@ -6,6 +6,7 @@ import os
 import time
 import warnings
 from collections.abc import Iterable, Sequence
+from contextlib import nullcontext
 
 import equinox as eqx
 import optax
@@ -83,57 +84,52 @@ def train_on(
     **Raises:** what `on_failure` raises; `ValueError` if a batch does not fit
     the placement; otherwise as the model's solve.
     """
-    if isinstance(monitors, Running):
-        return _steps(
-            state,
-            batches,
-            optimizer,
-            integrator,
-            objective,
-            on_failure,
-            placement,
-            monitors,
-        )
-    with Running(monitors, state, None) as running:
-        return _steps(
-            state,
-            batches,
-            optimizer,
-            integrator,
-            objective,
-            on_failure,
-            placement,
-            running,
-        )
+    started = isinstance(monitors, Running)
+    with (
+        nullcontext(monitors) if started else Running(monitors, state, None) as running
+    ):
+        for batch in batches:
+            state = _step(
+                state,
+                batch,
+                optimizer,
+                integrator,
+                objective,
+                on_failure,
+                placement,
+                running,
+            )
+    return state
 
 
-def _steps(
-    state, batches, optimizer, integrator, objective, on_failure, placement, running
-):
-    for batch in batches:
-        batch = placement.place_batch(batch)
-        failure = None
-        try:
-            model, opt_state, _, metrics, finite = jitted_train_step(
-                state.model, state.opt_state, batch, optimizer, integrator, objective
-            )
-            metrics, finite = placement.to_host((metrics, finite))
-            if not bool(finite):
-                text = non_finite_message(state.epoch, state.batch, integrator)
-                failure = StepFailure(NonFiniteLossError, text)
-        except eqx.EquinoxRuntimeError as error:
-            kind, text = classify_failure(
-                error, state.epoch, state.batch, state.model, batch, integrator
-            )
-            failure = StepFailure(kind, text, error)
-        if failure is None:
-            metrics = {name: float(value) for name, value in metrics.items()}
-            state = state.updated(model, opt_state, metrics)
-        else:
-            state = on_failure(state.failed(), failure)
-            running.say(f"Skipped an update: {failure.message}")
-        state = state.replace(batch=state.batch + 1, step=state.step + 1)
-        running.step(state)
+def _step(
+    state, batch, optimizer, integrator, objective, on_failure, placement, running
+) -> TrainState:
+    """One optimiser step of `train_on`, its failure classified and handed to
+    the policy."""
+    batch = placement.place_batch(batch)
+    failure = None
+    try:
+        model, opt_state, _, metrics, finite = jitted_train_step(
+            state.model, state.opt_state, batch, optimizer, integrator, objective
+        )
+        metrics, finite = placement.to_host((metrics, finite))
+        if not bool(finite):
+            text = non_finite_message(state.epoch, state.batch, integrator)
+            failure = StepFailure(NonFiniteLossError, text)
+    except eqx.EquinoxRuntimeError as error:
+        kind, text = classify_failure(
+            error, state.epoch, state.batch, state.model, batch, integrator
+        )
+        failure = StepFailure(kind, text, error)
+    if failure is None:
+        metrics = {name: float(value) for name, value in metrics.items()}
+        state = state.updated(model, opt_state, metrics)
+    else:
+        state = on_failure(state.failed(), failure)
+        running.say(f"Skipped an update: {failure.message}")
+    state = state.replace(batch=state.batch + 1, step=state.step + 1)
+    running.step(state)
     return state
 
 
