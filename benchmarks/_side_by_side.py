@@ -9,6 +9,7 @@ from typing import Any
 import jax
 
 import ltc_jax
+from experiments import _run
 
 
 Calls = dict[Any, tuple[Callable[..., Any], tuple]]
@@ -62,3 +63,15 @@ def compare(
         "ratio_min": min(ratios),
         "ratio_max": max(ratios),
     }
+
+
+def main(config: Any, name: str, quick: dict, measure: Callable, cases: str) -> dict:
+    """A side-by-side benchmark's run: `measure(config, case)` for each case of
+    `config.<cases>`, in float32 whatever JAX's default (with standard dtype
+    promotion, as optax needs), the rows written to `results/<name>/<run>/`.
+
+    **Returns:** the metrics as written."""
+    config, run = _run.start_run(config, name, quick)
+    with jax.enable_x64(False), jax.numpy_dtype_promotion("standard"):
+        rows = [measure(config, case) for case in getattr(config, cases)]
+    return run.finish(dict(rows=rows))

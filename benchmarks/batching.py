@@ -156,9 +156,7 @@ def measure_case(config: Config, case: str) -> dict:
 
 def main(config: Config) -> dict:
     """Measure every case; return (and write) the rows."""
-    config, run = _run.start_run(config, "batching", QUICK)
-    with jax.enable_x64(False):
-        return run.finish(dict(rows=[measure_case(config, c) for c in config.cases]))
+    return _side_by_side.main(config, "batching", QUICK, measure_case, "cases")
 
 
 if __name__ == "__main__":

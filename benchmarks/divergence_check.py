@@ -22,7 +22,6 @@ import dataclasses
 from typing import Literal
 
 import equinox as eqx
-import jax
 import tyro
 
 import ltc_jax
@@ -107,9 +106,7 @@ def measure_case(config: Config, case: Case) -> dict:
 
 def main(config: Config) -> dict:
     """Measure every case; return (and write) the rows."""
-    config, run = _run.start_run(config, "divergence_check", QUICK)
-    with jax.enable_x64(False), jax.numpy_dtype_promotion("standard"):
-        return run.finish(dict(rows=[measure_case(config, c) for c in config.cases]))
+    return _side_by_side.main(config, "divergence_check", QUICK, measure_case, "cases")
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ import tyro
 
 import ltc_jax
 from benchmarks import _side_by_side
-from experiments import _problems, _run
+from experiments import _problems
 
 
 Mode = Literal["checkpoint", "full", "backsolve"]
@@ -129,9 +129,7 @@ def measure_mode(config: Config, mode: Mode) -> dict:
 
 def main(config: Config) -> dict:
     """Measure every mode; return (and write) the rows."""
-    config, run = _run.start_run(config, "overhead", QUICK)
-    with jax.enable_x64(False):
-        return run.finish(dict(rows=[measure_mode(config, m) for m in config.modes]))
+    return _side_by_side.main(config, "overhead", QUICK, measure_mode, "modes")
 
 
 if __name__ == "__main__":

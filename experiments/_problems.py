@@ -269,6 +269,24 @@ def vowels_optimizer(config: VowelsTraining, train):
         return ltc_jax.training.make_optimizer(config.learning_rate, steps)
 
 
+def fit_vowels(model, config: VowelsTraining, train, integrator, seed, path, **options):
+    """`ltc_jax.fit` as the JapaneseVowels studies train: `config`'s budget, the
+    float32 `path` of `train`, no progress bar; `options` go to `ltc_jax.fit`.
+    **Returns:** `(model, history)`."""
+    return ltc_jax.fit(
+        model,
+        train,
+        integrator=integrator,
+        optimizer=vowels_optimizer(config, train),
+        epochs=config.epochs,
+        batch_size=config.batch_size,
+        seed=seed,
+        path=path,
+        progress=ltc_jax.training.NoFitProgress(),
+        **options,
+    )
+
+
 def train_seeds(config: VowelsTraining, integrator, data, label: str) -> dict:
     """One JapaneseVowels run per seed of `config`: train the LTC of the seed with
     `ltc_jax.fit` as the experiments train (a failed update, a solve past
@@ -284,23 +302,19 @@ def train_seeds(config: VowelsTraining, integrator, data, label: str) -> dict:
     train, test = data
     final = getattr(integrator, "final", integrator)
     train_path, test_path = float32_paths(train, test)
-    optimizer = vowels_optimizer(config, train)
     runs = []
     for seed in config.seeds:
         start = time.perf_counter()
         run = dict(seed=seed, accuracy=None, history=None, error=None)
         try:
-            model, run["history"] = ltc_jax.fit(
+            model, run["history"] = fit_vowels(
                 vowels_model(config.hidden_size, seed),
+                config,
                 train,
-                integrator=integrator,
-                optimizer=optimizer,
-                epochs=config.epochs,
-                batch_size=config.batch_size,
-                seed=seed,
-                path=train_path,
+                integrator,
+                seed,
+                train_path,
                 on_failure=ltc_jax.training.SkipFailures(5),
-                progress=ltc_jax.training.NoFitProgress(),
             )
             run["train_seconds"] = time.perf_counter() - start
             result = ltc_jax.evaluate(model, test, integrator=final, path=test_path)

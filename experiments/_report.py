@@ -293,21 +293,14 @@ def memory_scaling(m: dict, c: dict, run_dir: str) -> str:
         if estimated:
             last = max(_xy(mine, "temp_bytes"))
             curve(memory, [last, *estimated], "s--", color=colour, mfc="none")
-    naive = [r for r in estimates if r["label"] == "backsolve-naive"]
-    curve(
-        memory,
-        _xy(naive, "temp_bytes"),
-        "x:",
-        color="grey",
-        label="backsolve, data not frozen",
-    )
+    naive = _xy([r for r in estimates if r["label"] == "backsolve-naive"], "temp_bytes")
+    curve(memory, naive, "x:", color="grey", label="backsolve, data not frozen")
     inputs = set(_xy(records + estimates, "input_bytes"))
     curve(memory, inputs, color="black", lw=0.8, ls="-.", label="input data")
     for budget in c["budgets_gib"]:
         memory.axhline(budget * GIB, color="red", lw=0.8, ls=":")
-        memory.text(
-            110, budget * GIB * 1.15, f"{budget:g} GiB", color="red", fontsize=8
-        )
+        text_options = dict(color="red", fontsize=8)
+        memory.text(110, budget * GIB * 1.15, f"{budget:g} GiB", **text_options)
     memory.set(
         xlabel="internal solver steps per solve (1 saved output per sequence)",
         ylabel="compiled temp bytes of one training step",
@@ -352,12 +345,8 @@ def gradient_accuracy(m: dict, c: dict, run_dir: str) -> str:
     solver and mode (backsolve solid, windowed dashed), failures as crosses at
     the top; last row of panels: the windowed adjoint's error against its
     windows."""
-    rows, sweep, taus, dtypes = (
-        m["records"],
-        m["window_sweep"],
-        c["typical_taus"],
-        c["dtypes"],
-    )
+    rows, sweep = m["records"], m["window_sweep"]
+    taus, dtypes, ceiling = c["typical_taus"], c["dtypes"], 1e3
 
     def key(row):
         return row["typical_tau_seconds"], row["dtype"], row["solver"]
@@ -404,18 +393,16 @@ def gradient_accuracy(m: dict, c: dict, run_dir: str) -> str:
         figsize=(5.5 * len(dtypes), 3.6 * (len(taus) + 1)),
         squeeze=False,
     )
-    ceiling = 1e3
     for (i, tau), (j, dtype) in itertools.product(enumerate(taus), enumerate(dtypes)):
         axis, panel = axes[i][j], [r for r in rows if key(r)[:2] == (tau, dtype)]
         for n, solver in enumerate(dict.fromkeys(r["solver"] for r in panel)):
             mine = [r for r in panel if r["solver"] == solver]
             for mode, style in (("backsolve", "o-"), ("windowed", "s--")):
-                error = f"{mode}_relative_error"
+                error, label = f"{mode}_relative_error", f"{solver} {mode}"
                 points = [
-                    (k, min(nan(e), ceiling))
-                    for k, e in _xy(mine, error, "horizon_taus")
+                    (r["horizon_taus"], min(nan(r[error]), ceiling)) for r in mine
                 ]
-                curve(axis, points, style, color=f"C{n}", label=f"{solver} {mode}")
+                curve(axis, points, style, color=f"C{n}", label=label)
                 failed = [
                     r["horizon_taus"]
                     for r in mine
@@ -429,13 +416,8 @@ def gradient_accuracy(m: dict, c: dict, run_dir: str) -> str:
     for axis, dtype in zip(axes[-1], dtypes, strict=True):
         for n, solver in enumerate(dict.fromkeys(r["solver"] for r in sweep)):
             mine = [r for r in sweep if (r["solver"], r["dtype"]) == (solver, dtype)]
-            curve(
-                axis,
-                _xy(mine, "relative_error", "windows"),
-                "o-",
-                color=f"C{n}",
-                label=solver,
-            )
+            points = _xy(mine, "relative_error", "windows")
+            curve(axis, points, "o-", color=f"C{n}", label=solver)
         axis.set_title(f"windowed, longest horizon, {dtype}", fontsize=10)
         axis.set(xlabel="windows", ylabel="relative gradient error")
         axis.legend(fontsize=7)
@@ -778,10 +760,8 @@ def shared_grid(m: dict, c: dict, run_dir: str) -> str:
 
 
 def compare_pytorch(m: dict, c: dict, run_dir: str) -> str:
-    """The table of `experiments.compare_pytorch` (one line per configuration,
-    then ncps's memory per input step and the target), and `comparison.png`:
-    seconds per step and peak memory of a step (log scale), one cluster per
-    scheme, one bar per stack and mode."""
+    """The table of `experiments.compare_pytorch`: one line per configuration,
+    then ncps's memory per input step and the target."""
     rows, target, ncps = m["rows"], m["target"], m["ncps_memory"]
     pairs = {(p["group"], p["ltc_jax"]): p for p in m["comparisons"]}
 
@@ -838,38 +818,6 @@ def compare_pytorch(m: dict, c: dict, run_dir: str) -> str:
             f"{verdict[check['met_cpu_time']]} on CPU time"
         )
 
-    plt = pyplot()
-    ok = [r for r in rows if r["error"] is None]
-    groups = list(dict.fromkeys(r["group"] for r in ok))
-    series = list(dict.fromkeys(r["series"] for r in ok))
-    widest = max((sum(r["group"] == g for r in ok) for g in groups), default=1)
-    figure, axes = plt.subplots(
-        2, 1, figsize=(max(8, 1.4 * len(groups)), 8), sharex=True
-    )
-    for g, group in enumerate(groups):
-        members = [r for r in ok if r["group"] == group]
-        for j, row in enumerate(members):
-            x = g + (j + 0.5 - len(members) / 2) * 0.8 / widest
-            for axis, key, unit in zip(
-                axes, ("median_step_seconds", "peak_step_bytes"), (1, MIB), strict=True
-            ):
-                if row[key]:
-                    colour = f"C{series.index(row['series']) % 10}"
-                    axis.bar(x, row[key] / unit, 0.8 / widest, color=colour)
-    axes[0].set_ylabel("seconds per training step (median)")
-    axes[1].set_ylabel("peak memory of a step (MiB)")
-    for axis in axes:
-        axis.set_yscale("log")
-        axis.grid(axis="y", alpha=0.3)
-    axes[1].set_xticks(range(len(groups)), groups, rotation=20, ha="right")
-    handles = [
-        plt.Rectangle((0, 0), 1, 1, color=f"C{i % 10}") for i in range(len(series))
-    ]
-    figure.legend(handles, series, loc="lower center", ncol=3, fontsize=8)
-    axes[0].set_title("ltc_jax vs PyTorch (torchdiffeq, ncps): one training step")
-    save_figure(
-        figure, os.path.join(run_dir, "comparison.png"), dpi=120, rect=(0, 0.08, 1, 1)
-    )
     return "\n".join(lines)
 
 

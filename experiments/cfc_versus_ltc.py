@@ -138,7 +138,8 @@ def approximation_error(
         states = [np.asarray(h)]
         for k in range(1, len(ts)):
             x = jnp.asarray(0.5 * (xs[:, k - 1] + xs[:, k]))
-            h = step(cell, h, x, float(ts[k] - ts[k - 1]))
+            dt = jnp.full(xs.shape[:1], ts[k] - ts[k - 1])  # one per sequence
+            h = step(cell, h, x, dt)
             states.append(np.asarray(h))
         closed = np.stack(states, axis=1)
     scale = np.sqrt(np.mean(exact**2))

@@ -24,7 +24,7 @@ Run `python -m experiments.compare_pytorch` (default sizes, ~20 minutes on a
 2-core CPU) or `python -m experiments.compare_pytorch --quick`. Needs
 `pip install -e ".[torch,experiments]"`. Writes `results/compare_pytorch/<run>/`:
 `config.json`, the inputs, each configuration's gradients, `metrics.json`, and
-`report.txt` with the table and `comparison.png` (`experiments._report`).
+`report.txt` with the table (`experiments._report`).
 """
 
 import contextlib
@@ -236,8 +236,7 @@ def plan(config: Config) -> list[dict]:
     """Every configuration of a run, in order, as the first fields of its row:
     `stack`, `mode`, `scheme` (a [`Scheme`][] as a dict, with its `name`; `None`
     at ncps's sizes), `sequence_model` and `length` (at ncps's sizes), `group`
-    (the table's and figure's), `name` (its folder's) and `series` (its bars'
-    in the figure)."""
+    (the table's) and `name` (its folder's)."""
     schemes = [Scheme("rk4", steps=n, max_steps=n) for n in config.rk4_steps]
     for kind in config.dopri5:
         knots = kind == "knots"
@@ -274,9 +273,6 @@ def plan(config: Config) -> list[dict]:
                 length=length,
                 group=group,
                 name=f"{group}/{stack}/{label}".replace(" ", "_").replace("=", ""),
-                series=f"{stack} {mode}"
-                if sequence_model is None
-                else SEQUENCE_MODELS[sequence_model].description,
             )
         )
     return rows
@@ -806,8 +802,7 @@ def machine() -> dict:
 def main(config: Config) -> dict:
     """Measure every configuration of `plan(config)`, each in its own process, then
     compare, print the table, and write `config.json`, `inputs.npz`,
-    `metrics.json`, `report.txt`, `comparison.png` and, per configuration, its
-    gradients.
+    `metrics.json`, `report.txt` and, per configuration, its gradients.
 
     **Returns:** the metrics (also in `metrics.json`): `rows`, `comparisons`,
     `target`, `ncps_memory`, `threads`, `machine`, `environment`, `run_dir`.

@@ -78,21 +78,12 @@ def run_setting(config: Config, data, dt0: float, tau: float, seed: int) -> dict
     record = dict(dt0=dt0, tau=tau, seed=seed, accuracy=None, error=None)
     record["dt0_times_decay_bound"] = dt0 * float(model.cell.decay_bound())
     record["initial_excursion"] = excursion(model, test_path, integrator)
-    optimizer = _problems.vowels_optimizer(config, train)
     start = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ltc_jax.training.StabilityWarning)
         try:
-            model, _ = ltc_jax.fit(
-                model,
-                train,
-                integrator=integrator,
-                optimizer=optimizer,
-                epochs=config.epochs,
-                batch_size=config.batch_size,
-                seed=seed,
-                path=train_path,
-                progress=ltc_jax.training.NoFitProgress(),
+            model, _ = _problems.fit_vowels(
+                model, config, train, integrator, seed, train_path
             )
             result = ltc_jax.evaluate(
                 model, test, integrator=integrator, path=test_path

@@ -57,19 +57,12 @@ PUBLISHED = {
 
 def default_pairs() -> tuple[str, ...]:
     """`NAME=TRAIN,TEST` for the development set."""
-    pairs = [
-        "JapaneseVowels="
-        + ",".join(
-            os.path.join(BUNDLED, f"JapaneseVowels_{s}.ts") for s in ("TRAIN", "TEST")
-        )
-    ]
-    for name in ("ArrowHead", "OSULeaf", "ACSF1"):
-        files = (
-            os.path.join(HERE, "data", "uea", f"{name}_{s}.ts")
-            for s in ("TRAIN", "TEST")
-        )
-        pairs.append(f"{name}=" + ",".join(files))
-    return tuple(pairs)
+    uea = os.path.join(HERE, "data", "uea")
+    folders = dict(JapaneseVowels=BUNDLED, ArrowHead=uea, OSULeaf=uea, ACSF1=uea)
+    return tuple(
+        f"{name}={folder}/{name}_TRAIN.ts,{folder}/{name}_TEST.ts"
+        for name, folder in folders.items()
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,14 +91,7 @@ class Config(_run.RunConfig):
 
 QUICK = dict(seeds=(0,), epochs=2, hidden_size=8)
 
-OVERRIDES = (
-    "model",
-    "epochs",
-    "hidden_size",
-    "readout_features",
-    "gate_bias_init",
-    "ode_unfolds",
-)
+OVERRIDES = "model epochs hidden_size readout_features gate_bias_init ode_unfolds"
 """The fields of `Config` that set the main job's option of the same name (`None`:
 the main job's own)."""
 
@@ -129,7 +115,7 @@ def main(config: Config) -> dict:
     """Run every dataset and seed; return (and write) the rows."""
     config, run = _run.start_run(config, "uea_benchmark", QUICK)
     pairs = config.pairs[:2] if config.quick else config.pairs
-    overrides = {name: getattr(config, name) for name in OVERRIDES}
+    overrides = {name: getattr(config, name) for name in OVERRIDES.split()}
     rows = []
     for pair in pairs:
         name, files = pair.split("=", 1)

@@ -146,7 +146,9 @@ def test_solvers_quick(tmp_path):
     out = tmp_path / "run"
     metrics = solvers.main(solvers.Config(quick=True, out=str(out)))
     written = json.loads((out / "metrics.json").read_text())
-    assert written["rows"] == metrics["rows"]
+    # The records as written (an epoch whose every update failed has no mean
+    # solver steps: NaN, which equals nothing, so the JSON texts are compared).
+    assert json.dumps(written["rows"]) == json.dumps(metrics["rows"])
     rows = {(r["solver"], r["adjoint"]): r for r in written["rows"]}
     assert set(rows) == {
         (s, a) for s in ("euler", "fused") for a in ("checkpoint", "backsolve")
