@@ -18,6 +18,9 @@ FORMAT = 2
 training state) held the same arrays with a `position` of other names;
 `load_train_state` reads both."""
 
+_POSITION = ("epoch", "batch", "totals", "history", "first_loss", "failures_in_a_row")
+"""The fields of a `TrainState` that a checkpoint's metadata holds."""
+
 
 class TrainState(eqx.Module):
     """Everything a training run carries from one step to the next.
@@ -116,16 +119,11 @@ def save_train_state(
 
     **Returns:** the checkpoint's folder."""
     arrays = (state.model, state.opt_state, state.best_model)
-    position = dict(
-        format=FORMAT,
-        epoch=state.epoch,
-        batch=state.batch,
-        totals=state.totals,
-        history=list(state.history),
-        first_loss=state.first_loss,
-        failures_in_a_row=state.failures_in_a_row,
+    position = {name: getattr(state, name) for name in _POSITION}
+    position["history"] = list(state.history)
+    return save_checkpoint(
+        directory, state.step, arrays, dict(meta, format=FORMAT, **position)
     )
-    return save_checkpoint(directory, state.step, arrays, dict(meta, **position))
 
 
 def _position_from_format_1(meta: dict) -> dict:
@@ -180,6 +178,3 @@ def load_train_state(
         **position,
     )
     return state, meta, skipped
-
-
-_POSITION = ("epoch", "batch", "totals", "history", "first_loss", "failures_in_a_row")

@@ -202,16 +202,9 @@ def test_a_checkpoint_of_the_earlier_format_resumes(getkey, tmp_path):
     meta_path = os.path.join(newest, "meta.json")
     with open(meta_path) as file:
         meta = json.load(file)
-    totals = dict(
-        weight=0.0,
-        loss=0.0,
-        correct=0.0,
-        num_steps=0.0,
-        rejected=0.0,
-        max_num_steps=0.0,
-        batches=0.0,
-        failures=0.0,
-    )
+    # A fresh epoch's totals as format 1 wrote them, under its own names.
+    names = "weight loss correct num_steps rejected max_num_steps batches failures"
+    totals = dict.fromkeys(names.split(), 0.0)
     old = dict(
         epoch=meta["epoch"],
         batch=meta["batch"],
