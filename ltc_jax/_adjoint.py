@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import diffrax
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
@@ -215,8 +216,31 @@ def resolve_windows_for_path(
 ) -> "Integrator":
     """[`ltc_jax.training.resolve_windows`][] for the vector field `field` (a
     model's `vector_field`) over the longest sequence of an
-    [`ltc_jax.InputPath`][] with concrete times (not under `jit`)."""
-    if not isinstance(integrator.adjoint, WindowedBacksolveAdjoint):
+    [`ltc_jax.InputPath`][].
+
+    An integrator whose number of windows is already known is returned as it is,
+    so this may run under `jax.jit` (e.g. inside an `eqx.filter_jit` of
+    [`ltc_jax.measure.loss_gradient`][]). Deriving a count needs the times and
+    the field's parameters as concrete values.
+
+    **Raises:** `ValueError` if the count is to be derived (`windows=None`) but
+    the times or the field's parameters are traced (under `jax.jit`): the count
+    is a static shape, fixed before tracing.
+    """
+    adjoint = integrator.adjoint
+    if not isinstance(adjoint, WindowedBacksolveAdjoint) or adjoint.windows is not None:
         return integrator
-    horizon = float(jnp.max(path.t_end - path.t_start))
-    return resolve_windows(integrator, field, horizon, dtype=path.ts.dtype)
+    horizon = jnp.max(path.t_end - path.t_start)
+    parameters = jax.tree.leaves(eqx.filter(field, eqx.is_array))
+    if any(isinstance(x, jax.core.Tracer) for x in [horizon, *parameters]):
+        raise ValueError(
+            "adjoint='windowed' with windows=None derives its number of windows "
+            "from the model's time constants and the data's times, but they are "
+            "traced here (under jax.jit or eqx.filter_jit), and the count must be "
+            "known before tracing. Pass windows=K to make_integrator, or resolve "
+            "the count outside the jitted function: integrator = "
+            "ltc_jax.training.resolve_windows(integrator, model.vector_field, "
+            "horizon, dtype=ts.dtype), with horizon the longest sequence's "
+            "duration."
+        )
+    return resolve_windows(integrator, field, float(horizon), dtype=path.ts.dtype)

@@ -184,6 +184,28 @@ def test_measure_rejects_bad_arguments(getkey):
         )
 
 
+@pytest.mark.slow
+def test_windowed_loss_gradient_under_an_outer_jit(getkey):
+    """The windowed adjoint inside the user's own eqx.filter_jit: with a given
+    number of windows, the gradient of the unjitted call; with windows=None,
+    whose count would be derived from traced values, a refusal naming the fix."""
+    model, batch = _problem(getkey)
+    step = (1 + 1e-9) / 360
+    derived = ltc_jax.make_integrator("euler", "windowed", dt0=step, max_steps=STEPS)
+    given = ltc_jax.make_integrator(
+        "euler", "windowed", dt0=step, max_steps=STEPS, windows=4
+    )
+    jitted = eqx.filter_jit(ltc_jax.measure.loss_gradient)
+    plain = ltc_jax.measure.flatten_gradient(
+        ltc_jax.measure.loss_gradient(model, batch, given)
+    )
+    traced = ltc_jax.measure.flatten_gradient(jitted(model, batch, given))
+    assert np.all(np.isfinite(plain)) and np.any(plain != 0)
+    np.testing.assert_allclose(traced, plain, rtol=1e-12, atol=1e-15)
+    with pytest.raises(ValueError, match="windows=None .* traced here"):
+        jitted(model, batch, derived)
+
+
 def test_gradient_relative_error():
     reference = {"a": jnp.array([3.0, 0.0]), "b": jnp.array([[4.0]])}
     gradient = {"a": jnp.array([3.0, 1.0]), "b": jnp.array([[4.0]])}

@@ -341,6 +341,14 @@ def loss_gradient(model: eqx.Module, batch: Batch, integrator: Integrator) -> Py
     **Returns:** a pytree shaped like `model`: gradients at its inexact arrays,
     `None` elsewhere. Same gradient as one training step uses (computed with
     `eqx.filter_value_and_grad`, so a solve past `max_steps` raises).
+
+    It may itself be called under `jax.jit` (e.g. `eqx.filter_jit(loss_gradient)`),
+    except where the windowed adjoint's number of windows is still to be derived
+    from the model and the data (`windows=None`), which needs concrete values.
+
+    **Raises:** `ValueError` under `jax.jit` with `adjoint="windowed"` and
+    `windows=None`: pass `windows=K` to [`ltc_jax.make_integrator`][], or resolve
+    the count before the jitted call ([`ltc_jax.training.resolve_windows`][]).
     """
     integrator = resolve_windows_for_path(integrator, model.vector_field, batch.path)
     return _gradient(integrator)(model, batch)[1]
