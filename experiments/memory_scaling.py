@@ -217,7 +217,7 @@ def measure_configuration(
         integrator = ltc_jax.make_integrator(
             solver, mode, rtol=rtol, atol=rtol / 100, max_steps=max_steps, **options
         )
-    # The first run (which gives the runtime peak) is the warm-up.
+    # The runs that give the runtime peak are the warm-up.
     measurement = ltc_jax.measure.measure(
         model,
         batch,

@@ -54,10 +54,15 @@ class Measurement:
     - `temp_bytes`: scratch memory: intermediates, stored steps, checkpoints.
     - `argument_bytes`: the inputs: model, optimiser state, batch.
     - `output_bytes`: the outputs.
-    - `runtime_peak_bytes`: measured at the step's first run. GPU: the
-        allocator's `peak_bytes_in_use` after the run minus `bytes_in_use` before
-        it (after compilation). CPU: the process's resident high-water mark,
-        reset after compilation, minus its resident memory before the run.
+    - `runtime_peak_bytes`: what one run of the step allocates above the
+        memory in use before it ([`ltc_jax.measure.runtime_peak_bytes`][]).
+        GPU: at the step's first run, the allocator's `peak_bytes_in_use` after
+        the run minus `bytes_in_use` before it (after compilation). CPU: at its
+        second run, the first having paid the one-time cost of a compiled
+        program's first run (6 to 10 MB, whatever the step): the process's
+        resident high-water mark, reset just before the run, minus its resident
+        memory then; within some tens of kB of `temp_bytes +
+        output_bytes`.
         `None` where the backend reports neither, or where the figure cannot be
         isolated to the step: an earlier, larger device peak of this process,
         or (CPU) a rise below the step's own compiled temp bytes, memory the
@@ -190,8 +195,9 @@ def measure(
     function evaluations and gradient error.
 
     In order: the training step ([`ltc_jax.training.make_train_step`][]) is compiled
-    ahead of time and its memory analysis read; its first run gives the runtime peak;
-    after `warmup_steps` more runs, `timed_steps` runs are timed. The loss alone (the
+    ahead of time and its memory analysis read; its first run (on GPU) or its
+    second, after a warm-up run (on CPU), gives the runtime peak; after
+    `warmup_steps` more runs, `timed_steps` runs are timed. The loss alone (the
     forward solve) is compiled, warmed up and timed the same way. Then, so that
     counting never disturbs a timing, a separate counting run of one gradient: the
     model's vector field is wrapped so that each evaluation calls back to the host

@@ -184,6 +184,11 @@ def runtime_peak(
             None,
         )
     source = "process high-water mark"
+    # The first run of a compiled program raises the high-water mark by 6 to 10
+    # MB of one-time start-up cost, whatever the program; later runs raise it by
+    # the program's own temporaries and outputs. The warm-up call takes that
+    # cost, and the measured call is the program's own.
+    jax.block_until_ready(compiled(*args))
     release_free_memory()
     if not reset_process_peak():
         return None, None, "the operating system reports no resettable high-water mark"
@@ -209,25 +214,39 @@ def runtime_peak(
 def runtime_peak_bytes(
     compiled: Callable[..., Any], *args: Any, expected_bytes: int | None = None
 ) -> int | None:
-    """Peak memory of one call of an already compiled function, in bytes.
+    """Peak memory of one call of an already compiled function, in bytes: what
+    the call allocates (its intermediates and outputs) above the memory in use
+    before it.
 
     - GPU (and any backend with allocator statistics): `peak_bytes_in_use` after
-        the call minus `bytes_in_use` before it. The device's peak counter cannot
-        be reset, so measure once per process, on a function compiled ahead of
-        time and not yet run, with its arguments placed on the device without
-        large temporaries (build them on the host, then `jax.device_put`): if the
-        call does not raise the device's peak, an earlier, larger peak
-        (compilation's autotuning included) hides this one, and the result is
-        `None`. This is the device allocator's figure, not a process's.
-    - CPU: the process's resident high-water mark during the call (reset just
-        before it, with the heap's free memory returned first) minus its resident
-        memory just before it. Memory the process had already touched can serve
-        the call unseen: where that shows (the rise is below `expected_bytes`,
-        say the compiled temp bytes of [`ltc_jax.measure.compiled_memory`][]), the
+        the call minus `bytes_in_use` before it, at the function's first call:
+        the allocator counts the device buffers it hands out, not the host
+        memory of the runtime's start-up, and its peak counter cannot be reset,
+        so a warm-up call would hide the call's peak. Measure once per process,
+        on a function compiled ahead of time and not yet run, with its arguments
+        placed on the device without large temporaries (build them on the host,
+        then `jax.device_put`): if the call does not raise the device's peak, an
+        earlier, larger peak (compilation's autotuning included) hides this one,
+        and the result is `None`. This is the device allocator's figure, not a
+        process's.
+    - CPU: the function is called twice. The first call (a warm-up, not
+        measured) pays the one-time cost of a compiled program's first run, 6
+        to 10 MB of the process's resident memory whatever the program, which
+        no later call repeats. Then the heap's free memory is returned to the
+        operating system, the process's resident high-water mark is reset, and
+        the second call is measured: the high-water mark during it minus the
+        resident memory just before it. So the figure is the program's own: its
+        temporaries and outputs, within a few pages of XLA's plan for them
+        (`temp_bytes + output_bytes` of [`ltc_jax.measure.compiled_memory`][])
+        where XLA plans every buffer, above it where a routine works outside the
+        plan (XLA's CPU sort keeps two more copies of its input). Memory the
+        process had already touched can serve the call unseen: where that shows
+        (the rise is below `expected_bytes`, say the compiled temp bytes), the
         result is `None`.
 
-    **Arguments:** `compiled`, called as `compiled(*args)`; `expected_bytes`,
-    the least the call must allocate (optional).
+    **Arguments:** `compiled`, called as `compiled(*args)` (twice on CPU, so it
+    must not donate its arguments); `expected_bytes`, the least the call must
+    allocate (optional).
 
     **Returns:** bytes, or `None` where the figure cannot be isolated to this call
     or neither source is available (never a guess);
