@@ -247,6 +247,16 @@ class CfC(AbstractSequenceModel):
         self.input_size, self.hidden_size = input_size, hidden_size
         self.output_size, self.readout_times = output_size, readout_times
 
+    def options(self) -> dict[str, int | str | None]:
+        """As [`ltc_jax.AbstractSequenceModel.options`][], with `mode` and
+        `backbone_layers`, and `backbone_units` where there is a backbone."""
+        backbone = self.cell.backbone
+        options = super().options()
+        options |= dict(mode=self.cell.mode, backbone_layers=len(backbone))
+        if backbone:
+            options["backbone_units"] = backbone[0].out_features
+        return options
+
     def solve(
         self,
         path: InputPath,

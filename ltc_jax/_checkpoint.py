@@ -9,13 +9,17 @@ import shutil
 from typing import Any
 
 import equinox as eqx
+import jax
 from jaxtyping import PyTree
 
 from ._errors import CheckpointError
+from ._model import AbstractSequenceModel
 
 
 _STATE = "state.eqx"
 _META = "meta.json"
+_MODELS = "models"
+"""The metadata key of the options of the sequence models a checkpoint holds."""
 
 
 def save_checkpoint(
@@ -32,16 +36,20 @@ def save_checkpoint(
     Both files go to a temporary folder that is renamed into place only when
     complete and flushed, so a crash mid-save leaves the previous checkpoints
     untouched. `meta` records the SHA-256 of the state file, so a later load can
-    tell a damaged checkpoint from a good one. The newest `keep` checkpoints are
-    kept.
+    tell a damaged checkpoint from a good one, and the options of each sequence
+    model in `tree` (`models`: [`ltc_jax.AbstractSequenceModel.options`][]), so
+    that a load into a model built otherwise names the options that differ. The
+    newest `keep` checkpoints are kept. The temporary folders of saves that were
+    interrupted (`step-*.tmp`) are removed first: the writer of a directory is
+    its only one.
 
     **Returns:** the checkpoint's folder. Serialisation: `eqx.tree_serialise_leaves`.
     """
     directory = os.fspath(directory)
     os.makedirs(directory, exist_ok=True)
+    remove_interrupted_saves(directory)
     final = os.path.join(directory, f"step-{step:08d}")
     tmp = final + ".tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
     state_path = os.path.join(tmp, _STATE)
     with open(state_path, "wb") as file:
@@ -51,7 +59,9 @@ def save_checkpoint(
     with open(state_path, "rb") as file:
         digest = hashlib.sha256(file.read()).hexdigest()
     with open(os.path.join(tmp, _META), "w") as file:
-        json.dump(dict(meta, step=step, sha256=digest), file, indent=2)
+        record = dict(meta, step=step, sha256=digest)
+        record[_MODELS] = model_options(tree)
+        json.dump(record, file, indent=2)
         file.flush()
         os.fsync(file.fileno())
     shutil.rmtree(final, ignore_errors=True)
@@ -59,6 +69,19 @@ def save_checkpoint(
     for old in list_checkpoints(directory)[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def remove_interrupted_saves(directory: str | os.PathLike) -> None:
+    """Remove the temporary folders (`step-*.tmp`) that saves interrupted
+    before their rename left under `directory`; complete checkpoints are not
+    touched. Only the directory's writer may call it: another process's save
+    in progress looks the same."""
+    directory = os.fspath(directory)
+    if not os.path.isdir(directory):
+        return
+    for name in os.listdir(directory):
+        if name.startswith("step-") and name.endswith(".tmp"):
+            shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
 
 
 def list_checkpoints(directory: str | os.PathLike) -> list[str]:
@@ -84,19 +107,75 @@ def parameter_digest(tree: PyTree) -> str:
     return hashlib.sha256(buffer.getvalue()).hexdigest()
 
 
-def load_checkpoint(checkpoint: str | os.PathLike, like: PyTree) -> tuple[PyTree, dict]:
-    """Load one checkpoint folder written by [`ltc_jax.training.save_checkpoint`][].
+def model_options(tree: PyTree) -> list[dict]:
+    """The options of each sequence model in `tree`
+    ([`ltc_jax.AbstractSequenceModel.options`][]), in the order of its leaves."""
 
-    **Arguments:** `checkpoint`: the checkpoint's folder; `like`: a pytree of the
-    same structure (e.g. a freshly built `(model, opt_state)`), giving shapes and
-    dtypes.
+    def is_model(node):
+        return isinstance(node, AbstractSequenceModel)
 
-    **Returns:** `(tree, meta)`.
+    nodes = jax.tree.leaves(tree, is_leaf=is_model)
+    return [node.options() for node in nodes if is_model(node)]
 
-    **Raises:** [`ltc_jax.CheckpointError`][] naming the file if it is missing,
-    truncated, or fails its checksum.
+
+def check_models_match(saved: list[dict] | None, like: PyTree, where: str) -> None:
+    """Compare the options of the sequence models saved in `where` (`saved`, as
+    `model_options` recorded them) with those of the models in `like`, option
+    by option where both name it. Nothing is compared for a file written
+    before the options were recorded (`saved` is `None`), or with another
+    number of models (the load then names the arrays that differ).
+
+    **Raises:** [`ltc_jax.CheckpointError`][] naming each option that differs,
+    with its value on disk and the value asked for.
     """
-    folder = os.fspath(checkpoint)
+    asked = model_options(like)
+    if saved is None or len(saved) != len(asked):
+        return
+    differences = []
+    for on_disk, wanted in zip(saved, asked, strict=True):
+        for name, value in wanted.items():
+            if name in on_disk and on_disk[name] != value:
+                text = f"{name} {on_disk[name]} on disk, {value} asked"
+                if text not in differences:
+                    differences.append(text)
+    if differences:
+        raise CheckpointError(
+            f"{where} holds a model built with other options: "
+            f"{'; '.join(differences)}. Build the model with the saved options "
+            "to load it."
+        )
+
+
+def deserialise_checked(
+    file: str | os.PathLike | io.BufferedIOBase,
+    like: PyTree,
+    saved: list[dict] | None,
+    where: str,
+) -> PyTree:
+    """`eqx.tree_deserialise_leaves(file, like)`, after `check_models_match`
+    has compared the models' options (`saved`) with `like`'s.
+
+    **Raises:** [`ltc_jax.CheckpointError`][] naming each option that differs;
+    or, where no options were recorded and the arrays of `file` do not fit
+    `like` (another shape, dtype or structure), with Equinox's description.
+    """
+    check_models_match(saved, like, where)
+    try:
+        return eqx.tree_deserialise_leaves(file, like)
+    except RuntimeError as error:  # Equinox: a leaf or tree that does not fit
+        root = error
+        while root.__cause__ is not None:  # Equinox chains one error per level
+            root = root.__cause__
+        detail = str(error) if root is error else f"{error}: {root!r}"
+        raise CheckpointError(
+            f"{where} holds arrays that do not fit the tree asked for ({detail}). "
+            "Build it as it was built when saved to load it."
+        ) from error
+
+
+def _read(folder: str) -> tuple[dict, bytes]:
+    """A checkpoint folder's metadata and state file, checked against the
+    checksum. **Raises:** [`ltc_jax.CheckpointError`][] as `load_checkpoint`."""
     state_path = os.path.join(folder, _STATE)
     meta_path = os.path.join(folder, _META)
     try:
@@ -110,9 +189,32 @@ def load_checkpoint(checkpoint: str | os.PathLike, like: PyTree) -> tuple[PyTree
         raise CheckpointError(
             f"{state_path}: checksum mismatch; the file is truncated or corrupted."
         )
-    with open(state_path, "rb") as file:
-        tree = eqx.tree_deserialise_leaves(file, like)
-    return tree, meta
+    return meta, blob
+
+
+def _restore(folder: str, meta: dict, blob: bytes, like: PyTree) -> PyTree:
+    """The tree of a checkpoint read by `_read`, shaped like `like`."""
+    return deserialise_checked(io.BytesIO(blob), like, meta.get(_MODELS), folder)
+
+
+def load_checkpoint(checkpoint: str | os.PathLike, like: PyTree) -> tuple[PyTree, dict]:
+    """Load one checkpoint folder written by [`ltc_jax.training.save_checkpoint`][].
+
+    **Arguments:** `checkpoint`: the checkpoint's folder; `like`: a pytree of the
+    same structure (e.g. a freshly built `(model, opt_state)`), giving shapes and
+    dtypes.
+
+    **Returns:** `(tree, meta)`.
+
+    **Raises:** [`ltc_jax.CheckpointError`][] naming the file if it is missing,
+    truncated, or fails its checksum; naming each option that differs (e.g.
+    `hidden_size 8 on disk, 16 asked`) if a sequence model in `like` was built
+    with other options than the one saved, before any array is read; naming
+    the array if the tree saved does not otherwise fit `like`.
+    """
+    folder = os.fspath(checkpoint)
+    meta, blob = _read(folder)
+    return _restore(folder, meta, blob, like), meta
 
 
 def load_latest_checkpoint(
@@ -124,15 +226,17 @@ def load_latest_checkpoint(
     **Returns:** `(tree, meta, skipped)`, `skipped` naming each damaged checkpoint
     passed over and why.
 
-    **Raises:** [`ltc_jax.CheckpointError`][] if no checkpoint is usable.
+    **Raises:** [`ltc_jax.CheckpointError`][] if no checkpoint is usable, or as
+    [`ltc_jax.training.load_checkpoint`][] if the newest intact one does not fit
+    `like` (older ones are not tried: they hold the same model).
     """
     skipped = []
     for checkpoint in reversed(list_checkpoints(directory)):
         try:
-            tree, meta = load_checkpoint(checkpoint, like)
+            meta, blob = _read(checkpoint)
         except CheckpointError as error:
             skipped.append(str(error))
             continue
-        return tree, meta, skipped
+        return _restore(checkpoint, meta, blob, like), meta, skipped
     detail = "; ".join(skipped) if skipped else "none found"
     raise CheckpointError(f"No usable checkpoint in {os.fspath(directory)} ({detail}).")

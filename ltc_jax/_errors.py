@@ -24,7 +24,9 @@ class TrainingFailedError(RuntimeError):
 
 
 class CheckpointError(RuntimeError):
-    """No usable checkpoint: missing, truncated or corrupted."""
+    """No usable checkpoint (missing, truncated or corrupted), or a saved model
+    that does not fit the model asked for: the message names each option that
+    differs, with its value on disk and the value asked for."""
 
 
 class SubprocessError(RuntimeError):

@@ -224,6 +224,32 @@ class AbstractSequenceModel(eqx.Module):
         adjoint's windows and checks fixed steps' stability from it."""
         return None
 
+    def options(self) -> dict[str, int | str | None]:
+        """The options the model was built with that fix its arrays (their
+        shapes, float dtype and the modules holding them), by the names of its
+        constructor's arguments: `model` (the class), `input_size`,
+        `hidden_size`, `output_size`, `readout_times`, `readout_features`
+        (listed only with `readout_times > 1`, where it shapes the readout),
+        `dtype` (of its float parameters), and each model's own (the LTC's
+        `cell` and `encoder`, the CfC's `mode` and backbone). Checkpoints record
+        them, so that loading into a model built otherwise names each option
+        that differs ([`ltc_jax.training.load_checkpoint`][]).
+
+        **Returns:** a dict of JSON-serialisable values.
+        """
+        floats = jax.tree.leaves(eqx.filter(self, eqx.is_inexact_array))
+        options = dict(
+            model=type(self).__name__,
+            input_size=self.input_size,
+            hidden_size=self.hidden_size,
+            output_size=self.output_size,
+            readout_times=self.readout_times,
+            dtype=floats[0].dtype.name if floats else None,
+        )
+        if self.readout_times > 1:
+            options["readout_features"] = self.readout_features
+        return options
+
     @abc.abstractmethod
     def solve(
         self,
@@ -529,6 +555,19 @@ class LTC(AbstractSequenceModel):
         """The cell, seen through the encoder where there is one: the field
         [`ltc_jax.integrate`][] solves."""
         return _encoded(self.cell, self.encoder)
+
+    def options(self) -> dict[str, int | str | None]:
+        """As [`ltc_jax.AbstractSequenceModel.options`][], with `cell`
+        (`"ltc"`, `"biophysical"`, or the class name of a cell of your own) and
+        `encoder` (its class name, or `None`)."""
+        if isinstance(self.cell, LTCVectorField):
+            cell = "ltc"
+        elif isinstance(self.cell, BiophysicalLTCVectorField):
+            cell = "biophysical"
+        else:
+            cell = type(self.cell).__name__
+        encoder = None if self.encoder is None else type(self.encoder).__name__
+        return super().options() | dict(cell=cell, encoder=encoder)
 
     def solve(
         self,

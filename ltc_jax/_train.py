@@ -242,9 +242,11 @@ def fit(
     **Raises:** what `on_failure` raises ([`ltc_jax.SolverFailureError`][],
     [`ltc_jax.DivergenceError`][], [`ltc_jax.NonFiniteLossError`][],
     [`ltc_jax.TrainingFailedError`][]); [`ltc_jax.CheckpointError`][] when
-    resuming finds no usable checkpoint; `ValueError` for bad options, a model
-    whose parameters are not finite, labels that do not fit the model's
-    `output_size`, or a `batch_size` that does not divide over the placement.
+    resuming finds no usable checkpoint, or one of a model built with other
+    options (each named, with its value on disk and the value asked for);
+    `ValueError` for bad options, a model whose parameters are not finite,
+    labels that do not fit the model's `output_size`, or a `batch_size` that
+    does not divide over the placement.
     """
     for name, value in (("epochs", epochs), ("batch_size", batch_size)):
         if value < 1:

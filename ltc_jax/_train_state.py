@@ -9,7 +9,11 @@ import equinox as eqx
 import optax
 from jaxtyping import PyTree
 
-from ._checkpoint import load_latest_checkpoint, save_checkpoint
+from ._checkpoint import (
+    load_latest_checkpoint,
+    remove_interrupted_saves,
+    save_checkpoint,
+)
 from ._errors import CheckpointError
 
 
@@ -147,14 +151,18 @@ def load_train_state(
     """The newest usable checkpoint under `directory`, as a
     [`ltc_jax.training.TrainState`][] shaped like `like` (a freshly created
     state of the same model and optimiser), falling back past damaged
-    checkpoints.
+    checkpoints. The run resuming is the directory's writer: the temporary
+    folders of saves that were interrupted (`step-*.tmp`) are removed first.
 
     **Returns:** `(state, meta, skipped)`: the state, the checkpoint's metadata,
     and a line for each damaged checkpoint passed over.
 
-    **Raises:** [`ltc_jax.CheckpointError`][] if no checkpoint is usable, or the
-    newest one has a format this version cannot read (named in the message).
+    **Raises:** [`ltc_jax.CheckpointError`][] if no checkpoint is usable, the
+    newest one has a format this version cannot read (named in the message),
+    or its model was built with other options than `like.model` (each named,
+    with both values: build the model with the saved options).
     """
+    remove_interrupted_saves(directory)
     arrays = (like.model, like.opt_state, like.best_model)
     (model, opt_state, best_model), meta, skipped = load_latest_checkpoint(
         directory, arrays

@@ -14,6 +14,7 @@ import numpy as np
 import ltc_jax
 from ltc_jax.datasets import SequenceDataset, read_ts, standardize_with
 
+from .._checkpoint import deserialise_checked, model_options
 from .config import TrainConfig
 from .settings import (
     make_config_integrator,
@@ -60,7 +61,8 @@ def save_model(
 ) -> None:
     """Write `model.eqx` (the parameters, `eqx.tree_serialise_leaves`) and
     `data.json` (what reading new data needs: the training set's per-channel mean
-    and standard deviation, class names, and output size)."""
+    and standard deviation, class names, and output size; and the model's
+    options, `models`, which `load_run` checks the model it builds against)."""
     eqx.tree_serialise_leaves(os.path.join(run_dir, "model.eqx"), model)
     mean, std = statistics
     data = dict(
@@ -71,6 +73,7 @@ def save_model(
         input_channels=train.num_channels,
         input_size=model.input_size,
         settings={k: v for k, v in settings.items() if k != "derived"},
+        models=model_options(model),
     )
     with open(os.path.join(run_dir, "data.json"), "w") as file:
         json.dump(data, file, indent=2)
@@ -127,7 +130,10 @@ def load_run(run_dir: str) -> tuple[TrainConfig, ltc_jax.LTC | ltc_jax.CfC, dict
     """The configuration, trained model and data statistics of a finished run.
 
     **Raises:** `FileNotFoundError` if `run_dir` lacks `config.json`, `model.eqx`
-    or `data.json` (an unfinished run: resume it first).
+    or `data.json` (an unfinished run: resume it first); `ltc_jax.CheckpointError`
+    naming each option in which the model the saved configuration builds differs
+    from the one saved (or the arrays, for a run saved before the options were
+    recorded).
     """
     files = {
         name: os.path.join(run_dir, name)
@@ -148,7 +154,8 @@ def load_run(run_dir: str) -> tuple[TrainConfig, ltc_jax.LTC | ltc_jax.CfC, dict
     if config.x64:
         jax.config.update("jax_enable_x64", True)
     like = make_model(config, data["input_size"], data["output_size"], data["settings"])
-    model = eqx.tree_deserialise_leaves(files["model.eqx"], like)
+    saved = data.get("models")  # absent from runs saved before it was recorded
+    model = deserialise_checked(files["model.eqx"], like, saved, files["model.eqx"])
     return config, model, data
 
 
