@@ -61,8 +61,8 @@ class Measurement:
         second run, the first having paid the one-time cost of a compiled
         program's first run (6 to 10 MB, whatever the step): the process's
         resident high-water mark, reset just before the run, minus its resident
-        memory then; within some tens of kB of `temp_bytes +
-        output_bytes`.
+        memory then: `temp_bytes + output_bytes` and the working memory of
+        routines outside XLA's plan (a few pages to about 0.5 MB).
         `None` where the backend reports neither, or where the figure cannot be
         isolated to the step: an earlier, larger device peak of this process,
         or (CPU) a rise below the step's own compiled temp bytes, memory the

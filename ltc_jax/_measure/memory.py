@@ -236,10 +236,11 @@ def runtime_peak_bytes(
         operating system, the process's resident high-water mark is reset, and
         the second call is measured: the high-water mark during it minus the
         resident memory just before it. So the figure is the program's own: its
-        temporaries and outputs, within a few pages of XLA's plan for them
-        (`temp_bytes + output_bytes` of [`ltc_jax.measure.compiled_memory`][])
-        where XLA plans every buffer, above it where a routine works outside the
-        plan (XLA's CPU sort keeps two more copies of its input). Memory the
+        temporaries and outputs as XLA plans them (`temp_bytes + output_bytes`
+        of [`ltc_jax.measure.compiled_memory`][]), and the working memory of
+        routines that run outside the plan: a few pages for a small step, about
+        0.5 MB for a step of `(32, 128)` matrix products, two more copies of
+        the input for XLA's CPU sort. Memory the
         process had already touched can serve the call unseen: where that shows
         (the rise is below `expected_bytes`, say the compiled temp bytes), the
         result is `None`.
