@@ -10,7 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ._paths import InputPath
+from ._paths import InputPath, empty_channel_problem
+from ._times import time_resolution_problem
 from .datasets import SequenceDataset
 
 
@@ -39,10 +40,12 @@ class Batch(NamedTuple):
 def make_input_path(data: SequenceDataset, *, dtype=None, **options) -> InputPath:
     """All sequences of `data` as one [`ltc_jax.InputPath`][], validated once.
 
-    When every sequence has the same observation times and no padding (as
-    windows cut from one recording, or an equal-length UEA dataset), the path is
-    built on that one time grid (`shared_times`), which solves find their place
-    in once for the whole batch.
+    Each sequence's times are taken from its first observation (subtracted in
+    float64, so absolute times such as Unix seconds keep their gaps in float32;
+    the absolute times stay in `data.ts`). When every sequence then has the same
+    times and no padding (as an equal-length UEA dataset, or windows at one
+    rate), the path is built on that one time grid (`shared_times`), which
+    solves find their place in once for the whole batch.
 
     **Arguments:**
 
@@ -54,14 +57,30 @@ def make_input_path(data: SequenceDataset, *, dtype=None, **options) -> InputPat
     **Returns:** an `InputPath` over `len(data)` sequences; take batches of it
     with `path.take(index)` or [`ltc_jax.batches`][].
 
-    **Raises:** as `InputPath` (non-increasing times, infinite values, ...).
+    **Raises:** `ValueError` if `dtype` cannot resolve the gaps between the
+    times even from each sequence's start (a long sequence of close
+    observations in float32: use float64), or for a channel of a sequence
+    without any observed value (naming them) unless `empty_channel_fill`;
+    otherwise as `InputPath` (non-increasing times, infinite values, ...).
     """
     dtype = jnp.zeros(()).dtype if dtype is None else dtype
-    times = data.ts.shape[1]
-    if np.all(data.lengths == times) and np.all(data.ts == data.ts[:1]):
-        ts, lengths = jnp.asarray(data.ts[0], dtype), None
+    # Each sequence's times from its first observation, subtracted in float64 on
+    # the host: absolute times (Unix seconds) keep their gaps, which float32
+    # would round to multiples of 128 s. The model is invariant to the shift.
+    ts = data.ts - data.ts[:, :1]
+    problem = time_resolution_problem(
+        ts, data.lengths, dtype, "The times from each sequence's start"
+    )
+    if problem is None and options.get("empty_channel_fill") is None:
+        observed = data.valid_mask()[..., None] & ~np.isnan(data.xs)
+        problem = empty_channel_problem(~np.any(observed, axis=1))
+    if problem is not None:
+        raise ValueError(problem)
+    times = ts.shape[1]
+    if np.all(data.lengths == times) and np.all(ts == ts[:1]):
+        ts, lengths = jnp.asarray(ts[0], dtype), None
     else:
-        ts, lengths = jnp.asarray(data.ts, dtype), jnp.asarray(data.lengths, jnp.int32)
+        ts, lengths = jnp.asarray(ts, dtype), jnp.asarray(data.lengths, jnp.int32)
     return _build_path(ts, jnp.asarray(data.xs, dtype), lengths, options)
 
 

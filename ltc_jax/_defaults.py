@@ -57,7 +57,8 @@ class DataDefaults:
 
     **Fields:** `spacing` (median observation interval), `longest` (the longest
     sequence's duration), `tau_init` (the range the time constants are drawn
-    from, log-uniformly), `dt0` (a fixed step: one per observation interval,
+    from, log-uniformly), `tau_min` (the floor no update can push a time
+    constant below), `dt0` (a fixed step: one per observation interval,
     shortened to the solver's stability bound on the fastest initial decay),
     `max_steps` (for adaptive steps), `batch_size`, `epochs` (passes over the
     training set: about `OPTIMIZER_STEPS` optimiser steps), `batching` (`"batched"` or
@@ -68,6 +69,7 @@ class DataDefaults:
     spacing: float
     longest: float
     tau_init: tuple[float, float]
+    tau_min: float
     dt0: float
     max_steps: int
     batch_size: int
@@ -149,6 +151,11 @@ def derive_defaults(
       resolves a tenth of an observation interval, the slowest remembers the
       whole longest sequence. At a spacing of 1 and sequences of up to 10
       samples this is the LTC's own default, (0.1, 10).
+    - `tau_min = spacing / 100`, a tenth of the fastest initial time constant:
+      no parameter update can make a unit faster than that. Without a floor,
+      `softplus` of a large negative `tau_raw` underflows to 0 in float32 (a
+      perturbation of N(0, 100) does it), the field becomes infinitely stiff,
+      and an adaptive solve stalls at its first step.
     - `dt0 = spacing`, shortened to `0.9 * stability_bound * tau_low / (1 +
       tau_low)` where a fixed explicit solver's real-axis stability bound is
       given (the fastest initial decay is `1 / tau_low + 1`, the bound of
@@ -209,6 +216,11 @@ def derive_defaults(
             f"from a tenth of the median observation interval ({spacing:g}) to the "
             f"longest sequence's duration ({longest:g}), at least 10 intervals"
         )
+    )
+    tau_min = spacing / 100
+    reasons["tau_min"] = (
+        f"a hundredth of the median observation interval ({spacing:g}), a tenth "
+        "of the fastest initial time constant: no update can collapse tau to 0"
     )
     dt0 = spacing
     reasons["dt0"] = "one step per median observation interval"
@@ -284,6 +296,7 @@ def derive_defaults(
         spacing=spacing,
         longest=longest,
         tau_init=(low, high),
+        tau_min=tau_min,
         dt0=dt0,
         max_steps=max_steps,
         batch_size=batch_size,

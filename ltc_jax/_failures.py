@@ -14,8 +14,16 @@ import numpy as np
 from ._adjoint import WindowedBacksolveAdjoint
 from ._errors import DivergenceError, SolverFailureError
 from ._integrator import Integrator
+from ._model import AbstractSequenceModel
 from ._results import RESULTS
 from ._solve import Trajectory
+from ._vector_field import AbstractLTCField, LTCVectorField
+
+
+COLLAPSE_FACTOR = 100
+"""A solve is taken to fail from collapsed time constants when its fastest unit
+would need this many times `max_steps`: steps of about one time constant over
+the duration. Then more `max_steps` is the wrong fix."""
 
 
 def failure_reason(error: BaseException) -> str:
@@ -64,6 +72,33 @@ def _largest_parameter(model) -> tuple[str, float]:
     return max(sizes, key=lambda item: item[1], default=("", 0.0))
 
 
+def collapse_hint(model, duration: float, max_steps: int) -> str | None:
+    """Why a failed solve failed, when the model's time constants have collapsed
+    toward 0 (a unit's decay rate so large that the solve would need over
+    [`COLLAPSE_FACTOR`][] times `max_steps` steps of one time constant), with
+    the fix; `None` otherwise, or for a model whose field does not bound its
+    decay. `duration` is in the unit of the data's times."""
+    if not isinstance(model, AbstractSequenceModel) or not model.solves_ode:
+        return None
+    field = model.vector_field
+    if not isinstance(field, AbstractLTCField):
+        return None
+    try:
+        rate = float(field.decay_bound())
+    except NotImplementedError:
+        return None
+    if np.isfinite(rate) and rate * duration <= COLLAPSE_FACTOR * max_steps:
+        return None
+    floor = f" (tau_min={field.tau_min:g})" if isinstance(field, LTCVectorField) else ""
+    return (
+        f" The fastest unit decays at {rate:.3g} per time unit, a time constant of "
+        f"{1 / rate:.3g} against {duration:.6g} time units: the time constants "
+        f"have collapsed toward 0{floor}, and no max_steps is enough. Give tau a "
+        "floor (LTC(..., tau_min=...); derive_defaults derives one from the "
+        "data), or lower the learning rate."
+    )
+
+
 def classify_failure(error, epoch, index, model, batch, integrator):
     """The error class and message of a solve that failed inside a training
     step, from the result code of the batch's forward solve run again without
@@ -73,10 +108,12 @@ def classify_failure(error, epoch, index, model, batch, integrator):
     trajectory = _solve_without_raising(model, batch, integrator)
     if np.any(np.asarray(trajectory.result == RESULTS.diverged)):
         where = f"At epoch {epoch}, batch {index}"
+        duration = float(np.max(np.asarray(batch.path.t_end - batch.path.t_start)))
         return DivergenceError, (
             f"{where} (solver {type(integrator.solver).__name__}, "
             f"dt0={integrator.dt0}): {RESULTS[RESULTS.diverged]} The parameters "
             "were not updated."
+            + (collapse_hint(model, duration, integrator.max_steps) or "")
         )
     return SolverFailureError, _solver_failure_message(
         epoch, index, model, batch, integrator, error, trajectory
@@ -112,11 +149,15 @@ def _solver_failure_message(
     slowest = int(np.argmax(duration - reached))
     name, largest = _largest_parameter(model)
     hint = (
+        collapse_hint(model, float(duration[slowest]), integrator.max_steps) or ""
+    ) + (
         f" The parameters are finite but large (|{name}| reaches {largest:.3g}): "
         "the model has diverged; lower the learning rate or clip the gradients."
         if largest > 1e4
-        else " Raise max_steps, loosen rtol/atol, lower dtmin, or check the data."
+        else ""
     )
+    if not hint:
+        hint = " Raise max_steps, loosen rtol/atol, lower dtmin, or check the data."
     return (
         f"The solve failed {where}: {reason} After {steps} steps "
         f"(max_steps={integrator.max_steps}) sequence {slowest} of the batch was "

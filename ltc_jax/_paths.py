@@ -6,7 +6,15 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Float, Int, Real
+
+from ._times import (
+    FIX,
+    MAX_ROUNDING,
+    resolution_and_smallest_gap,
+    time_resolution_problem,
+)
 
 
 _INTERPOLATIONS = ("linear", "cubic")
@@ -82,7 +90,10 @@ class InputPath(eqx.Module):
 
         - `ts`: observation times, `(times,)` when all sequences share them, or
             `(batch, times)`. Must be strictly increasing within each sequence's
-            length. Integer times are converted to the dtype of `xs`.
+            length. Integer times are converted to the dtype of `xs`, which must
+            resolve the gaps between them: absolute times (Unix seconds) in
+            float32 do not; give times from each sequence's start, subtracted in
+            float64 ([`ltc_jax.make_input_path`][] does this for a dataset).
         - `xs`: observed values, `(batch, times, channels)`, floating point. NaN
             means "not observed": each channel is interpolated through its own
             observed points only; before its first observation it holds its first
@@ -106,12 +117,17 @@ class InputPath(eqx.Module):
         **Raises:**
 
         - `ValueError` (when called) for wrong ranks or mismatched shapes, fewer than
-            two time columns, an integer `xs`, or an unknown `interpolation`.
+            two time columns, an integer `xs`, or an unknown `interpolation`; and,
+            for concrete inputs, if the dtype of `xs` would round a time by more
+            than a tenth of the smallest gap between observations (the message
+            names the resolution, the gap and the fix), or if a channel of a
+            sequence has no observed value, unless `empty_channel_fill` (the
+            message names them). Under `jit` these two are
+            `equinox.EquinoxRuntimeError`s, without the figures.
         - `equinox.EquinoxRuntimeError` (when the values are checked, eagerly or
             under `jit`) if times are not strictly increasing or are not finite, if
-            a value is infinite, if a channel of a sequence has no observed value
-            (unless `empty_channel_fill`), or if a length is out of range. Only
-            positions inside each sequence's length are checked.
+            a value is infinite, or if a length is out of range. Only positions
+            inside each sequence's length are checked.
         """
         if interpolation not in _INTERPOLATIONS:
             raise ValueError(
@@ -127,6 +143,7 @@ class InputPath(eqx.Module):
         if not jnp.issubdtype(xs.dtype, jnp.floating):
             raise ValueError(f"xs must be floating point; got dtype {xs.dtype}.")
         batch, times, _ = xs.shape
+        given = ts
         ts = jnp.asarray(ts)
         shared_times = ts.ndim == 1 and lengths is None
         if ts.ndim == 1:
@@ -160,6 +177,7 @@ class InputPath(eqx.Module):
             f"lengths must lie in [1, {times}] (the number of time columns).",
         )
         valid = _positions(times) < lengths[:, None]
+        ts = _check_resolution(given, ts, valid)
         ts = _check_times(ts, valid)
         xs = eqx.error_if(
             xs,
@@ -170,12 +188,7 @@ class InputPath(eqx.Module):
         observed = valid[..., None] & ~jnp.isnan(xs)
         empty = ~jnp.any(observed, axis=1, keepdims=True)  # (batch, 1, channels)
         if empty_channel_fill is None:
-            xs = eqx.error_if(
-                xs,
-                jnp.any(empty),
-                "A channel has no observed value (all NaN) in some sequence; pass "
-                "empty_channel_fill to give such channels a constant value.",
-            )
+            xs = _check_observed(xs, empty)
         else:
             fill = jnp.asarray(empty_channel_fill, xs.dtype)
             xs = jnp.where(empty & valid[..., None], fill, xs)
@@ -337,7 +350,73 @@ def _check_times(
         ts,
         jnp.any(bad_step) | jnp.any(bad_value),
         "ts must be finite and strictly increasing within each sequence's length "
-        "(found a repeated, decreasing, NaN or infinite timestamp).",
+        "(found a repeated, decreasing, NaN or infinite timestamp). Repeated "
+        "times can be distinct ones rounded together: large times such as Unix "
+        f"seconds collide in {ts.dtype}. {FIX}",
+    )
+
+
+def _check_resolution(
+    given: ArrayLike, ts: Float[Array, "batch times"], valid: Bool[Array, "batch times"]
+) -> Float[Array, "batch times"]:
+    """Refuse times whose gaps `ts`'s dtype rounds away (see `ltc_jax._times`):
+    with the figures when the times are concrete (checked in the precision they
+    were `given` in), by `eqx.error_if` under a trace."""
+    if not isinstance(given, jax.core.Tracer) and not isinstance(
+        valid, jax.core.Tracer
+    ):
+        problem = time_resolution_problem(
+            np.broadcast_to(np.asarray(given), ts.shape),
+            np.sum(np.asarray(valid), axis=1),
+            ts.dtype,
+        )
+        if problem is not None:
+            raise ValueError(problem)
+        return ts
+    resolution, smallest = resolution_and_smallest_gap(ts, valid, ts.dtype, xp=jnp)
+    return eqx.error_if(
+        ts,
+        resolution > MAX_ROUNDING * smallest,
+        f"ts lose their resolution in {ts.dtype}: at the size of these times "
+        f"{ts.dtype} cannot hold the gaps between observations. {FIX}",
+    )
+
+
+def empty_channel_problem(empty: np.ndarray) -> str | None:
+    """Which channels of which sequences hold no observed value, or `None`.
+
+    **Arguments:** `empty`: `bool[batch, channels]` (or with a middle axis of 1),
+    True where a channel of a sequence has no observation inside its length.
+    """
+    sequences, channels = np.nonzero(np.reshape(empty, (empty.shape[0], -1)))
+    if not sequences.size:
+        return None
+    pairs = ", ".join(
+        f"channel {c} of sequence {b}"
+        for b, c in zip(sequences[:5], channels[:5], strict=True)
+    )
+    more = f" and {sequences.size - 5} more" if sequences.size > 5 else ""
+    return (
+        f"No observed value (all NaN) in {pairs}{more}; pass empty_channel_fill to "
+        "give such channels a constant value, or drop those sequences."
+    )
+
+
+def _check_observed(
+    xs: Float[Array, "batch times channels"], empty: Bool[Array, "batch 1 channels"]
+) -> Float[Array, "batch times channels"]:
+    """Refuse a channel without any observation in a sequence: naming them when
+    the values are concrete, by `eqx.error_if` under a trace."""
+    if not isinstance(empty, jax.core.Tracer):
+        problem = empty_channel_problem(np.asarray(empty))
+        if problem is not None:
+            raise ValueError(problem)
+        return xs
+    return eqx.error_if(
+        xs,
+        jnp.any(empty),
+        "A channel has no observed value (all NaN) in some sequence; pass "
+        "empty_channel_fill to give such channels a constant value.",
     )
 
 

@@ -52,8 +52,11 @@ def test_derived_defaults_follow_the_time_scale(spacing, unit):
     x = stable * (1 / (spacing / 10) + 1)
     assert x == pytest.approx(0.9 * edge, rel=1e-9) and stable < spacing
     assert abs(1 - x + x**2 / 2 - x**3 / 6 + x**4 / 24) < 1
+    # A hundredth of the spacing: a tenth of the fastest initial time constant.
+    assert defaults.tau_min == pytest.approx(spacing / 100)
     assert set(defaults.reasons) == {
         "tau_init",
+        "tau_min",
         "dt0",
         "max_steps",
         "batch_size",

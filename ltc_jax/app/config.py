@@ -131,8 +131,9 @@ class TrainConfig:
     drop_rate: float = 0.0
     """Drop this fraction of each sequence's observations at random (train and
     test, seeded by --seed): the irregular-sampling protocol of Kidger et al. 2020."""
-    tau_min: float = 0.0
-    """Floor on every time constant tau (time units)."""
+    tau_min: OptionalFloat = None
+    """Floor on every time constant tau (time units). Default: derived from the
+    data, a hundredth of the median observation interval (0 turns it off)."""
     tau_init: _optional(tuple[float, float], "LOW HIGH") = None
     """Range the time constants are drawn from, log-uniformly (time units).
     Default: derived from the data, from a tenth of the median observation
@@ -258,7 +259,7 @@ class TrainConfig:
                 raise ValueError(f"{_flag(name)} must be positive; got {value}.")
         for name in ("tau_min", "weight_decay", "warmup_steps"):
             value = getattr(self, name)
-            if not value >= 0:
+            if value is not None and not value >= 0:
                 raise ValueError(
                     f"{_flag(name)} must be zero or positive; got {value}."
                 )

@@ -188,14 +188,20 @@ def resolve_settings(
         batch_size=config.batch_size or defaults.batch_size,
         epochs=config.epochs or defaults.epochs,
         tau_init=tuple(config.tau_init or defaults.tau_init),
+        tau_min=config.tau_min,
         batching=config.batching or batching,
         readout_times=config.readout_times or readout_times,
         readout_features=readout_features(config),
         gate_bias_init=gate_bias_init(config),
     )
+    if config.tau_min is None:
+        # Below the fastest time constant drawn (a given --tau-init too).
+        chosen["tau_min"] = min(defaults.tau_min, chosen["tau_init"][0] / 10)
+        if chosen["tau_min"] < defaults.tau_min:
+            reasons["tau_min"] = "a tenth of the fastest initial time constant"
     if config.dt0 is None and not adaptive and bound is not None:
         # Stable on the time constants actually drawn (a given --tau-init too).
-        low = max(chosen["tau_init"][0], config.tau_min)
+        low = chosen["tau_init"][0]
         chosen["dt0"] = min(defaults.spacing, 0.9 * bound * low / (1 + low))
     if adaptive:
         over_every = ltc_jax.training.derive_defaults(every)
@@ -216,6 +222,7 @@ def resolve_settings(
         "batch_size",
         "epochs",
         "tau_init",
+        "tau_min",
         "max_steps",
         "batching",
         "readout_times",
@@ -333,7 +340,7 @@ def make_model(
         cell=config.cell,
         wiring=config.wiring,
         tau_init=tuple(settings["tau_init"]),
-        tau_min=config.tau_min,
+        tau_min=settings.get("tau_min", config.tau_min or 0.0),
         matmul_dtype="bfloat16" if config.precision == "bf16" else None,
         **gate,
         **shared,

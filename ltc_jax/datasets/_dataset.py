@@ -5,6 +5,8 @@ import dataclasses
 import numpy as np
 from numpy.typing import ArrayLike
 
+from .._times import time_resolution_problem
+
 
 @dataclasses.dataclass(frozen=True)
 class SequenceDataset:
@@ -13,7 +15,9 @@ class SequenceDataset:
 
     **Fields:**
 
-    - `ts`: `float64[n, times]` observation times (padding: continues the grid).
+    - `ts`: `float64[n, times]` observation times (padding: continues the grid),
+        absolute ones (Unix seconds) included: batches take each sequence's
+        times from its start, in float64 (see [`ltc_jax.make_input_path`][]).
     - `xs`: `float64[n, times, channels]` values; NaN marks a missing value; padding
         is 0 and is never read (see `lengths`).
     - `lengths`: `int32[n]`, observations per sequence, in `[1, times]`.
@@ -21,6 +25,10 @@ class SequenceDataset:
         (regression).
     - `class_names`: the class label strings, in index order (empty for regression).
     - `name`: a short description, e.g. the file it came from.
+
+    **Raises:** `ValueError` for mismatched shapes, no sequences, or times given
+    in a precision below float64 that has already rounded the gaps between them
+    (the message names the resolution and the smallest gap).
     """
 
     # Any array-like (lists too) on construction; stored as NumPy arrays.
@@ -35,9 +43,11 @@ class SequenceDataset:
         for name in ("ts", "xs", "lengths", "labels"):  # lists and tuples too
             object.__setattr__(self, name, np.asarray(getattr(self, name)))
         object.__setattr__(self, "class_names", tuple(self.class_names))
-        n = self.xs.shape[0]
         if self.xs.ndim != 3:
             raise ValueError(f"xs must be (n, times, channels); got {self.xs.shape}.")
+        n = self.xs.shape[0]
+        if n == 0:
+            raise ValueError(f"{self.name or 'The dataset'} has no sequences.")
         if self.ts.shape != self.xs.shape[:2]:
             raise ValueError(f"ts {self.ts.shape} does not match xs {self.xs.shape}.")
         if self.lengths.shape != (n,) or self.labels.shape[:1] != (n,):
@@ -45,6 +55,12 @@ class SequenceDataset:
                 f"lengths {self.lengths.shape} and labels {self.labels.shape} must "
                 f"have {n} rows, like xs."
             )
+        if np.issubdtype(self.ts.dtype, np.floating) and self.ts.dtype != np.float64:
+            # Times given in a lower precision were rounded before they came here.
+            problem = time_resolution_problem(self.ts, self.lengths, self.ts.dtype)
+            if problem is not None:
+                raise ValueError(problem)
+        object.__setattr__(self, "ts", self.ts.astype(np.float64))
 
     def __len__(self) -> int:
         return self.xs.shape[0]
