@@ -24,7 +24,8 @@ was written against (0.7.2): `_Frozen` (the continuous adjoint's cotangents of
 data), `_ClipToJumps` (jump times copied into every checkpoint),
 `_one_save_at_end` (NaN gradients from a save time repeated at `t1`),
 `_reverse_solve_stops_at_jumps` (a reverse-solve controller that forgets the
-jumps). One more, against JAX 0.10, sits with the checks it serves in
+jumps), `_ReverseSolve` (a failed reverse solve raised as a plain failure of
+a solve). One more, against JAX 0.10, sits with the checks it serves in
 `_solve_checks.py`: `derivatives_taken` (naming the derivatives only
 `DirectAdjoint` supports before diffrax's loop fails on them). A solve reports
 an [`ltc_jax.RESULTS`][]: diffrax's result codes, and those of ltc_jax's checks.
@@ -390,6 +391,67 @@ def _reverse_solve_stops_at_jumps(adjoint, controller):
     return eqx.tree_at(lambda a: a.kwargs, adjoint, kwargs)  # keeps its class
 
 
+class _ReverseSolveResult(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
+    """diffrax's result codes, and the two a failed reverse solve is raised with."""
+
+    reverse_max_steps_reached = (
+        "The reverse (adjoint) solve of the continuous adjoint (adjoint='backsolve' "
+        "or 'windowed') reached max_steps before it got back to the start; the "
+        "forward solve had finished within it. Give it more max_steps or looser "
+        "tolerances (backward_stepsize_controller), or use adjoint='windowed' "
+        "(each window's reverse solve has max_steps of its own) or "
+        "adjoint='checkpoint' (no reverse solve)."
+    )
+    reverse_solve_failed = (
+        "The reverse (adjoint) solve of the continuous adjoint (adjoint='backsolve' "
+        "or 'windowed') failed after the forward solve had succeeded: a step below "
+        "dtmin, too many rejected steps, or an implicit backward_solver that did "
+        "not converge. Loosen its tolerances or change its solver "
+        "(backward_solver, backward_stepsize_controller), or use "
+        "adjoint='checkpoint' (no reverse solve)."
+    )
+
+
+class _ReverseSolve(diffrax.AbstractAdjoint):
+    """The adjoint of a backsolve's reverse solve: its loop is `adjoint`'s, run
+    without raising, and a failure is raised as the reverse solve's.
+
+    diffrax 0.7.2 runs the reverse solve of `BacksolveAdjoint` as a
+    `diffeqsolve` with the forward solve's `max_steps` and `throw`, so its
+    failure raised the same message as a failed forward solve ("The maximum
+    number of solver steps was reached"), which named neither the reverse solve
+    nor the fixes that apply to it. The reverse solve is given `throw=False`
+    and this adjoint (`diffeqsolve`'s `adjoint`, whose loop runs the solve), so
+    its result is read here."""
+
+    adjoint: diffrax.AbstractAdjoint
+    throw: bool = eqx.field(static=True)
+
+    def loop(self, *, throw, **kwargs):
+        del throw  # False: the reverse solve's failure is raised here instead
+        final_state, aux_stats = self.adjoint.loop(throw=False, **kwargs)
+        if self.throw:
+            result = _ReverseSolveResult.promote(final_state.result)
+            named = _ReverseSolveResult.where(
+                result == _ReverseSolveResult.max_steps_reached,
+                _ReverseSolveResult.reverse_max_steps_reached,
+                _ReverseSolveResult.reverse_solve_failed,
+            )
+            failed = jnp.invert(diffrax.is_okay(final_state.result))
+            final_state = named.error_if(final_state, failed)
+        return final_state, aux_stats
+
+
+def _reverse_solve_names_its_failures(adjoint, throw: bool):
+    """A backsolve whose reverse solve raises its failure as the reverse
+    solve's (see `_ReverseSolve`); any other adjoint unchanged."""
+    if not isinstance(adjoint, diffrax.BacksolveAdjoint):
+        return adjoint
+    inner = adjoint.kwargs.get("adjoint", adjoint)
+    kwargs = dict(adjoint.kwargs, adjoint=_ReverseSolve(inner, throw), throw=False)
+    return eqx.tree_at(lambda a: a.kwargs, adjoint, kwargs)  # keeps its class
+
+
 def _integrate_batch(vector_field, path, y0, integrator, save) -> Trajectory:
     check_precision(y0, integrator)
     check_derivative_order(vector_field, y0, integrator)
@@ -411,6 +473,7 @@ def _integrate_batch(vector_field, path, y0, integrator, save) -> Trajectory:
         dt0 = 1.0
         controller = integrator.stepsize_controller
     adjoint = _reverse_solve_stops_at_jumps(integrator.adjoint, controller)
+    adjoint = _reverse_solve_names_its_failures(adjoint, integrator.throw)
 
     # The windowed adjoint restarts its reverse solve from the states saved at
     # its windows' ends (diffrax's BacksolveAdjoint restarts at every save).

@@ -1,6 +1,7 @@
 """The batched solve: equal to per-sequence solves, to independent references, and
 across gradient modes."""
 
+import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -376,6 +377,48 @@ def test_exceeding_max_steps_is_an_error_not_a_wrong_gradient(getkey, mode):
     )
     with pytest.raises(eqx.EquinoxRuntimeError, match="maximum number of solver steps"):
         eqx.filter_value_and_grad(_loss_fn(integrator, ts, xs, lengths))(model)
+
+
+@pytest.mark.slow
+def test_a_failed_reverse_solve_names_the_reverse_solve(getkey):
+    """Backsolve with max_steps exactly the forward solve's count, at rtol 1e-4,
+    and a reverse solve at rtol 1e-10: a fifth-order solver then needs about
+    (1e6)^(1/5), some 16 times, as many steps backwards. The forward solve
+    succeeds; the failure says it is the reverse solve's, not the forward's."""
+    model = _model(getkey())
+    path = ltc_jax.InputPath(
+        jnp.linspace(0.0, 4.0, 9), jr.normal(getkey(), (2, 9, INPUT))
+    )
+
+    def integrator(max_steps):
+        return ltc_jax.Integrator(
+            solver=diffrax.Tsit5(),
+            stepsize_controller=diffrax.PIDController(rtol=1e-4, atol=1e-4),
+            adjoint=ltc_jax.make_adjoint(
+                "backsolve",
+                max_steps=max_steps,
+                backward_stepsize_controller=diffrax.PIDController(
+                    rtol=1e-10, atol=1e-10
+                ),
+            ),
+            dt0=None,
+            max_steps=max_steps,
+        )
+
+    loose = integrator(4096)
+    steps = int(np.max(model.solve(path, integrator=loose).stats["num_steps"]))
+    tight = integrator(steps)
+    assert model.solve(path, integrator=tight).result == ltc_jax.RESULTS.successful
+
+    def loss(model, integrator):
+        return jnp.sum(model(path, integrator=integrator))
+
+    gradient = eqx.filter_jit(eqx.filter_grad(loss))
+    assert np.all(np.isfinite(ltc_jax.measure.flatten_gradient(gradient(model, loose))))
+    with pytest.raises(
+        eqx.EquinoxRuntimeError, match=r"The reverse \(adjoint\) solve .* max_steps"
+    ):
+        gradient(model, tight)
 
 
 def _temp_bytes(mode, times, key):
