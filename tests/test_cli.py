@@ -63,6 +63,7 @@ def test_cli_on_any_ts_pair(tmp_path, capsys):
         "solver",
         "dt0",
         "tau_init",
+        "tau_min",
         "max_steps",
         "batching",
         "readout_times",
@@ -70,6 +71,7 @@ def test_cli_on_any_ts_pair(tmp_path, capsys):
     }
     assert set(derived) == from_data | {"readout_features", "gate_bias_init"}
     assert derived["solver"]["value"] == "fused" and derived["dt0"]["value"] == 1.0
+    assert derived["tau_min"]["value"] == 0.01  # a hundredth of the unit spacing
     assert derived["readout_features"]["value"] == "both"
     assert derived["gate_bias_init"]["value"] == "chrono"
     assert derived["validation_fraction"]["value"] == 0
