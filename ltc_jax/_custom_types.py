@@ -9,7 +9,7 @@ from typing import Literal, Protocol, runtime_checkable
 from jaxtyping import Array, ArrayLike, Float
 
 
-Interpolation = Literal["linear", "cubic"]
+Interpolation = Literal["linear", "cubic", "hold"]
 
 
 @runtime_checkable

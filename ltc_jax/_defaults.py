@@ -265,7 +265,7 @@ def derive_defaults(
             "fixed steps: one solve of the batch, each sequence taking its own "
             "steps on the shared clock"
         )
-    elif interpolation != "linear":
+    elif interpolation == "cubic":
         batching = "batched"
         reasons["batching"] = (
             f"a {interpolation} input has no stops at the observations: one solve "

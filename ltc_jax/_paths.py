@@ -17,7 +17,7 @@ from ._times import (
 )
 
 
-_INTERPOLATIONS = ("linear", "cubic")
+_INTERPOLATIONS = ("linear", "cubic", "hold")
 # Knots per block of the two-level interval search (see `InputPath.evaluate`).
 _BLOCK = 64
 # Searches over at most this many knots compare them all at once (`_count_below`).
@@ -39,6 +39,16 @@ class InputPath(eqx.Module):
         (`diffrax.backward_hermite_coefficients` + `diffrax.CubicInterpolation`,
         Morrill et al. 2021). Continuously differentiable; $x(t)$ on an interval
         depends only on observations up to the interval's end, as for linear.
+    - `"hold"`: the last observation, held until the next (a zero-order hold,
+        as diffrax's `rectilinear_interpolation` gives): causal, so $x(t)$ never
+        depends on an observation after `t`, where linear and cubic move toward
+        the next observation before it arrives. A missing value holds its
+        channel's last observed one; before a channel's first observation it
+        reads 0. The observation-mask channel is then 0 or 1, never between,
+        and the time-since-observation channel holds its value at the last knot.
+        An observation acts from its own time on: the last one, at the
+        sequence's end, reaches no state. Adaptive solvers stop at the
+        observation times (`jump_ts`), as for linear.
 
     Positions at or after `lengths[b]` are padding. They are replaced, before
     interpolation, by copies of the last observation at times after the sequence's
@@ -71,6 +81,7 @@ class InputPath(eqx.Module):
     lengths: Int[Array, " batch"]
     block_ts: Float[Array, "batch blocks"]
     shared_times: bool = eqx.field(static=True)
+    hold: bool = eqx.field(static=True)
 
     def __init__(
         self,
@@ -101,7 +112,7 @@ class InputPath(eqx.Module):
             `linear_interpolation` / `backward_hermite_coefficients` NaN filling).
         - `lengths`: `(batch,)` integers in `[1, times]`; default: every sequence
             has `times` observations.
-        - `interpolation`: `"linear"` (default) or `"cubic"`.
+        - `interpolation`: `"linear"` (default), `"cubic"` or `"hold"`.
         - `observation_mask`: append one channel per input channel: 1 where that
             channel was observed at an observation time, 0 where it was NaN.
         - `time_since_observation`: append one channel per input channel: the time
@@ -202,7 +213,11 @@ class InputPath(eqx.Module):
             xs = jnp.concatenate([xs, *extra], axis=-1)
         ts, xs = _pad_after_end(ts, xs, lengths, valid)
         start = _first_observed(xs)
-        if interpolation == "linear":
+        if interpolation == "hold":
+            self.interpolation = jax.vmap(diffrax.LinearInterpolation)(
+                ts, _hold_values(xs)
+            )
+        elif interpolation == "linear":
             filled = jax.vmap(
                 lambda t, x, x0: diffrax.linear_interpolation(
                     t, x, fill_forward_nans_at_end=True, replace_nans_at_start=x0
@@ -219,6 +234,7 @@ class InputPath(eqx.Module):
         self.lengths = lengths
         self.block_ts = ts[:, ::_BLOCK]
         self.shared_times = shared_times
+        self.hold = interpolation == "hold"
 
     @property
     def ts(self) -> Float[Array, "batch times"]:
@@ -258,7 +274,8 @@ class InputPath(eqx.Module):
     ) -> Float[Array, "batch input_size"]:
         """$x(t)$ of every sequence: diffrax's interpolation, evaluated on the
         interval that holds `t` (the first or last interval extended before the
-        first or after the last knot, as diffrax does), bit for bit.
+        first or after the last knot, as diffrax does), bit for bit; for a
+        hold, the value at that interval's first knot.
 
         The interval is found by two short searches, among every 64th knot
         (`block_ts`) and then among the 65 knots of one block (comparisons all at
@@ -281,16 +298,22 @@ class InputPath(eqx.Module):
         t = jnp.asarray(t, self.ts.dtype)
         if self.shared_times and t.ndim == 0:
             index = _interval(self.block_ts, self.ts, t)
-            return jax.vmap(lambda i: i.evaluate(t))(
+            return jax.vmap(lambda piece: self._read(piece, t))(
                 _interval_of(self.interpolation, index, axis=1)
             )
         t = jnp.broadcast_to(t, self.lengths.shape)
 
         def evaluate_one(interpolation, block_ts, ts, ti):
             index = _interval(block_ts[None], ts[None], ti)
-            return _interval_of(interpolation, index).evaluate(ti)
+            return self._read(_interval_of(interpolation, index), ti)
 
         return jax.vmap(evaluate_one)(self.interpolation, self.block_ts, self.ts, t)
+
+    def _read(self, piece, t) -> Float[Array, " input_size"]:
+        """One sequence's value at `t` from the piece of its interval: the
+        value at the interval's first knot for a hold (on `(t_i, t_{i+1}]`, as
+        diffrax's intervals), else diffrax's interpolation."""
+        return piece.ys[0] if self.hold else piece.evaluate(t)
 
 
 def _count_below(
@@ -446,6 +469,19 @@ def _time_since_observation(
     )
     _, deltas = jax.lax.scan(step, zeros, (gaps.T, jnp.swapaxes(shifted, 0, 1)))
     return jnp.swapaxes(deltas, 0, 1)
+
+
+def _hold_values(
+    xs: Float[Array, "batch times channels"],
+) -> Float[Array, "batch times channels"]:
+    """Each missing (NaN) value replaced by its channel's last observed value
+    before it, and by 0 before the channel's first observation: what a hold
+    reads on the interval after each knot, from nothing later."""
+    observed = ~jnp.isnan(xs)
+    position = jnp.arange(xs.shape[1], dtype=jnp.int32)[None, :, None]
+    last = jax.lax.cummax(jnp.where(observed, position, -1), axis=1)
+    held = jnp.take_along_axis(xs, jnp.maximum(last, 0), axis=1)
+    return jnp.where(last >= 0, held, jnp.zeros((), xs.dtype))
 
 
 def _pad_after_end(ts, xs, lengths, valid):

@@ -221,3 +221,67 @@ def test_shared_times_evaluate_like_diffrax_on_the_whole_sequence(
         got = evaluate(path, t)
         np.testing.assert_array_equal(got, whole(t))
         np.testing.assert_array_equal(got, evaluate(path, jnp.full((3,), t)))
+
+
+def _numpy_hold(ts, xs, t):
+    """A zero-order hold in NumPy, one sequence: at `t` in `(t_i, t_{i+1}]` (and
+    `[t_0, t_1]`), each channel's last non-NaN value at or before `t_i`, 0 before
+    its first."""
+    i = min(max(int(np.sum(ts < t)) - 1, 0), len(ts) - 2)
+    out = np.zeros(xs.shape[1])
+    for c in range(xs.shape[1]):
+        seen = [v for v in xs[: i + 1, c] if not np.isnan(v)]
+        out[c] = seen[-1] if seen else 0.0
+    return out
+
+
+def test_hold_reads_the_last_observation_and_a_0_or_1_mask():
+    ts = np.array([[0.0, 1.0, 2.5, 4.0, 7.0], [0.0, 0.5, 3.0, 3.5, 9.0]])
+    xs = np.array(
+        [
+            [[np.nan, 1.0], [2.0, np.nan], [3.0, 5.0], [np.nan, np.nan], [4.0, 6.0]],
+            [[1.0, 2.0], [np.nan, 3.0], [5.0, np.nan], [6.0, 7.0], [8.0, 9.0]],
+        ]
+    )
+    path = ltc_jax.InputPath(ts, xs, interpolation="hold", observation_mask=True)
+    for t in (0.0, 0.3, 1.0, 1.7, 2.5, 3.2, 4.0, 5.5, 7.0):
+        values = np.asarray(path.evaluate(jnp.array(t)))
+        for b in range(2):
+            np.testing.assert_array_equal(values[b, :2], _numpy_hold(ts[b], xs[b], t))
+            mask = ~np.isnan(xs[b])
+            np.testing.assert_array_equal(values[b, 2:], _numpy_hold(ts[b], mask, t))
+    # On a shared grid, with one scalar time for the batch: the same values.
+    shared = ltc_jax.InputPath(ts[0], xs, interpolation="hold")
+    assert shared.shared_times
+    np.testing.assert_array_equal(
+        shared.evaluate(jnp.array(3.2)),
+        [_numpy_hold(ts[0], xs[b], 3.2) for b in range(2)],
+    )
+
+
+@pytest.mark.parametrize("interpolation, causal", [("hold", True), ("linear", False)])
+def test_outputs_before_a_time_do_not_read_observations_after_it(interpolation, causal):
+    """Every observation after t = 4 changed: with a hold, the states at the
+    observations up to 4 are unchanged to the bit. A linear fill of a channel
+    observed only at 0 and 8 (a slow sensor among fast ones) moves toward its
+    next sample before that sample arrives, so with it they change."""
+    ts = np.array([0.0, 1.0, 2.0, 3.0, 4.0, 5.5, 7.0, 8.0])
+    xs = np.array(jr.normal(jr.key(0), (2, 8, 3)))
+    xs[:, 1:-1, 2] = np.nan
+    later = xs.copy()
+    later[:, ts > 4.0] += 10.0
+    model = ltc_jax.LTC(3, 6, 2, key=jr.key(1))
+    integrator = ltc_jax.make_integrator("tsit5", rtol=1e-8, atol=1e-8)
+
+    def states(values):
+        path = ltc_jax.InputPath(ts, values, interpolation=interpolation)
+        return np.asarray(
+            model.solve(path, integrator=integrator, save="observations").ys
+        )
+
+    before = ts <= 4.0
+    a, b = states(xs)[:, before], states(later)[:, before]
+    if causal:
+        np.testing.assert_array_equal(a, b)
+    else:
+        assert np.max(np.abs(a - b)) > 1e-3

@@ -123,7 +123,8 @@ class TrainConfig:
     batched solve would stop more than twice as often as a sequence needs steps
     alone, and for the implicit kvaerno5; batched otherwise."""
     interpolation: Interpolation = "linear"
-    """Input path between observations: linear or cubic (Hermite)."""
+    """Input path between observations: linear, cubic (Hermite), or hold (the
+    last observation until the next: causal, nothing read before it arrives)."""
     observation_mask: bool = False
     """Add a 0/1 channel per input channel: observed (1) or NaN (0)."""
     time_since_observation: bool = False
