@@ -1,6 +1,7 @@
 """A labelled set of variable-length sequences, as padded NumPy arrays."""
 
 import dataclasses
+from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -11,7 +12,8 @@ from .._times import time_resolution_problem
 @dataclasses.dataclass(frozen=True)
 class SequenceDataset:
     """Variable-length multichannel sequences with one label each, padded to a
-    common length.
+    common length. Build one from your own arrays, one per sequence, with
+    [`ltc_jax.datasets.SequenceDataset.from_sequences`][].
 
     **Fields:**
 
@@ -23,7 +25,8 @@ class SequenceDataset:
     - `lengths`: `int32[n]`, observations per sequence, in `[1, times]`.
     - `labels`: `int32[n]` class indices (classification) or `float64[n, k]` targets
         (regression).
-    - `class_names`: the class label strings, in index order (empty for regression).
+    - `class_names`: the class label strings, in index order (empty for regression;
+        for integer labels without names, `"0"` to the largest label).
     - `name`: a short description, e.g. the file it came from.
 
     **Raises:** `ValueError` for mismatched shapes, no sequences, or times given
@@ -61,6 +64,88 @@ class SequenceDataset:
             if problem is not None:
                 raise ValueError(problem)
         object.__setattr__(self, "ts", self.ts.astype(np.float64))
+        if self.is_classification and not self.class_names:
+            # Integer labels without names: the classes are 0 .. max, named so.
+            count = int(np.max(self.labels, initial=-1)) + 1
+            object.__setattr__(self, "class_names", tuple(map(str, range(count))))
+
+    @classmethod
+    def from_sequences(
+        cls,
+        ts: Sequence[ArrayLike],
+        xs: Sequence[ArrayLike],
+        labels: Sequence | ArrayLike,
+        *,
+        class_names: Sequence[str] | None = None,
+        name: str = "",
+    ) -> "SequenceDataset":
+        """A dataset from one array per sequence, of any lengths: what your own
+        recordings usually are.
+
+        **Arguments:**
+
+        - `ts`: `n` arrays of observation times, `(length_i,)`, strictly
+            increasing, in any unit (absolute times such as Unix seconds too).
+        - `xs`: `n` arrays of values, `(length_i, channels)`, or `(length_i,)`
+            for one channel; NaN marks a value not observed.
+        - `labels`: `n` class labels of any kind (strings, integers: the classes
+            are the distinct labels) or `n` regression targets (floats, or
+            `(n, k)` for `k` targets).
+        - `class_names`: the classes in index order, e.g. the training set's
+            for a test set; default: the distinct labels, sorted, as strings.
+        - `name`: a short description.
+
+        **Returns:** the sequences padded to the longest (padding continues each
+        sequence's grid at unit steps and is never read), with `lengths`, and
+        class indices into `class_names` (or float targets).
+
+        **Raises:** `ValueError` for lists of different lengths, no sequences,
+        a sequence whose times and values differ in length or that is empty,
+        different channel counts, or a label not among `class_names`.
+        """
+        if not len(ts) == len(xs) == len(labels):
+            raise ValueError(
+                f"ts, xs and labels must have one entry per sequence; got "
+                f"{len(ts)}, {len(xs)} and {len(labels)}."
+            )
+        if not len(ts):
+            raise ValueError(f"{name or 'The dataset'} has no sequences.")
+        times = [np.asarray(t, dtype=np.float64) for t in ts]
+        values = [np.asarray(x, dtype=np.float64) for x in xs]
+        values = [x[:, None] if x.ndim == 1 else x for x in values]
+        for i, (t, x) in enumerate(zip(times, values, strict=True)):
+            if t.ndim != 1 or not len(t) or x.ndim != 2 or len(x) != len(t):
+                raise ValueError(
+                    f"Sequence {i}: ts {t.shape} and xs {x.shape} must be (length,) "
+                    "and (length, channels) with the same length, at least 1."
+                )
+        channels = {x.shape[1] for x in values}
+        if len(channels) > 1:
+            raise ValueError(f"The sequences have different channels: {channels}.")
+        lengths = np.array([len(t) for t in times], dtype=np.int32)
+        longest = int(lengths.max())
+        grid = np.arange(1, longest + 1, dtype=np.float64)
+        padded_ts = np.stack(
+            [np.concatenate([t, t[-1] + grid[: longest - len(t)]]) for t in times]
+        )
+        padded_xs = np.zeros((len(values), longest, channels.pop()))
+        for i, x in enumerate(values):
+            padded_xs[i, : len(x)] = x
+        labels = np.asarray(labels)
+        if np.issubdtype(labels.dtype, np.floating):
+            targets = labels[:, None] if labels.ndim == 1 else labels
+            return cls(padded_ts, padded_xs, lengths, targets, (), name)
+        names = [str(label) for label in labels]
+        if class_names is None:
+            class_names = sorted(set(names))
+        index = {label: i for i, label in enumerate(class_names)}
+        unknown = sorted(set(names) - set(index))
+        if unknown:
+            raise ValueError(
+                f"Labels {unknown} are not among the classes {tuple(class_names)}."
+            )
+        classes = np.array([index[label] for label in names], dtype=np.int32)
+        return cls(padded_ts, padded_xs, lengths, classes, tuple(class_names), name)
 
     def __len__(self) -> int:
         return self.xs.shape[0]

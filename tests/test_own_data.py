@@ -1,0 +1,74 @@
+"""A dataset from a researcher's own arrays: ragged sequences, labels of any
+kind, and classes inferred where no names are given."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ltc_jax
+from ltc_jax.datasets import SequenceDataset, stratified_split
+
+
+def _ragged():
+    rng = np.random.default_rng(0)
+    lengths = [5, 3, 7, 4]
+    ts = [np.cumsum(rng.uniform(0.5, 1.5, n)) + 1.7e9 for n in lengths]
+    xs = [rng.normal(size=(n, 2)) for n in lengths]
+    xs[1][1, 0] = np.nan  # a value not observed
+    return ts, xs, ["walk", "run", "walk", "sit"]
+
+
+def test_ragged_arrays_become_a_padded_dataset_with_sorted_class_names():
+    ts, xs, labels = _ragged()
+    data = SequenceDataset.from_sequences(ts, xs, labels, name="mine")
+    assert data.class_names == ("run", "sit", "walk")
+    np.testing.assert_array_equal(data.labels, [2, 0, 2, 1])
+    np.testing.assert_array_equal(data.lengths, [5, 3, 7, 4])
+    assert data.xs.shape == (4, 7, 2) and data.ts.dtype == np.float64
+    for i, (t, x) in enumerate(zip(ts, xs, strict=True)):
+        np.testing.assert_array_equal(data.ts[i, : len(t)], t)  # exact, float64
+        np.testing.assert_array_equal(data.xs[i, : len(x)], x)
+        assert np.all(np.diff(data.ts[i]) > 0)  # padding continues the grid
+    # The path sees each observation at its time from the sequence's start.
+    path = ltc_jax.make_batch(data).path
+    got = path.evaluate(jnp.asarray(ts[2][3] - ts[2][0]))[2]
+    np.testing.assert_allclose(got, xs[2][3], rtol=1e-9)
+
+
+def test_a_test_set_takes_the_training_classes_and_refuses_others():
+    ts, xs, labels = _ragged()
+    names = ("run", "sit", "stand", "walk")
+    data = SequenceDataset.from_sequences(ts, xs, labels, class_names=names)
+    np.testing.assert_array_equal(data.labels, [3, 0, 3, 1])
+    with pytest.raises(ValueError, match=r"\['walk'\] are not among"):
+        SequenceDataset.from_sequences(ts, xs, labels, class_names=("run", "sit"))
+
+
+def test_one_channel_and_float_targets_make_a_regression_set():
+    data = SequenceDataset.from_sequences(
+        [np.arange(3.0), np.arange(5.0)], [np.ones(3), np.zeros(5)], [0.5, -1.0]
+    )
+    assert data.num_channels == 1 and not data.is_classification
+    assert data.num_classes == 0
+    np.testing.assert_array_equal(data.labels, [[0.5], [-1.0]])
+
+
+def test_integer_labels_without_names_are_classes_0_to_the_largest():
+    ts = np.tile(np.arange(4.0), (6, 1))
+    data = SequenceDataset(ts, np.zeros((6, 4, 1)), [4] * 6, [0, 2, 1, 2, 0, 1])
+    assert data.class_names == ("0", "1", "2") and data.num_classes == 3
+    rest, held = stratified_split(data, 0.5, seed=0)
+    assert len(rest) + len(held) == 6 and len(held) == 3
+
+
+def test_mismatched_sequences_are_named():
+    with pytest.raises(ValueError, match="one entry per sequence; got 2, 1 and 2"):
+        SequenceDataset.from_sequences([[0.0, 1.0]] * 2, [[1.0, 2.0]], [0, 1])
+    with pytest.raises(ValueError, match="Sequence 1: ts"):
+        SequenceDataset.from_sequences(
+            [[0.0, 1.0], [0.0, 1.0, 2.0]], [[1.0, 2.0], [1.0, 2.0]], [0, 1]
+        )
+    with pytest.raises(ValueError, match="different channels"):
+        SequenceDataset.from_sequences(
+            [[0.0, 1.0], [0.0, 1.0]], [np.ones((2, 1)), np.ones((2, 3))], [0, 1]
+        )
