@@ -13,6 +13,17 @@ from ._objective import AbstractObjective, SupervisedLoss, jitted_objective
 from ._parallel import AbstractPlacement, SingleDevice
 from ._paths import InputPath
 from .datasets import SequenceDataset
+from .datasets._ts_format import is_unlabelled
+
+
+def check_labelled(data: SequenceDataset, purpose: str) -> None:
+    """**Raises:** `ValueError` if `data` has no labels (an unlabelled `.ts` file,
+    read with every label `-1`), which `purpose` (e.g. "training") needs."""
+    if is_unlabelled(data):
+        raise ValueError(
+            f"{data.name or 'The data'} has no labels (every label is -1, as for a "
+            f".ts file declaring @classLabel false): {purpose} needs labelled data."
+        )
 
 
 def evaluate(
@@ -50,10 +61,11 @@ def evaluate(
     (under `"batched"` batching every sequence of a batch shares those steps),
     and the mean of any other metric the objective reports.
 
-    **Raises:** as the solve; `ValueError` if `batch_size < 1`, labels that do
-    not fit the model's `output_size`, or a `batch_size` that does not divide
-    over the placement.
+    **Raises:** as the solve; `ValueError` if `batch_size < 1`, unlabelled data
+    (every label `-1`), labels that do not fit the model's `output_size`, or a
+    `batch_size` that does not divide over the placement.
     """
+    check_labelled(data, "evaluation")
     check_labels(model, data)
     placement.check_batch_size(batch_size)
     model = placement.place(model)

@@ -14,6 +14,7 @@ import optax
 from ._adjoint import WindowedBacksolveAdjoint, resolve_windows
 from ._batch import Batch, batches, check_labels, epoch_order, make_input_path
 from ._errors import NonFiniteLossError
+from ._evaluate import check_labelled
 from ._failures import classify_failure, non_finite_leaves, non_finite_message
 from ._integrator import Integrator
 from ._model import AbstractSequenceModel, solves_ode
@@ -245,8 +246,8 @@ def fit(
     resuming finds no usable checkpoint, or one of a model built with other
     options (each named, with its value on disk and the value asked for);
     `ValueError` for bad options, a model whose parameters are not finite,
-    labels that do not fit the model's `output_size`, or a `batch_size` that
-    does not divide over the placement.
+    unlabelled data (every label `-1`), labels that do not fit the model's
+    `output_size`, or a `batch_size` that does not divide over the placement.
     """
     for name, value in (("epochs", epochs), ("batch_size", batch_size)):
         if value < 1:
@@ -263,6 +264,7 @@ def fit(
     path = make_input_path(train) if path is None else path
     built_in = [StepBudget()]
     if validation is not None:
+        check_labelled(validation, "validation")
         check_labels(model, validation)
         if validation_path is None:
             validation_path = make_input_path(validation)
@@ -375,8 +377,8 @@ def _epoch_integrator(
 
 def check_trainable(model: eqx.Module, data: SequenceDataset) -> None:
     """**Raises:** `ValueError` for a model whose parameters hold NaN or
-    infinity (naming them), or labels of `data` that do not fit its
-    `output_size`."""
+    infinity (naming them), unlabelled `data` (every label `-1`), or labels of
+    `data` that do not fit its `output_size`."""
     bad = non_finite_leaves(model)
     if bad:
         raise ValueError(
@@ -384,4 +386,5 @@ def check_trainable(model: eqx.Module, data: SequenceDataset) -> None:
             + ", ".join(bad)
             + ": no solve can succeed. Rebuild or reload the model."
         )
+    check_labelled(data, "training")
     check_labels(model, data)

@@ -1,7 +1,9 @@
 import hashlib
 import importlib.resources
 
+import jax
 import numpy as np
+import optax
 import pytest
 
 import ltc_jax
@@ -76,7 +78,26 @@ def test_regression_targets(tmp_path):
         (HEADER + "@data\n1,2:3,4:c\n", "label 'c'"),
         (HEADER + "@data\n1,2:3:a\n", "different lengths"),
         ("@dimensions 2\n@frobnicate yes\n@data\n", r"toy.ts:2: unknown header"),
-        ("@dimensions 2\n@data\n1,2:3,4\n", "neither '@classLabel true'"),
+        ("@dimensions 2\n@data\n1,2:3,4\n", "declares '@classLabel false'"),
+        # A labelled line holding only the channels names its missing label.
+        (HEADER + "@data\n1,2:3,4\n", r"toy.ts:6: missing label: .* 2 channels"),
+        (
+            "@classLabel true a b\n@data\n1,2:3,4\n",
+            r"toy.ts:3: missing label: the last field holds several values",
+        ),
+        (
+            "@dimensions 1\n@classLabel false\n@data\n1,2:3,4\n",
+            r"toy.ts:4: 2 channels, expected 1. \(A label column\?",
+        ),
+        ("@timeStamps true\n" + HEADER + "@data\n1,2:3,4:a\n", "not a list of"),
+        (
+            "@timeStamps true\n" + HEADER + "@data\n(0,1),(x,2):(0,3):a\n",
+            r"toy.ts:7: timestamp 'x' is neither a number nor",
+        ),
+        (
+            "@timeStamps true\n" + HEADER + "@data\n(0,1),(0,2):(0,3):a\n",
+            "channel 0 has two values at time 0",
+        ),
         ("hello\n@data\n", r"toy.ts:1: expected a '#' comment"),
     ],
 )
@@ -91,9 +112,84 @@ def test_test_label_unseen_in_training(tmp_path):
         read_ts(path, class_names=("a", "b"))
 
 
-def test_timestamped_series_not_supported(tmp_path):
-    with pytest.raises(NotImplementedError, match="timeStamps"):
-        read_ts(write(tmp_path, "@timeStamps true\n@data\n"))
+def test_channels_are_checked_before_labels(tmp_path):
+    """A file of other channels than the model takes fails on its channels, not
+    on a label the training set does not declare."""
+    three = "@dimensions 3\n@classLabel true x y\n@data\n1:2:3:x\n"
+    with pytest.raises(TSFormatError, match=r"@dimensions 3: 3 channels, the model"):
+        read_ts(write(tmp_path, three), class_names=("a", "b"), num_channels=2)
+    undeclared = "@classLabel true x y\n@data\n1:2:3:x\n"
+    with pytest.raises(TSFormatError, match=r"toy.ts:3: 3 channels, the model takes 2"):
+        read_ts(write(tmp_path, undeclared), class_names=("a", "b"), num_channels=2)
+
+
+def test_unlabelled_file_reads_with_label_minus_one(tmp_path):
+    path = write(tmp_path, "@dimensions 2\n@classLabel false\n@data\n1,2:3,4\n5:6\n")
+    data = read_ts(path)
+    np.testing.assert_array_equal(data.labels, [-1, -1])
+    assert data.labels.dtype == np.int32 and data.class_names == ()
+    np.testing.assert_array_equal(data.xs[0], [[1, 3], [2, 4]])
+    np.testing.assert_array_equal(data.lengths, [2, 1])
+    # Read for a trained model, it carries that model's classes.
+    assert read_ts(path, class_names=("a", "b")).class_names == ("a", "b")
+    # Training and evaluation refuse it, naming the problem.
+    model = ltc_jax.LTC(2, 3, 2, key=jax.random.key(0))
+    integrator = ltc_jax.make_integrator("euler", "full", dt0=0.5, max_steps=8)
+    with pytest.raises(ValueError, match="toy.ts has no labels .* evaluation needs"):
+        ltc_jax.evaluate(model, data, integrator=integrator)
+    with pytest.raises(ValueError, match="toy.ts has no labels .* training needs"):
+        ltc_jax.fit(
+            model,
+            data,
+            integrator=integrator,
+            optimizer=optax.sgd(0.1),
+            epochs=1,
+            batch_size=2,
+        )
+
+
+def test_timestamped_file_is_the_same_data_as_arrays(tmp_path):
+    """Each series keeps its own times, float64 (Unix seconds exactly); channels
+    observed at different times are merged onto the union of the series' times,
+    NaN where a channel is not observed."""
+    epoch = 1_700_000_000.0
+    text = (
+        "@dimensions 2\n@timeStamps true\n@classLabel true a b\n@data\n"
+        "(0,1.5),(1.25,2.0),(2.5,?):(0,7),(2.5,9):b\n"
+        f"({epoch},3),({epoch + 0.125},4):({epoch + 0.5},5):a\n"
+    )
+    data = read_ts(write(tmp_path, text))
+    nan = np.nan
+    expected = ltc_jax.datasets.SequenceDataset(
+        ts=np.array([[0.0, 1.25, 2.5], [epoch, epoch + 0.125, epoch + 0.5]]),
+        xs=np.array(
+            [
+                [[1.5, 7.0], [2.0, nan], [nan, 9.0]],
+                [[3.0, nan], [4.0, nan], [nan, 5.0]],
+            ]
+        ),
+        lengths=np.array([3, 3], dtype=np.int32),
+        labels=np.array([1, 0], dtype=np.int32),
+        class_names=("a", "b"),
+    )
+    assert data.ts.dtype == np.float64
+    np.testing.assert_array_equal(data.ts, expected.ts)
+    np.testing.assert_array_equal(data.xs, expected.xs)  # NaN where NaN
+    np.testing.assert_array_equal(data.lengths, expected.lengths)
+    np.testing.assert_array_equal(data.labels, expected.labels)
+    assert data.class_names == expected.class_names
+    # A shorter series is padded past its own last time; ISO date-times are
+    # seconds since the Unix epoch.
+    text = (
+        "@dimensions 1\n@timeStamps true\n@classLabel false\n@data\n"
+        "(1970-01-01 00:00:10,1),(1970-01-01 00:00:12.5,2),(1970-01-01 00:00:13,3)\n"
+        "(1970-01-02 00:00:00,4)\n"
+    )
+    data = read_ts(write(tmp_path, text))
+    np.testing.assert_array_equal(data.lengths, [3, 1])
+    np.testing.assert_array_equal(data.ts[0], [10.0, 12.5, 13.0])
+    assert data.ts[1, 0] == 86_400.0 and np.all(np.diff(data.ts[1]) > 0)
+    np.testing.assert_array_equal(data.xs[:, 0, 0], [1.0, 4.0])
 
 
 def test_drop_observations_keeps_a_random_ordered_subset():

@@ -9,6 +9,7 @@ al. (2018) and the sktime/aeon documentation; this reader is independent of both
 """
 
 import os
+import re
 
 import numpy as np
 
@@ -20,6 +21,8 @@ class TSFormatError(ValueError):
 
 
 _MISSING = ("?", "nan", "NaN")
+# The label of every series of an unlabelled file.
+UNLABELLED = -1
 
 
 def _parse_bool(value: str, where: str) -> bool:
@@ -29,14 +32,112 @@ def _parse_bool(value: str, where: str) -> bool:
     return lowered == "true"
 
 
+def _parse_values(text: str, where: str, channel: int) -> list[float]:
+    """One channel of an untimestamped series: values separated by `,`."""
+    try:
+        return [np.nan if v.strip() in _MISSING else float(v) for v in text.split(",")]
+    except ValueError:
+        raise TSFormatError(
+            f"{where}: channel {channel} holds a non-numeric value."
+        ) from None
+
+
+_PAIR = re.compile(r"\(([^(),]*),([^(),]*)\)")
+
+
+def _parse_time(text: str, where: str) -> float:
+    """A timestamp: a number, or a date-time (ISO 8601, e.g. `2007-01-01
+    00:00:00`) as float seconds since the Unix epoch (UTC, microseconds)."""
+    text = text.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        stamp = np.datetime64(text, "us")
+    except ValueError:
+        raise TSFormatError(
+            f"{where}: timestamp {text!r} is neither a number nor an ISO 8601 "
+            "date-time."
+        ) from None
+    return float(stamp.astype(np.int64)) / 1e6
+
+
+def _parse_pairs(text: str, where: str, channel: int) -> dict[float, float]:
+    """One channel of a timestamped series: `(timestamp,value)` pairs separated
+    by `,`. **Returns:** value by time."""
+    text = text.strip()
+    pairs = _PAIR.findall(text)
+    if not pairs or _PAIR.sub("", text).replace(",", "").strip():
+        raise TSFormatError(
+            f"{where}: channel {channel} is not a list of (timestamp,value) pairs, "
+            "as @timeStamps true requires."
+        )
+    observed: dict[float, float] = {}
+    for time_text, value_text in pairs:
+        time = _parse_time(time_text, where)
+        if not np.isfinite(time):
+            raise TSFormatError(
+                f"{where}: channel {channel} has the timestamp {time_text!r}; "
+                "every timestamp must be finite."
+            )
+        if time in observed:
+            raise TSFormatError(
+                f"{where}: channel {channel} has two values at time {time_text}."
+            )
+        value_text = value_text.strip()
+        try:
+            observed[time] = np.nan if value_text in _MISSING else float(value_text)
+        except ValueError:
+            raise TSFormatError(
+                f"{where}: channel {channel} holds a non-numeric value."
+            ) from None
+    return observed
+
+
+def _merge_channels(
+    channels: list[dict[float, float]],
+) -> tuple[np.ndarray, np.ndarray]:
+    """Channels observed at their own times, on the union of those times (NaN
+    where a channel is not observed). **Returns:** `(times, values)` of shapes
+    `(length,)` and `(length, channels)`."""
+    times = np.unique(np.fromiter((t for c in channels for t in c), np.float64))
+    index = {t: i for i, t in enumerate(times.tolist())}
+    values = np.full((len(times), len(channels)), np.nan)
+    for j, channel in enumerate(channels):
+        for time, value in channel.items():
+            values[index[time], j] = value
+    return times, values
+
+
 def read_ts(
-    path: str | os.PathLike, *, class_names: tuple[str, ...] | None = None
+    path: str | os.PathLike,
+    *,
+    class_names: tuple[str, ...] | None = None,
+    num_channels: int | None = None,
 ) -> SequenceDataset:
     """Read a `.ts` file into a padded [`ltc_jax.datasets.SequenceDataset`][].
 
     Series may have different lengths; they are padded at the end and their
-    lengths recorded. Times are the sample index `0, 1, 2, ...` (the format's
-    untimestamped variant), so time is measured in samples.
+    lengths recorded.
+
+    **Times.** Untimestamped files (`@timeStamps false`, the UEA/UCR archives)
+    are sampled at the index `0, 1, 2, ...`, so time is measured in samples.
+    Timestamped files (`@timeStamps true`) give each channel as
+    `(timestamp,value)` pairs, e.g. `(0,1.5),(1.2,2.0),(2.9,?)`, with each
+    series' own times. A timestamp is a number (any unit: the times are kept as
+    given, in float64, so Unix seconds keep their gaps) or an ISO 8601
+    date-time such as `2007-01-01 00:00:00` (read as seconds since the Unix
+    epoch). Channels of one series observed at different times are merged onto
+    the union of that series' times, with NaN (not observed) where a channel
+    has no value at a time. Padding continues each series' times in steps of 1.
+
+    **Labels.** `@classLabel true` (labels are class indices) or
+    `@targetLabel true` (labels are float targets, one column): the label is the
+    last `:`-separated field of each line. A file declaring `@classLabel false`
+    (and no `@targetLabel true`) is unlabelled, for prediction: its lines hold
+    only the channels and its labels are `-1` for every series (`int32`), which
+    [`ltc_jax.fit`][] and [`ltc_jax.evaluate`][] refuse.
 
     **Arguments:**
 
@@ -44,27 +145,38 @@ def read_ts(
     - `class_names`: for a test file, the training set's class names: labels are
         then indexed in that order, and a label outside it is an error. Default:
         the file's own `@classLabel` list.
+    - `num_channels`: the channels the data must have (e.g. those a trained
+        model takes), checked on every series before its label. Default: the
+        file's `@dimensions`, or the first series' channels.
 
     **Returns:** a `SequenceDataset` (`labels` are class indices for
-    `@classLabel true`, float targets for `@targetLabel true`).
+    `@classLabel true`, float targets of shape `(n, 1)` for `@targetLabel
+    true`, `-1` for an unlabelled file; `class_names` are `class_names`, or the
+    file's own, or empty for regression or an unlabelled file read without
+    `class_names`).
 
     **Raises:** [`ltc_jax.datasets.TSFormatError`][] (a `ValueError`), naming the
     file and line, for: a missing `@data` line; an unknown or malformed header; a
-    series with a different number of channels than `@dimensions` (or than the
-    first series), channels of unequal length within one series, a non-numeric
-    value, a missing label, a label not declared by `@classLabel` (or not in
-    `class_names`), or a file with no series. `NotImplementedError` for
-    `@timeStamps true`, which this reader does not support.
+    file declaring neither `@classLabel` nor `@targetLabel`; a series with a
+    different number of channels than `num_channels`, `@dimensions` (or the first
+    series); a missing label (a labelled line holding only the channels, or an
+    empty last field); channels of unequal length within one untimestamped
+    series; a non-numeric value or timestamp, a channel of a timestamped file
+    that is not `(timestamp,value)` pairs, or two values of one channel at one
+    time; a label not declared by `@classLabel` (or not in `class_names`); or a
+    file with no series.
     """
     path = os.fspath(path)
     header: dict[str, str] = {}
     declared_labels: tuple[str, ...] | None = None
-    has_class_label = False
+    has_class_label: bool | None = None
     has_target = False
+    timestamped = False
     in_data = False
-    series: list[np.ndarray] = []
+    series: list[tuple[np.ndarray | None, np.ndarray]] = []
     raw_labels: list[str] = []
     channels_expected: int | None = None
+    labelled = False
 
     with open(path, encoding="utf-8") as file:
         for lineno, raw in enumerate(file, start=1):
@@ -83,21 +195,18 @@ def read_ts(
                 value = value.strip()
                 if tag == "data":
                     in_data = True
-                    if "dimensions" in header:
-                        try:
-                            channels_expected = int(header["dimensions"])
-                        except ValueError:
-                            raise TSFormatError(
-                                f"{path}: @dimensions must be an integer, got "
-                                f"{header['dimensions']!r}."
-                            ) from None
+                    labelled = bool(has_class_label) or has_target
+                    if has_class_label is None and not has_target:
+                        raise TSFormatError(
+                            f"{path}: neither @classLabel nor @targetLabel is "
+                            "declared; a file without labels declares "
+                            "'@classLabel false'."
+                        )
+                    channels_expected = _declared_channels(header, num_channels, path)
                     continue
-                if tag == "timestamps" and _parse_bool(value, where):
-                    raise NotImplementedError(
-                        f"{where}: @timeStamps true is not supported; export the "
-                        "series without timestamps (one value per sample)."
-                    )
-                if tag == "classlabel":
+                if tag == "timestamps":
+                    timestamped = _parse_bool(value, where)
+                elif tag == "classlabel":
                     flag, _, names = value.partition(" ")
                     has_class_label = _parse_bool(flag, where)
                     if has_class_label:
@@ -110,7 +219,6 @@ def read_ts(
                     has_target = _parse_bool(value, where)
                 elif tag in (
                     "problemname",
-                    "timestamps",
                     "missing",
                     "univariate",
                     "dimensions",
@@ -123,38 +231,59 @@ def read_ts(
                 header[tag] = value
                 continue
 
-            parts = line.split(":")
-            if has_class_label or has_target:
+            parts = _split_fields(line, timestamped)
+            if labelled:
+                if (
+                    channels_expected is not None
+                    and len(parts) == channels_expected
+                    and parts[-1].strip() not in (declared_labels or ())
+                ):
+                    raise TSFormatError(
+                        f"{where}: missing label: the line holds {len(parts)} "
+                        f"channels and no label, but the file declares "
+                        f"{_label_header(has_class_label)}."
+                    )
                 if len(parts) < 2 or not parts[-1].strip():
                     raise TSFormatError(f"{where}: missing label after the last ':'.")
+                if "," in parts[-1]:  # several values: a channel, not a label
+                    raise TSFormatError(
+                        f"{where}: missing label: the last field holds several "
+                        "values, but the file declares "
+                        f"{_label_header(has_class_label)}."
+                    )
                 raw_labels.append(parts[-1].strip())
                 parts = parts[:-1]
             if channels_expected is None:
                 channels_expected = len(parts)
             if len(parts) != channels_expected:
                 raise TSFormatError(
-                    f"{where}: {len(parts)} channels, expected {channels_expected}."
-                )
-            values = []
-            for channel, text in enumerate(parts):
-                try:
-                    values.append(
-                        [
-                            np.nan if v.strip() in _MISSING else float(v)
-                            for v in text.split(",")
-                        ]
+                    f"{where}: {len(parts)} channels, "
+                    + (
+                        f"the model takes {num_channels}."
+                        if num_channels is not None
+                        else f"expected {channels_expected}."
                     )
-                except ValueError:
-                    raise TSFormatError(
-                        f"{where}: channel {channel} holds a non-numeric value."
-                    ) from None
+                    + (
+                        " (A label column? The file declares no labels.)"
+                        if not labelled and len(parts) == channels_expected + 1
+                        else ""
+                    )
+                )
+            if timestamped:
+                series.append(
+                    _merge_channels(
+                        [_parse_pairs(text, where, j) for j, text in enumerate(parts)]
+                    )
+                )
+                continue
+            values = [_parse_values(text, where, j) for j, text in enumerate(parts)]
             lengths = {len(v) for v in values}
             if len(lengths) != 1:
                 raise TSFormatError(
                     f"{where}: channels of one series have different lengths "
                     f"{sorted(lengths)}."
                 )
-            series.append(np.asarray(values, dtype=np.float64).T)  # (length, channels)
+            series.append((None, np.asarray(values, dtype=np.float64).T))
 
     if not in_data:
         raise TSFormatError(f"{path}: no @data line; is this a .ts file?")
@@ -162,12 +291,16 @@ def read_ts(
         raise TSFormatError(f"{path}: no series after @data (empty dataset).")
 
     n = len(series)
-    times = max(s.shape[0] for s in series)
+    times = max(values.shape[0] for _, values in series)
     xs = np.zeros((n, times, channels_expected))
-    lengths = np.array([s.shape[0] for s in series], dtype=np.int32)
-    for i, s in enumerate(series):
-        xs[i, : s.shape[0]] = s
     ts = np.broadcast_to(np.arange(times, dtype=np.float64), (n, times)).copy()
+    lengths = np.array([values.shape[0] for _, values in series], dtype=np.int32)
+    for i, (own_times, values) in enumerate(series):
+        length = values.shape[0]
+        xs[i, :length] = values
+        if own_times is not None:  # padding continues the series' own times
+            ts[i, :length] = own_times
+            ts[i, length:] = own_times[-1] + np.arange(1, times - length + 1)
 
     if has_class_label:
         names = class_names if class_names is not None else declared_labels
@@ -192,11 +325,9 @@ def read_ts(
                 f"{path}: a @targetLabel value is not numeric."
             ) from None
         names = ()
-    else:
-        raise TSFormatError(
-            f"{path}: neither '@classLabel true' nor '@targetLabel true'; a labelled "
-            "dataset is needed for training."
-        )
+    else:  # @classLabel false: unlabelled, for prediction
+        labels = np.full(n, UNLABELLED, dtype=np.int32)
+        names = tuple(class_names) if class_names is not None else ()
     return SequenceDataset(
         ts=ts,
         xs=xs,
@@ -205,3 +336,52 @@ def read_ts(
         class_names=names,
         name=os.path.basename(path),
     )
+
+
+def _declared_channels(
+    header: dict[str, str], num_channels: int | None, path: str
+) -> int | None:
+    """The channels every series must have: `num_channels`, which `@dimensions`
+    must agree with, or `@dimensions`, or `None` (the first series decides)."""
+    declared = None
+    if "dimensions" in header:
+        try:
+            declared = int(header["dimensions"])
+        except ValueError:
+            raise TSFormatError(
+                f"{path}: @dimensions must be an integer, got {header['dimensions']!r}."
+            ) from None
+    if num_channels is not None and declared not in (None, num_channels):
+        raise TSFormatError(
+            f"{path}: @dimensions {declared}: {declared} channels, the model takes "
+            f"{num_channels}."
+        )
+    return num_channels if num_channels is not None else declared
+
+
+def _label_header(has_class_label: bool | None) -> str:
+    return "@classLabel true" if has_class_label else "@targetLabel true"
+
+
+def _split_fields(line: str, timestamped: bool) -> list[str]:
+    """A data line's `:`-separated fields; in a timestamped file, colons inside
+    `(timestamp,value)` pairs (a date-time's) do not separate fields."""
+    if not timestamped:
+        return line.split(":")
+    fields, depth, start = [], 0, 0
+    for i, char in enumerate(line):
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif char == ":" and depth == 0:
+            fields.append(line[start:i])
+            start = i + 1
+    fields.append(line[start:])
+    return fields
+
+
+def is_unlabelled(data: SequenceDataset) -> bool:
+    """Whether `data` has no labels: class indices that are all `-1`, as
+    [`ltc_jax.datasets.read_ts`][] reads a file declaring `@classLabel false`."""
+    return bool(data.is_classification and np.all(data.labels == UNLABELLED))
