@@ -1,4 +1,5 @@
-"""Real datasets bundled with ltc_jax, and readers for the formats they come in."""
+"""Real datasets bundled with ltc_jax, readers for the formats they come in, and a
+simulated plant of sensor streams."""
 
 from ._bundled import load_japanese_vowels as load_japanese_vowels
 from ._dataset import (
@@ -14,6 +15,11 @@ from ._ecg import (
     forecast_windows as forecast_windows,
     load_mitbih_208 as load_mitbih_208,
     mitbih_208_windows as mitbih_208_windows,
+)
+from ._plant import (
+    SENSOR_GROUPS as SENSOR_GROUPS,
+    PlantStreams as PlantStreams,
+    simulate_plant as simulate_plant,
 )
 from ._ts_format import TSFormatError as TSFormatError, read_ts as read_ts
 
@@ -32,4 +38,7 @@ __all__ = [
     "channel_statistics",
     "stratified_split",
     "drop_observations",
+    "simulate_plant",
+    "PlantStreams",
+    "SENSOR_GROUPS",
 ]
