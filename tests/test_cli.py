@@ -431,3 +431,114 @@ def test_help_names_the_choices_of_options_left_to_the_data(capsys):
     assert "never stop early). (default: 20)" in text  # a default that is not None
     assert "--readout-features {states,pooled,both}" in text
     assert "--solver {" + ",".join(ltc_jax.SOLVER_NAMES) + "}" in text
+
+
+def _rewrite_ts(source, target, *, start=None, labelled=True):
+    """The toy `.ts` file `source` rewritten to `target`: timestamped at
+    `start + 0, 1, 2, ...` (unless `start` is None), and without its labels
+    (declaring `@classLabel false`) unless `labelled`. **Returns:** `target`
+    as a string."""
+    lines = []
+    for line in open(source).read().splitlines():
+        if line.startswith("@classLabel") and not labelled:
+            line = "@classLabel false"
+        elif not line.startswith("@"):
+            *channels, label = line.split(":")
+            if start is not None:
+                channels = [
+                    ",".join(
+                        f"({start + i:.1f},{v})" for i, v in enumerate(c.split(","))
+                    )
+                    for c in channels
+                ]
+            line = ":".join(channels + ([label] if labelled else []))
+        lines.append(line)
+        if line == "@data" and start is not None:
+            lines.insert(-1, "@timeStamps true")
+    target.write_text("\n".join(lines) + "\n")
+    return str(target)
+
+
+@pytest.mark.slow
+def test_cli_predicts_unlabelled_files_and_names_the_real_mismatch(tmp_path, capsys):
+    train, test, out, _ = _train_toy(
+        tmp_path,
+        24,
+        10,
+        "--hidden-size",
+        "4",
+        "--epochs",
+        "1",
+        "--batch-size",
+        "8",
+        "--no-memory-table",
+    )
+    # An unlabelled file gets the predictions of the same series labelled.
+    unlabelled = _rewrite_ts(test, tmp_path / "new.ts", labelled=False)
+    assert cli.main(["predict", str(out), "--data", test]) == 0
+    assert cli.main(["predict", str(out), "--data", unlabelled]) == 0
+    with open(out / "predictions-test.csv") as file:
+        labelled_rows = list(csv.DictReader(file))
+    with open(out / "predictions-new.csv") as file:
+        rows = list(csv.DictReader(file))
+    assert len(rows) == 10 and rows == labelled_rows
+    capsys.readouterr()
+    assert "new.ts has no labels" in _bad(
+        tmp_path, capsys, "evaluate", str(out), "--data", unlabelled
+    )
+    # A labelled file without its label column: the missing label, by line.
+    header = "@dimensions 2\n@classLabel true up down\n@data\n"
+    no_label = tmp_path / "no_label.ts"
+    no_label.write_text(header + "1,2,3:4,5,6\n")
+    assert "no_label.ts:4: missing label" in _bad(
+        tmp_path, capsys, "predict", str(out), "--data", str(no_label)
+    )
+    # Three channels with a label the run never saw: the channels, first.
+    three = tmp_path / "three.ts"
+    three.write_text("@classLabel true sideways\n@data\n1,2:3,4:5,6:sideways\n")
+    assert "three.ts:3: 3 channels, the model takes 2" in _bad(
+        tmp_path, capsys, "evaluate", str(out), "--data", str(three)
+    )
+    # Training refuses an unlabelled file.
+    message = _bad(
+        tmp_path,
+        capsys,
+        "train",
+        "--data",
+        unlabelled,
+        "--test-data",
+        test,
+        "--out",
+        str(tmp_path / "never"),
+    )
+    assert "new.ts has no labels" in message and "training needs" in message
+
+
+@pytest.mark.slow
+def test_cli_trains_a_timestamped_file_at_unix_epoch_times(tmp_path):
+    """A timestamped file at Unix-epoch times `t0 + 0, 1, 2, ...` trains as the
+    same file untimestamped (times from 0): the same test accuracy and
+    predictions, so no rounding of absolute times reaches the solve."""
+    options = ["--hidden-size", "4", "--epochs", "1", "--batch-size", "8"]
+    train, test, plain, metrics = _train_toy(
+        tmp_path, 16, 8, *options, "--no-memory-table"
+    )
+    start = 1_700_000_000
+    stamped_train = _rewrite_ts(train, tmp_path / "stamped_train.ts", start=start)
+    stamped_test = _rewrite_ts(test, tmp_path / "stamped_test.ts", start=start)
+    data = ltc_jax.datasets.read_ts(stamped_test)
+    untimed = ltc_jax.datasets.read_ts(test)
+    np.testing.assert_array_equal(data.xs, untimed.xs)
+    assert data.ts[0, 0] == start and data.ts[0, 1] == start + 1
+    stamped = tmp_path / "stamped"
+    args = ["--data", stamped_train, "--test-data", stamped_test, "--out", str(stamped)]
+    assert (
+        cli.main(["train", *args, *options, "--no-progress", "--no-memory-table"]) == 0
+    )
+    stamped_metrics = json.loads((stamped / "metrics.json").read_text())
+    assert stamped_metrics["test_accuracy"] == metrics["test_accuracy"]
+    for run in (plain, stamped):
+        assert cli.main(["predict", str(run), "--data", str(stamped_test)]) == 0
+    assert (plain / "predictions-stamped_test.csv").read_text() == (
+        stamped / "predictions-stamped_test.csv"
+    ).read_text()

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import ltc_jax
+from ltc_jax._evaluate import check_labelled
 from ltc_jax.datasets import (
     SequenceDataset,
     channel_statistics,
@@ -81,22 +82,21 @@ def load_data(config: TrainConfig) -> dict[str, Any]:
     with the statistics of the training part only, which are returned as
     `statistics` `(mean, std)`; and `validation_fraction`, the share and why.
 
-    **Raises:** `ValueError` if the files have different channels; the errors of
-    [`ltc_jax.datasets.read_ts`][].
+    **Raises:** `ValueError` if the test file's channels differ from the
+    training file's (checked before its labels), or either file is unlabelled;
+    the errors of [`ltc_jax.datasets.read_ts`][].
     """
     if config.data is None:
         train, test = load_japanese_vowels()
     else:
         train = read_ts(config.data)
+        check_labelled(train, "training")
         test = read_ts(
             config.test_data,
             class_names=train.class_names if train.is_classification else None,
+            num_channels=train.num_channels,
         )
-        if train.num_channels != test.num_channels:
-            raise ValueError(
-                f"{config.test_data} has {test.num_channels} channels, "
-                f"{config.data} has {train.num_channels}."
-            )
+        check_labelled(test, "testing")
     if config.drop_rate > 0:
         train = drop_observations(train, config.drop_rate, seed=config.seed)
         test = drop_observations(test, config.drop_rate, seed=config.seed + 1)

@@ -15,6 +15,7 @@ import ltc_jax
 from ltc_jax.datasets import SequenceDataset, read_ts, standardize_with
 
 from .._checkpoint import deserialise_checked, model_options
+from .._evaluate import check_labelled
 from .config import TrainConfig
 from .settings import (
     make_config_integrator,
@@ -165,19 +166,21 @@ def read_for_run(
     """A finished run and the `.ts` file `path` read and standardised as its
     training data was.
 
+    An unlabelled file (`@classLabel false`) is read with every label `-1`.
+
     **Raises:** `FileNotFoundError` for a missing file; `ValueError` if the file's
-    channels or labels do not match the run's.
+    channels do not match the run's (checked first, on each series), or its
+    labels.
     """
     if not os.path.isfile(path):
         raise FileNotFoundError(f"--data {path}: no such file.")
     config, model, stats = load_run(run_dir)
     class_names = stats["class_names"]
-    data = read_ts(path, class_names=tuple(class_names) if class_names else None)
-    if data.num_channels != stats["input_channels"]:
-        raise ValueError(
-            f"{path} has {data.num_channels} channels; the run was trained on "
-            f"{stats['input_channels']}."
-        )
+    data = read_ts(
+        path,
+        class_names=tuple(class_names) if class_names else None,
+        num_channels=stats["input_channels"],
+    )
     settings = dict(stats["settings"])
     settings.setdefault("solver", config.solver)  # runs saved before it was derived
     if settings["adaptive"]:  # room for the new data's longest solve too
@@ -200,8 +203,10 @@ def _final_integrator(config: TrainConfig, settings: dict) -> ltc_jax.Integrator
 def evaluate_run(run_dir: str, path: str) -> dict[str, Any]:
     """Evaluate a finished run's model on a labelled `.ts` file, read and
     standardised as its training data was. **Returns:** the dict of
-    [`ltc_jax.evaluate`][]. **Raises:** as `read_for_run`."""
+    [`ltc_jax.evaluate`][]. **Raises:** as `read_for_run`; `ValueError` for an
+    unlabelled file."""
     config, model, data, settings = read_for_run(run_dir, path)
+    check_labelled(data, "evaluate (ltc-jax predict reads unlabelled files)")
     integrator = _final_integrator(config, settings)
     return ltc_jax.evaluate(
         model,
@@ -215,8 +220,9 @@ def evaluate_run(run_dir: str, path: str) -> dict[str, Any]:
 def predict_run(run_dir: str, path: str, out: str) -> int:
     """Write a finished run's predictions for the series of a `.ts` file to the
     CSV file `out`: one row per series, its index, the predicted class and each
-    class's probability (for regression, the predicted targets). Labels in the
-    file are read but not used. **Returns:** the number of series. **Raises:** as
+    class's probability (for regression, the predicted targets). The file may be
+    unlabelled (`@classLabel false`); labels in it are read but not used.
+    **Returns:** the number of series. **Raises:** as
     `read_for_run`; `FileExistsError` if `out` exists."""
     if os.path.exists(out):
         raise FileExistsError(
@@ -238,7 +244,9 @@ def predict_run(run_dir: str, path: str, out: str) -> int:
     )
     with open(out, "w", newline="") as file:
         writer = csv.writer(file)
-        if data.is_classification:
+        # The run's classes (an unlabelled file is read with them too); none
+        # for a regression run, whatever the file's labels.
+        if data.num_classes > 0:
             probabilities = np.asarray(jax.nn.softmax(outputs, axis=-1))
             writer.writerow(["index", "prediction", *data.class_names])
             for i, row in enumerate(probabilities):
