@@ -65,7 +65,8 @@ class EvaluateConfig:
     run_dir: tyro.conf.Positional[str]
     """The run folder of ltc-jax train."""
     data: Annotated[str, tyro.conf.arg(metavar="FILE")]
-    """The labelled .ts file (its labels among the run's classes)."""
+    """The labelled .ts file (its labels among the run's classes); an
+    unlabelled one (@classLabel false) is refused: use predict."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,8 +76,8 @@ class PredictConfig:
     run_dir: tyro.conf.Positional[str]
     """The run folder of ltc-jax train."""
     data: Annotated[str, tyro.conf.arg(metavar="FILE")]
-    """A labelled .ts file, as the UEA/UCR archives write them (the labels are
-    read, among the run's classes, but not used)."""
+    """A .ts file with the run's channels, labelled or not (@classLabel false);
+    labels, if any, must be among the run's classes and are not used."""
     out: File = None
     """The CSV file to write. Default: RUN_DIR/predictions-<data file name>.csv.
     An existing file is never overwritten."""

@@ -47,7 +47,8 @@ class TrainConfig:
     """
 
     data: File = None
-    """Training set (.ts). Default: the bundled JapaneseVowels."""
+    """Training set (.ts, labelled; timestamped or not). Default: the bundled
+    JapaneseVowels."""
     test_data: File = None
     """Test set (.ts); required with --data."""
     out: Folder = None

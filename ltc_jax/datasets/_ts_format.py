@@ -3,9 +3,11 @@
 A `.ts` file holds `#` comment lines, `@` header lines (`@problemName`,
 `@timeStamps`, `@missing`, `@univariate`, `@dimensions`, `@equalLength`,
 `@seriesLength`, `@classLabel`, `@targetLabel`) and, after `@data`, one line per
-series: the channels separated by `:`, each channel's values separated by `,`, and
-the label last. `?` (or `NaN`) marks a missing value. Format described by Bagnall et
-al. (2018) and the sktime/aeon documentation; this reader is independent of both.
+series: the channels separated by `:`, each channel's values separated by `,`
+(`(timestamp,value)` pairs under `@timeStamps true`), and the label last (none
+under `@classLabel false`). `?` (or `NaN`) marks a missing value. Format described
+by Bagnall et al. (2018) and the sktime/aeon documentation; this reader is
+independent of both.
 """
 
 import os
