@@ -2,6 +2,7 @@
 kind, and classes inferred where no names are given."""
 
 import jax.numpy as jnp
+import jax.random as jr
 import numpy as np
 import pytest
 
@@ -72,3 +73,30 @@ def test_mismatched_sequences_are_named():
         SequenceDataset.from_sequences(
             [[0.0, 1.0], [0.0, 1.0]], [np.ones((2, 1)), np.ones((2, 3))], [0, 1]
         )
+
+
+def test_windows_at_absolute_times_take_one_shared_grid():
+    """Windows cut at different offsets of one 360 Hz recording, each keeping
+    its absolute times: from their starts they agree to float64 rounding, so
+    the path is one shared grid, with the losses of the per-sequence layout."""
+    ts, millivolts = ltc_jax.datasets.load_mitbih_208()
+    starts = np.array([0, 1234, 50_001, 99_999])
+    data = ltc_jax.datasets.forecast_windows(
+        ts, millivolts, window=50, horizon=5, starts=starts
+    )
+    assert not np.all(data.ts == data.ts[:1])  # absolute: different rows
+    relative = data.ts - data.ts[:, :1]
+    assert np.any(relative != relative[:1])  # and not bitwise equal from 0
+    path = ltc_jax.make_input_path(data)
+    assert path.shared_times
+    per_sequence = ltc_jax.InputPath(relative, data.xs)
+    model = ltc_jax.LTC(1, 4, 1, key=jr.key(0))
+    # Adaptive steps to a tight tolerance: both layouts solve the same ODE (a
+    # fixed-step count can differ by one where a duration is a whole number of
+    # steps to float64's rounding).
+    integrator = ltc_jax.make_integrator("tsit5", rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        model(path, integrator=integrator),
+        model(per_sequence, integrator=integrator),
+        rtol=1e-8,
+    )
