@@ -27,6 +27,10 @@ from ._defaults import (
     observation_spacing as observation_spacing,
 )
 from ._failures import failure_reason as failure_reason
+from ._fisher import (
+    consolidate as consolidate,
+    diagonal_fisher as diagonal_fisher,
+)
 from ._monitors import (
     AbstractMonitor as AbstractMonitor,
     Checkpointing as Checkpointing,
@@ -83,6 +87,8 @@ __all__ = [
     "SupervisedLoss",
     "Penalized",
     "QuadraticPenalty",
+    "diagonal_fisher",
+    "consolidate",
     "make_train_step",
     "make_optimizer",
     # Failures and placement
