@@ -380,7 +380,9 @@ def _check_times(
 
 
 def _check_resolution(
-    given: ArrayLike, ts: Float[Array, "batch times"], valid: Bool[Array, "batch times"]
+    given: ArrayLike | Sequence,
+    ts: Float[Array, "batch times"],
+    valid: Bool[Array, "batch times"],
 ) -> Float[Array, "batch times"]:
     """Refuse times whose gaps `ts`'s dtype rounds away (see `ltc_jax._times`):
     with the figures when the times are concrete (checked in the precision they
