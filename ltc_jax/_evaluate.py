@@ -13,13 +13,12 @@ from ._objective import AbstractObjective, SupervisedLoss, jitted_objective
 from ._parallel import AbstractPlacement, SingleDevice
 from ._paths import InputPath
 from .datasets import SequenceDataset
-from .datasets._ts_format import is_unlabelled
 
 
 def check_labelled(data: SequenceDataset, purpose: str) -> None:
     """**Raises:** `ValueError` if `data` has no labels (an unlabelled `.ts` file,
     read with every label `-1`), which `purpose` (e.g. "training") needs."""
-    if is_unlabelled(data):
+    if not data.is_labelled:
         raise ValueError(
             f"{data.name or 'The data'} has no labels (every label is -1, as for a "
             f".ts file declaring @classLabel false): {purpose} needs labelled data."

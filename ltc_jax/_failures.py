@@ -89,13 +89,21 @@ def collapse_hint(model, duration: float, max_steps: int) -> str | None:
         return None
     if np.isfinite(rate) and rate * duration <= COLLAPSE_FACTOR * max_steps:
         return None
-    floor = f" (tau_min={field.tau_min:g})" if isinstance(field, LTCVectorField) else ""
+    if isinstance(field, LTCVectorField):
+        cause = (
+            f"the time constants have collapsed toward 0 (tau_min={field.tau_min:g})"
+        )
+        fix = (
+            "Give tau a floor (LTC(..., tau_min=...); derive_defaults derives one "
+            "from the data), or lower the learning rate."
+        )
+    else:
+        cause = "the units' decay rates have grown without bound"
+        fix = "Lower the learning rate or clip the gradients."
     return (
         f" The fastest unit decays at {rate:.3g} per time unit, a time constant of "
-        f"{1 / rate:.3g} against {duration:.6g} time units: the time constants "
-        f"have collapsed toward 0{floor}, and no max_steps is enough. Give tau a "
-        "floor (LTC(..., tau_min=...); derive_defaults derives one from the "
-        "data), or lower the learning rate."
+        f"{1 / rate:.3g} against {duration:.6g} time units: {cause}, and no "
+        f"max_steps is enough. {fix}"
     )
 
 

@@ -62,8 +62,10 @@ def diagonal_fisher(
     the model, `F` of its shape (non-negative, in the units of squared
     gradients); `None` for every other leaf.
 
-    **Raises:** `ValueError` for an unknown `kind`; otherwise as the model's
-    `solve`.
+    **Raises:** `ValueError` for an unknown `kind` or weights that sum to 0;
+    otherwise as the model's `solve`. Under `vmap` the times are traced, so
+    the windowed adjoint needs its number of windows given (`windows=K`, or
+    [`ltc_jax.training.resolve_windows`][] first).
     """
     if kind not in ("exact", "empirical"):
         raise ValueError(f"kind must be 'exact' or 'empirical'; got {kind!r}.")
@@ -98,8 +100,11 @@ def diagonal_fisher(
         (gradients,) = jax.vmap(pullback)(cotangents)
         return jax.tree.map(lambda g: jnp.tensordot(weights, g**2, axes=1), gradients)
 
+    total = jnp.sum(batch.weights)
+    if not isinstance(total, jax.core.Tracer) and not total > 0:
+        raise ValueError("The batch's weights sum to 0: no sequence to average over.")
     per_example = jax.vmap(squared_gradients)(batch.path, batch.labels, batch.y0)
-    share = batch.weights / jnp.sum(batch.weights)
+    share = batch.weights / total
     return jax.tree.map(lambda f: jnp.tensordot(share, f, axes=1), per_example)
 
 

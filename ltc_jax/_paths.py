@@ -46,9 +46,9 @@ class InputPath(eqx.Module):
         channel's last observed one; before a channel's first observation it
         reads 0. The observation-mask channel is then 0 or 1, never between,
         and the time-since-observation channel holds its value at the last knot.
-        An observation acts from its own time on: the last one, at the
-        sequence's end, reaches no state. Adaptive solvers stop at the
-        observation times (`jump_ts`), as for linear.
+        An observation acts from its own time on (at an observation time the
+        path reads that observation). Adaptive solvers stop at the observation
+        times (`jump_ts`), as for linear.
 
     Positions at or after `lengths[b]` are padding. They are replaced, before
     interpolation, by copies of the last observation at times after the sequence's
@@ -275,7 +275,7 @@ class InputPath(eqx.Module):
         """$x(t)$ of every sequence: diffrax's interpolation, evaluated on the
         interval that holds `t` (the first or last interval extended before the
         first or after the last knot, as diffrax does), bit for bit; for a
-        hold, the value at that interval's first knot.
+        hold, the last observation at or before `t`.
 
         The interval is found by two short searches, among every 64th knot
         (`block_ts`) and then among the 65 knots of one block (comparisons all at
@@ -310,10 +310,13 @@ class InputPath(eqx.Module):
         return jax.vmap(evaluate_one)(self.interpolation, self.block_ts, self.ts, t)
 
     def _read(self, piece, t) -> Float[Array, " input_size"]:
-        """One sequence's value at `t` from the piece of its interval: the
-        value at the interval's first knot for a hold (on `(t_i, t_{i+1}]`, as
-        diffrax's intervals), else diffrax's interpolation."""
-        return piece.ys[0] if self.hold else piece.evaluate(t)
+        """One sequence's value at `t` from the piece of its interval `[t_i,
+        t_{i+1}]`: for a hold, the observation at `t_i`, or the one at `t_{i+1}`
+        from that time on (right-continuous: at an observation time it reads
+        that observation); else diffrax's interpolation."""
+        if not self.hold:
+            return piece.evaluate(t)
+        return jnp.where(t >= piece.ts[1], piece.ys[1], piece.ys[0])
 
 
 def _count_below(

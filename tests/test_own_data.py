@@ -100,3 +100,12 @@ def test_windows_at_absolute_times_take_one_shared_grid():
         model(per_sequence, integrator=integrator),
         rtol=1e-8,
     )
+
+
+def test_integer_labels_are_classes_in_their_numeric_order():
+    labels = [10, 2, 0, 2, 10, 7]
+    data = SequenceDataset.from_sequences(
+        [np.arange(3.0)] * 6, [np.ones(3)] * 6, labels
+    )
+    assert data.class_names == ("0", "2", "7", "10")  # not "10" before "2"
+    np.testing.assert_array_equal(data.labels, [3, 1, 0, 1, 3, 2])

@@ -224,10 +224,9 @@ def test_shared_times_evaluate_like_diffrax_on_the_whole_sequence(
 
 
 def _numpy_hold(ts, xs, t):
-    """A zero-order hold in NumPy, one sequence: at `t` in `(t_i, t_{i+1}]` (and
-    `[t_0, t_1]`), each channel's last non-NaN value at or before `t_i`, 0 before
-    its first."""
-    i = min(max(int(np.sum(ts < t)) - 1, 0), len(ts) - 2)
+    """A zero-order hold in NumPy, one sequence: at `t` in `[t_i, t_{i+1})`,
+    each channel's last non-NaN value at or before `t_i`, 0 before its first."""
+    i = min(max(int(np.sum(ts <= t)) - 1, 0), len(ts) - 1)
     out = np.zeros(xs.shape[1])
     for c in range(xs.shape[1]):
         seen = [v for v in xs[: i + 1, c] if not np.isnan(v)]

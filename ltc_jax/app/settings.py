@@ -194,8 +194,9 @@ def resolve_settings(
         readout_features=readout_features(config),
         gate_bias_init=gate_bias_init(config),
     )
-    if config.tau_min is None:
-        # Below the fastest time constant drawn (a given --tau-init too).
+    if config.tau_min is None and config.model == "ltc" and config.cell == "ltc":
+        # Below the fastest time constant drawn (a given --tau-init too); the
+        # CfC and the biophysical cell have no tau.
         chosen["tau_min"] = min(defaults.tau_min, chosen["tau_init"][0] / 10)
         if chosen["tau_min"] < defaults.tau_min:
             reasons["tau_min"] = "a tenth of the fastest initial time constant"
@@ -340,7 +341,7 @@ def make_model(
         cell=config.cell,
         wiring=config.wiring,
         tau_init=tuple(settings["tau_init"]),
-        tau_min=settings.get("tau_min", config.tau_min or 0.0),
+        tau_min=settings.get("tau_min") or config.tau_min or 0.0,
         matmul_dtype="bfloat16" if config.precision == "bf16" else None,
         **gate,
         **shared,

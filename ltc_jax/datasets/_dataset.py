@@ -92,7 +92,8 @@ class SequenceDataset:
             are the distinct labels) or `n` regression targets (floats, or
             `(n, k)` for `k` targets).
         - `class_names`: the classes in index order, e.g. the training set's
-            for a test set; default: the distinct labels, sorted, as strings.
+            for a test set; default: the distinct labels in their own order
+            (numbers by value, strings alphabetically), as strings.
         - `name`: a short description.
 
         **Returns:** the sequences padded to the longest (padding continues each
@@ -136,8 +137,8 @@ class SequenceDataset:
             targets = labels[:, None] if labels.ndim == 1 else labels
             return cls(padded_ts, padded_xs, lengths, targets, (), name)
         names = [str(label) for label in labels]
-        if class_names is None:
-            class_names = sorted(set(names))
+        if class_names is None:  # sorted as the labels are: 2 before 10
+            class_names = [str(label) for label in np.unique(labels)]
         index = {label: i for i, label in enumerate(class_names)}
         unknown = sorted(set(names) - set(index))
         if unknown:
@@ -159,6 +160,12 @@ class SequenceDataset:
     def num_classes(self) -> int:
         """Classes (0 for regression)."""
         return len(self.class_names)
+
+    @property
+    def is_labelled(self) -> bool:
+        """False for a set read without labels (every class index -1, as
+        [`ltc_jax.datasets.read_ts`][] gives for `@classLabel false`)."""
+        return not (self.is_classification and np.all(self.labels == -1))
 
     @property
     def is_classification(self) -> bool:

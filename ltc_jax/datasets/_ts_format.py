@@ -381,9 +381,3 @@ def _split_fields(line: str, timestamped: bool) -> list[str]:
             start = i + 1
     fields.append(line[start:])
     return fields
-
-
-def is_unlabelled(data: SequenceDataset) -> bool:
-    """Whether `data` has no labels: class indices that are all `-1`, as
-    [`ltc_jax.datasets.read_ts`][] reads a file declaring `@classLabel false`."""
-    return bool(data.is_classification and np.all(data.labels == UNLABELLED))
