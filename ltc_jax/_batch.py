@@ -221,15 +221,28 @@ def abstract_batch(
     return Batch(path, labels, jax.ShapeDtypeStruct((batch_size,), dtype))
 
 
-def check_labels(model, data: SequenceDataset) -> None:
-    """Check `data`'s labels against the model's `output_size` (where it has one),
-    at the API boundary of training and evaluation.
+def check_labelled(data: SequenceDataset, purpose: str) -> None:
+    """**Raises:** `ValueError` if `data` has no labels (an unlabelled `.ts` file,
+    read with every label `-1`), which `purpose` (e.g. "training") needs."""
+    if not data.is_labelled:
+        raise ValueError(
+            f"{data.name or 'The data'} has no labels (every label is -1, as for a "
+            f".ts file declaring @classLabel false): {purpose} needs labelled data."
+        )
 
-    **Raises:** `ValueError` for a class index outside `[0, output_size)` (with a
-    hint for 1-based labels), or regression targets of another width.
+
+def check_labels(model, data: SequenceDataset, purpose: str) -> None:
+    """Check that `data` is labelled (`check_labelled`, for `purpose`) and its
+    labels against the model's `output_size` (where it has one), at the API
+    boundary of training and evaluation.
+
+    **Raises:** `ValueError` for unlabelled data, a class index outside `[0,
+    output_size)` (with a hint for 1-based labels), or regression targets of
+    another width.
     """
+    check_labelled(data, purpose)
     size = getattr(model, "output_size", None)
-    if size is None or len(data) == 0:
+    if size is None:
         return
     labels = np.asarray(data.labels)
     if data.is_classification:

@@ -15,16 +15,6 @@ from ._paths import InputPath
 from .datasets import SequenceDataset
 
 
-def check_labelled(data: SequenceDataset, purpose: str) -> None:
-    """**Raises:** `ValueError` if `data` has no labels (an unlabelled `.ts` file,
-    read with every label `-1`), which `purpose` (e.g. "training") needs."""
-    if not data.is_labelled:
-        raise ValueError(
-            f"{data.name or 'The data'} has no labels (every label is -1, as for a "
-            f".ts file declaring @classLabel false): {purpose} needs labelled data."
-        )
-
-
 def evaluate(
     model: eqx.Module,
     data: SequenceDataset,
@@ -64,8 +54,7 @@ def evaluate(
     (every label `-1`), labels that do not fit the model's `output_size`, or a
     `batch_size` that does not divide over the placement.
     """
-    check_labelled(data, "evaluation")
-    check_labels(model, data)
+    check_labels(model, data, "evaluation")
     placement.check_batch_size(batch_size)
     model = placement.place(model)
     totals: dict[str, float] = {}

@@ -44,11 +44,10 @@ def diagonal_fisher(
         logits, one vector-Jacobian product per class; $\sum_k (J_k)^{\odot 2}$
         (the rows of $J$) for regression outputs, the Fisher of a unit-variance
         Gaussian. van de Ven (2025, "On the computation of the Fisher
-        information in continual learning", ICLR blog post track,
-        arXiv:2502.11756) compared the ways EWC implementations compute it: the
-        exact expectation gave the best accuracy after continual training, and
-        sampling a label or using the true label (the empirical Fisher) did
-        worse.
+        information in continual learning", arXiv:2502.11756) compared the
+        ways EWC implementations compute it: the exact expectation gave the
+        best accuracy after continual training, and sampling a label or using
+        the true label (the empirical Fisher) did worse.
     - `kind="empirical"`: the squared gradient of the loss at the true labels,
         one product per example: cheaper for many classes, but not the Fisher
         (it is the one van de Ven found worse).
@@ -69,6 +68,16 @@ def diagonal_fisher(
     """
     if kind not in ("exact", "empirical"):
         raise ValueError(f"kind must be 'exact' or 'empirical'; got {kind!r}.")
+    total = jnp.sum(batch.weights)
+    if not isinstance(total, jax.core.Tracer) and not total > 0:
+        raise ValueError("The batch's weights sum to 0: no sequence to average over.")
+    return _diagonal_fisher(model, batch, integrator, kind)
+
+
+@eqx.filter_jit
+def _diagonal_fisher(model, batch, integrator, kind):
+    """`diagonal_fisher`'s computation, compiled once per model structure,
+    batch shape, integrator and `kind`."""
     parameters, rest = eqx.partition(model, eqx.is_inexact_array)
     classes = jnp.issubdtype(batch.labels.dtype, jnp.integer)
 
@@ -100,11 +109,8 @@ def diagonal_fisher(
         (gradients,) = jax.vmap(pullback)(cotangents)
         return jax.tree.map(lambda g: jnp.tensordot(weights, g**2, axes=1), gradients)
 
-    total = jnp.sum(batch.weights)
-    if not isinstance(total, jax.core.Tracer) and not total > 0:
-        raise ValueError("The batch's weights sum to 0: no sequence to average over.")
     per_example = jax.vmap(squared_gradients)(batch.path, batch.labels, batch.y0)
-    share = batch.weights / total
+    share = batch.weights / jnp.sum(batch.weights)
     return jax.tree.map(lambda f: jnp.tensordot(share, f, axes=1), per_example)
 
 

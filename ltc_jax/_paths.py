@@ -212,7 +212,7 @@ class InputPath(eqx.Module):
         if extra:
             xs = jnp.concatenate([xs, *extra], axis=-1)
         ts, xs = _pad_after_end(ts, xs, lengths, valid)
-        start = _first_observed(xs)
+        start = None if interpolation == "hold" else _first_observed(xs)
         if interpolation == "hold":
             self.interpolation = jax.vmap(diffrax.LinearInterpolation)(
                 ts, _hold_values(xs)

@@ -14,7 +14,6 @@ import optax
 from ._adjoint import WindowedBacksolveAdjoint, resolve_windows
 from ._batch import Batch, batches, check_labels, epoch_order, make_input_path
 from ._errors import NonFiniteLossError
-from ._evaluate import check_labelled
 from ._failures import classify_failure, non_finite_leaves, non_finite_message
 from ._integrator import Integrator
 from ._model import AbstractSequenceModel, solves_ode
@@ -264,8 +263,7 @@ def fit(
     path = make_input_path(train) if path is None else path
     built_in = [StepBudget()]
     if validation is not None:
-        check_labelled(validation, "validation")
-        check_labels(model, validation)
+        check_labels(model, validation, "validation")
         if validation_path is None:
             validation_path = make_input_path(validation)
         built_in.append(
@@ -386,5 +384,4 @@ def check_trainable(model: eqx.Module, data: SequenceDataset) -> None:
             + ", ".join(bad)
             + ": no solve can succeed. Rebuild or reload the model."
         )
-    check_labelled(data, "training")
-    check_labels(model, data)
+    check_labels(model, data, "training")

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import ltc_jax
-from ltc_jax._evaluate import check_labelled
+from ltc_jax._batch import check_labelled
 from ltc_jax.datasets import (
     SequenceDataset,
     channel_statistics,

@@ -14,8 +14,8 @@ import numpy as np
 import ltc_jax
 from ltc_jax.datasets import SequenceDataset, read_ts, standardize_with
 
+from .._batch import check_labelled
 from .._checkpoint import deserialise_checked, model_options
-from .._evaluate import check_labelled
 from .config import TrainConfig
 from .settings import (
     make_config_integrator,

@@ -123,15 +123,7 @@ class SequenceDataset:
         channels = {x.shape[1] for x in values}
         if len(channels) > 1:
             raise ValueError(f"The sequences have different channels: {channels}.")
-        lengths = np.array([len(t) for t in times], dtype=np.int32)
-        longest = int(lengths.max())
-        grid = np.arange(1, longest + 1, dtype=np.float64)
-        padded_ts = np.stack(
-            [np.concatenate([t, t[-1] + grid[: longest - len(t)]]) for t in times]
-        )
-        padded_xs = np.zeros((len(values), longest, channels.pop()))
-        for i, x in enumerate(values):
-            padded_xs[i, : len(x)] = x
+        padded_ts, padded_xs, lengths = pad_sequences(times, values)
         labels = np.asarray(labels)
         if np.issubdtype(labels.dtype, np.floating):
             targets = labels[:, None] if labels.ndim == 1 else labels
@@ -193,6 +185,31 @@ class SequenceDataset:
     def valid_mask(self) -> np.ndarray:
         """`bool[n, times]`, True at observed (non-padding) positions."""
         return np.arange(self.ts.shape[1]) < self.lengths[:, None]
+
+
+def pad_sequences(
+    times: Sequence[np.ndarray], values: Sequence[np.ndarray]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sequences of their own lengths as the padded arrays of a
+    [`SequenceDataset`][ltc_jax.datasets.SequenceDataset].
+
+    **Arguments:** `times`: `n` arrays `(length_i,)`, at least one time each;
+    `values`: `n` arrays `(length_i, channels)`, the same channels in all.
+
+    **Returns:** `(ts, xs, lengths)`: `ts` `float64[n, longest]`, each row's
+    padding continuing its times in steps of 1 (never read); `xs`
+    `float64[n, longest, channels]`, padding 0; `lengths` `int32[n]`.
+    """
+    lengths = np.array([len(t) for t in times], dtype=np.int32)
+    longest = int(lengths.max())
+    steps = np.arange(1, longest + 1, dtype=np.float64)
+    ts = np.stack(
+        [np.concatenate([t, t[-1] + steps[: longest - len(t)]]) for t in times]
+    )
+    xs = np.zeros((len(values), longest, values[0].shape[1]))
+    for i, x in enumerate(values):
+        xs[i, : len(x)] = x
+    return ts, xs, lengths
 
 
 def channel_statistics(

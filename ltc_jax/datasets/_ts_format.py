@@ -15,7 +15,7 @@ import re
 
 import numpy as np
 
-from ._dataset import SequenceDataset
+from ._dataset import SequenceDataset, pad_sequences
 
 
 class TSFormatError(ValueError):
@@ -293,16 +293,10 @@ def read_ts(
         raise TSFormatError(f"{path}: no series after @data (empty dataset).")
 
     n = len(series)
-    times = max(values.shape[0] for _, values in series)
-    xs = np.zeros((n, times, channels_expected))
-    ts = np.broadcast_to(np.arange(times, dtype=np.float64), (n, times)).copy()
-    lengths = np.array([values.shape[0] for _, values in series], dtype=np.int32)
-    for i, (own_times, values) in enumerate(series):
-        length = values.shape[0]
-        xs[i, :length] = values
-        if own_times is not None:  # padding continues the series' own times
-            ts[i, :length] = own_times
-            ts[i, length:] = own_times[-1] + np.arange(1, times - length + 1)
+    ts, xs, lengths = pad_sequences(
+        [np.arange(len(v), dtype=np.float64) if t is None else t for t, v in series],
+        [values for _, values in series],
+    )
 
     if has_class_label:
         names = class_names if class_names is not None else declared_labels
