@@ -21,6 +21,13 @@ from ._plant import (
     PlantStreams as PlantStreams,
     simulate_plant as simulate_plant,
 )
+from ._streams import (
+    EVENT_GROUPS as EVENT_GROUPS,
+    SensorStreams as SensorStreams,
+    StreamWindows as StreamWindows,
+    read_sensor_log as read_sensor_log,
+    stream_windows as stream_windows,
+)
 from ._ts_format import TSFormatError as TSFormatError, read_ts as read_ts
 
 
@@ -41,4 +48,9 @@ __all__ = [
     "simulate_plant",
     "PlantStreams",
     "SENSOR_GROUPS",
+    "SensorStreams",
+    "StreamWindows",
+    "stream_windows",
+    "read_sensor_log",
+    "EVENT_GROUPS",
 ]

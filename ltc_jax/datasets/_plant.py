@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 
+from ._streams import SensorStreams
+
 
 SENSOR_GROUPS = ("vibration", "pressure", "temperature", "alarm")
 """The plant's four sensor groups, in the order their sensors are numbered."""
@@ -19,31 +21,22 @@ _GAIN_RANGE = (0.5, 2.0)  # log-uniform
 _SECONDS_PER_HOUR = 3600.0
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
-class PlantStreams:
-    """The output of [`ltc_jax.datasets.simulate_plant`][]: every sample of every
-    sensor of every machine in long format, one row per sample, sorted by
-    machine, then sensor, then time, with the plant's hidden state alongside.
+@dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
+class PlantStreams(SensorStreams):
+    """The output of [`ltc_jax.datasets.simulate_plant`][]: the
+    [`ltc_jax.datasets.SensorStreams`][] of every sensor of every machine (its
+    fields, with `time` in seconds since each machine's start, ending at its
+    failure), with the plant's hidden state alongside.
 
-    **Fields:**
+    **Fields** beyond `SensorStreams`' (whose `sensor_group` is one of
+    `SENSOR_GROUPS` per sensor, `value` an alarm's severity, 1, 2 or 3, and
+    `sensor_rate_hz` NaN for alarms):
 
-    - `machine`: `int32[n]` machine of each sample, in `[0, machines)`.
-    - `sensor`: `int32[n]` sensor of each sample, in `[0, sensors)`.
-    - `time`: `float64[n]` seconds since the machine's start, strictly increasing
-        within each (machine, sensor), in `[t_start[machine],
-        failure_time[machine]]`.
-    - `value`: `float64[n]` the reading, in the sensor's own units (see
-        `simulate_plant`); for an alarm, its severity (1, 2 or 3).
-    - `sensor_group`: one of `SENSOR_GROUPS` per sensor.
-    - `sensor_rate_hz`: `float64[sensors]` nominal sampling rate; NaN for alarms,
-        which come at random times.
     - `sensor_gain`, `sensor_offset`: `float64[sensors]` each continuous sensor's
         calibration (NaN for alarms), shared by the machines.
     - `recalibrated_gain`, `recalibrated_offset`: `float64[sensors]` the
         calibration from `recalibration_seconds` on, for the recalibrated
         sensors; NaN for the others.
-    - `failure_time`: `float64[machines]` seconds from each machine's start to
-        its failure; its stream ends there.
     - `t_start`: `float64[machines]` the first time simulated (0, or
         `failure_time - horizon_seconds` where that is later).
     - `wear_exponent`: `float64[machines]` the exponent `p` of each machine's
@@ -53,45 +46,20 @@ class PlantStreams:
     - `load_levels`: one `float64[segments]` per machine, the load in each.
     """
 
-    machine: np.ndarray
-    sensor: np.ndarray
-    time: np.ndarray
-    value: np.ndarray
-    sensor_group: tuple[str, ...]
-    sensor_rate_hz: np.ndarray
     sensor_gain: np.ndarray
     sensor_offset: np.ndarray
     recalibrated_gain: np.ndarray
     recalibrated_offset: np.ndarray
-    failure_time: np.ndarray
     t_start: np.ndarray
     wear_exponent: np.ndarray
     load_times: tuple[np.ndarray, ...]
     load_levels: tuple[np.ndarray, ...]
 
     @property
-    def machines(self) -> int:
-        """The number of machines."""
-        return self.failure_time.shape[0]
-
-    @property
-    def sensors(self) -> int:
-        """The number of sensors per machine."""
-        return len(self.sensor_group)
-
-    @property
     def duration(self) -> np.ndarray:
         """`float64[machines]` each machine's life in seconds: its stream runs
         from its start to its failure (`failure_time`)."""
         return self.failure_time
-
-    def samples(self, machine: int, sensor: int) -> tuple[np.ndarray, np.ndarray]:
-        """`(time, value)` of one sensor on one machine (views, no copy)."""
-        first, last = np.searchsorted(self.machine, [machine, machine + 1])
-        start, stop = first + np.searchsorted(
-            self.sensor[first:last], [sensor, sensor + 1]
-        )
-        return self.time[start:stop], self.value[start:stop]
 
     def load(self, machine: int, t: np.ndarray | float) -> np.ndarray:
         """The operating load (a fraction of rated load) of `machine` at times `t`

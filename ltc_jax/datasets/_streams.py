@@ -1,0 +1,628 @@
+"""Sensor streams in long format, and their windows on a slow clock."""
+
+import dataclasses
+import math
+import os
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from ._dataset import SequenceDataset
+
+
+EVENT_GROUPS = ("alarm", "event")
+"""Sensor groups whose samples are events (their times matter, not a level
+between them): summarised as counts, sums and the time since the last one."""
+
+# A continuous sensor whose rate exceeds the clock's by this factor has several
+# samples in every frame (jitter included) and is summarised within frames; a
+# slower one is held at its last value.
+_FAST_FACTOR = 1.5
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class SensorStreams:
+    """Every sample of every sensor of every machine in long format, one row per
+    sample, sorted by machine, then sensor, then time: the data a plant
+    historian exports. Times are kept exactly (float64 seconds on the host);
+    windows take them from their own start (see
+    [`ltc_jax.datasets.stream_windows`][]).
+
+    Read one from a CSV or Parquet file with
+    [`ltc_jax.datasets.read_sensor_log`][], or simulate one with
+    [`ltc_jax.datasets.simulate_plant`][].
+
+    **Fields:**
+
+    - `machine`: `int32[n]` machine of each sample, in `[0, machines)`.
+    - `sensor`: `int32[n]` sensor of each sample, in `[0, sensors)`.
+    - `time`: `float64[n]` seconds since `time_origin`, strictly increasing within
+        each (machine, sensor).
+    - `value`: `float64[n]` the reading, in the sensor's own units; for an event
+        sensor (group in `EVENT_GROUPS`), the event's value (e.g. a severity).
+    - `sensor_group`: `str` per sensor: its kind, e.g. `"vibration"`; a group in
+        `EVENT_GROUPS` marks an event sensor.
+    - `sensor_rate_hz`: `float64[sensors]` nominal sampling rate, in hertz; NaN
+        for event sensors, which come at their own times.
+    - `failure_time`: `float64[machines]` each machine's failure, in seconds
+        since `time_origin`; NaN where none was seen (the machine is censored at
+        its last sample).
+    - `sensor_names`: `str` per sensor (default `"<group>_<index>"`).
+    - `machine_names`: `str` per machine (default its index).
+    - `time_origin`: what time 0 is, e.g. `"2026-01-05T00:00:00+00:00"` for
+        date-times read from a file; empty where times were given as numbers.
+
+    **Raises:** `ValueError` for columns of different lengths, a machine or
+    sensor index out of range, rows not sorted by machine, sensor and time
+    (times repeated within a sensor included), or a non-finite time or value.
+    """
+
+    machine: np.ndarray
+    sensor: np.ndarray
+    time: np.ndarray
+    value: np.ndarray
+    sensor_group: tuple[str, ...]
+    sensor_rate_hz: np.ndarray
+    failure_time: np.ndarray
+    sensor_names: tuple[str, ...] = ()
+    machine_names: tuple[str, ...] = ()
+    time_origin: str = ""
+
+    def __post_init__(self):
+        cast = {"machine": np.int32, "sensor": np.int32, "time": np.float64}
+        for name, dtype in (*cast.items(), ("value", np.float64)):
+            object.__setattr__(self, name, np.asarray(getattr(self, name), dtype))
+        for name in ("sensor_rate_hz", "failure_time"):
+            object.__setattr__(
+                self, name, np.asarray(getattr(self, name), dtype=np.float64)
+            )
+        object.__setattr__(self, "sensor_group", tuple(self.sensor_group))
+        sensors, machines = len(self.sensor_group), self.failure_time.shape[0]
+        if not self.sensor_names:
+            names = [f"{g}_{i}" for i, g in enumerate(self.sensor_group)]
+            object.__setattr__(self, "sensor_names", tuple(names))
+        if not self.machine_names:
+            object.__setattr__(self, "machine_names", tuple(map(str, range(machines))))
+        n = self.time.shape
+        if not (self.machine.shape == self.sensor.shape == self.value.shape == n):
+            raise ValueError(
+                f"machine {self.machine.shape}, sensor {self.sensor.shape}, time "
+                f"{n} and value {self.value.shape} must be columns of one length."
+            )
+        if (
+            self.sensor_rate_hz.shape != (sensors,)
+            or len(self.sensor_names) != sensors
+            or len(self.machine_names) != machines
+        ):
+            raise ValueError(
+                f"{sensors} sensor groups need as many rates and names; got "
+                f"{self.sensor_rate_hz.shape[0]} rates and {len(self.sensor_names)} "
+                f"names. {machines} failure times need as many machine names; got "
+                f"{len(self.machine_names)}."
+            )
+        if np.any((self.machine < 0) | (self.machine >= machines)) or np.any(
+            (self.sensor < 0) | (self.sensor >= sensors)
+        ):
+            raise ValueError(
+                f"Machine indices must be in [0, {machines}) and sensor indices in "
+                f"[0, {sensors})."
+            )
+        if not (np.all(np.isfinite(self.time)) and np.all(np.isfinite(self.value))):
+            raise ValueError("Every time and value must be finite.")
+        key = self.machine.astype(np.int64) * sensors + self.sensor
+        same = np.diff(key) == 0
+        if np.any(np.diff(key) < 0) or np.any(np.diff(self.time)[same] <= 0):
+            raise ValueError(
+                "Rows must be sorted by machine, then sensor, then strictly "
+                "increasing time."
+            )
+
+    @property
+    def machines(self) -> int:
+        """The number of machines."""
+        return self.failure_time.shape[0]
+
+    @property
+    def sensors(self) -> int:
+        """The number of sensors per machine."""
+        return len(self.sensor_group)
+
+    @property
+    def is_event(self) -> np.ndarray:
+        """`bool[sensors]` which sensors are event sensors."""
+        return np.array([g in EVENT_GROUPS for g in self.sensor_group], dtype=bool)
+
+    def samples(
+        self, machine: int | np.integer, sensor: int | np.integer
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """`(time, value)` of one sensor on one machine (views, no copy)."""
+        first, last = np.searchsorted(self.machine, [machine, machine + 1])
+        start, stop = first + np.searchsorted(
+            self.sensor[first:last], [sensor, sensor + 1]
+        )
+        return self.time[start:stop], self.value[start:stop]
+
+    def observed_range(self, machine: int | np.integer) -> tuple[float, float]:
+        """`(first, last)` sample time of `machine` over all its sensors, in
+        seconds since `time_origin`.
+
+        **Raises:** `ValueError` if the machine has no samples.
+        """
+        first, last = np.searchsorted(self.machine, [machine, machine + 1])
+        if first == last:
+            raise ValueError(f"Machine {self.machine_names[machine]!r} has no samples.")
+        times = self.time[first:last]
+        return float(times.min()), float(times.max())
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class StreamWindows:
+    """Windows of sensor streams on one slow clock, labelled "fails within
+    `horizon_seconds` of the window's end": the output of
+    [`ltc_jax.datasets.stream_windows`][].
+
+    **Fields:**
+
+    - `dataset`: a [`ltc_jax.datasets.SequenceDataset`][] of `n` windows, each on
+        the clock's grid `ts = [1, 2, ..., frames] / clock_hz` seconds from the
+        window's start, with `channels` frame features (`channel_names`); train
+        it with [`ltc_jax.fit`][] and `interpolation="hold"`, which never reads
+        a value before its time.
+    - `machine`: `int32[n]` the machine of each window.
+    - `end_time`: `float64[n]` each window's end, in the streams' seconds.
+    - `time_to_failure`: `float64[n]` seconds from the window's end to the
+        machine's failure; NaN where no failure was seen.
+    - `channel_names`: `"<sensor>:<feature>"` per channel (see
+        `stream_windows`).
+    - `clock_hz`: the slow clock, in hertz.
+    - `horizon_seconds`: the label's horizon, in seconds.
+    """
+
+    dataset: SequenceDataset
+    machine: np.ndarray
+    end_time: np.ndarray
+    time_to_failure: np.ndarray
+    channel_names: tuple[str, ...]
+    clock_hz: float
+    horizon_seconds: float
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def take(self, indices) -> "StreamWindows":
+        """The windows at `indices` (an integer or boolean NumPy index)."""
+        indices = np.arange(len(self))[indices]
+        return dataclasses.replace(
+            self,
+            dataset=self.dataset.take(indices),
+            machine=self.machine[indices],
+            end_time=self.end_time[indices],
+            time_to_failure=self.time_to_failure[indices],
+        )
+
+    def of_machines(self, machines: Sequence[int]) -> "StreamWindows":
+        """The windows of `machines` (indices): the unit of a train/test split."""
+        return self.take(np.isin(self.machine, np.asarray(machines)))
+
+
+def stream_windows(
+    streams: SensorStreams,
+    window_seconds: float,
+    *,
+    horizon_seconds: float = 1800.0,
+    clock_hz: float | None = None,
+    stride_seconds: float | None = None,
+    sensors: Sequence[str] | None = None,
+    machines: Sequence[int] | None = None,
+    fill: float | None = None,
+) -> StreamWindows:
+    """Cut sensor streams into labelled windows on one slow clock, with a cost
+    that follows each sensor's own samples, never their union, and no look-ahead.
+
+    Each window covers `(end - window_seconds, end]` and is cut into `frames =
+    window_seconds * clock_hz` frames of `1 / clock_hz` seconds; frame `k`
+    covers `(start + (k - 1) / clock_hz, start + k / clock_hz]` and is read at
+    its end, time `k / clock_hz` from the window's start. Each sensor gives
+    channels from the samples at or before the frame's end only (times are
+    compared in float64 on the host, in the streams' seconds):
+
+    - a **fast** continuous sensor (rate above 1.5 clock rates) is summarised
+        within each frame by `mean`, `std` (the standard deviation about the
+        frame's mean) and `diff_rms` (the root mean square of successive
+        differences: the energy above the frame's trend, a high-frequency band);
+        NaN where the frame has no sample (or one, for `diff_rms`);
+    - a **slow** continuous sensor gives `last`, its last value at or before the
+        frame's end (held from before the window where needed; NaN before its
+        first sample), and `new`, 1 where a sample arrived in the frame, else 0;
+    - an **event** sensor (group in `EVENT_GROUPS`) gives `count`, the events in
+        the frame, `sum`, their values' sum, and `since`, the seconds from its
+        last event to the frame's end (from the machine's first sample where it
+        has had none).
+
+    The channels are ordered sensor by sensor, as `channel_names` lists them.
+    The label is 1 where the machine fails within `horizon_seconds` after the
+    window's end (`0 <= failure - end <= horizon`), else 0; windows of a machine
+    with no failure seen are kept only where `end + horizon_seconds` is within
+    its stream (so that 0 is known).
+
+    **Arguments:**
+
+    - `streams`: a [`ltc_jax.datasets.SensorStreams`][] (or
+        [`ltc_jax.datasets.PlantStreams`][]).
+    - `window_seconds`: each window's length, in seconds.
+    - `horizon_seconds`: the label's horizon, in seconds (default 1800: "fails
+        within 30 minutes").
+    - `clock_hz`: the slow clock, in hertz, with `window_seconds * clock_hz` a
+        whole number of frames; default: the slowest continuous sensor's rate
+        (the clock at which every continuous sensor has a sample per frame).
+    - `stride_seconds`: seconds between successive windows' ends (default
+        `window_seconds`: windows that do not overlap). The first window of a
+        machine ends `window_seconds` after its first sample.
+    - `sensors`: the sensors to use, by name (default all).
+    - `machines`: the machines to cut, by index (default all).
+    - `fill`: the value given to a continuous sensor with no sample in a whole
+        window (its `mean` or `last`; `std` and `diff_rms` 0, `new` 0); default
+        `None`, which refuses such a window.
+
+    **Returns:** a [`ltc_jax.datasets.StreamWindows`][], windows ordered by
+    machine, then end time.
+
+    **Raises:** `ValueError` naming the problem for a non-positive length,
+    horizon, clock or stride, a window that is not a whole number of frames, an
+    unknown sensor name or machine index, a continuous sensor with no sample in
+    a window (unless `fill`; the message names the machine, the sensor and the
+    window), or no window at all.
+    """
+    if window_seconds <= 0 or horizon_seconds < 0:
+        raise ValueError(
+            f"window_seconds must be positive and horizon_seconds at least 0; got "
+            f"{window_seconds} and {horizon_seconds}."
+        )
+    chosen = _chosen_sensors(streams, sensors)
+    continuous = chosen[~streams.is_event[chosen]]
+    if clock_hz is None:
+        if not continuous.size:
+            raise ValueError("With only event sensors, give clock_hz.")
+        clock_hz = float(np.min(streams.sensor_rate_hz[continuous]))
+    stride_seconds = window_seconds if stride_seconds is None else stride_seconds
+    if not (clock_hz > 0 and stride_seconds > 0):
+        raise ValueError(
+            f"clock_hz and stride_seconds must be positive; got {clock_hz} and "
+            f"{stride_seconds}."
+        )
+    frames = round(window_seconds * clock_hz)
+    if frames < 1 or not math.isclose(frames, window_seconds * clock_hz, rel_tol=1e-9):
+        raise ValueError(
+            f"window_seconds * clock_hz must be a whole number of frames; got "
+            f"{window_seconds} s at {clock_hz} Hz = {window_seconds * clock_hz}."
+        )
+    if machines is None:
+        machines = range(streams.machines)
+    for m in machines:
+        if not 0 <= m < streams.machines:
+            raise ValueError(f"Unknown machine {m}: there are {streams.machines}.")
+
+    chosen = chosen.tolist()
+    kinds = [_kind(streams, s, clock_hz) for s in chosen]
+    channel_names = tuple(
+        f"{streams.sensor_names[s]}:{feature}"
+        for s, kind in zip(chosen, kinds, strict=True)
+        for feature in _FEATURES[kind]
+    )
+    offsets = np.arange(frames + 1) / clock_hz - window_seconds  # frame edges
+    blocks, machine_of, ends, to_failure = [], [], [], []
+    for m in machines:
+        first, last = streams.observed_range(m)
+        failure = streams.failure_time[m]
+        final = last if np.isnan(failure) else min(last, failure)
+        end = (
+            first
+            + window_seconds
+            + stride_seconds
+            * np.arange(
+                math.floor((final - first - window_seconds) / stride_seconds + 1e-9) + 1
+            )
+        )
+        if np.isnan(failure):  # censored: keep the windows whose label is known
+            end = end[end + horizon_seconds <= last]
+        if not end.size:
+            continue
+        edges = end[:, None] + offsets  # (windows, frames + 1), float64
+        features = [
+            _features(streams, m, s, kind, edges, first, fill, window_seconds)
+            for s, kind in zip(chosen, kinds, strict=True)
+        ]
+        blocks.append(np.concatenate(features, axis=-1))
+        machine_of.append(np.full(end.size, m, dtype=np.int32))
+        ends.append(end)
+        to_failure.append(failure - end)
+    if not blocks:
+        raise ValueError(
+            f"No window of {window_seconds} s fits in the streams of machines "
+            f"{list(machines)} (a machine with no failure seen also needs "
+            f"horizon_seconds={horizon_seconds} after each window)."
+        )
+    xs = np.concatenate(blocks)
+    to_failure = np.concatenate(to_failure)
+    with np.errstate(invalid="ignore"):
+        labels = ((to_failure >= 0) & (to_failure <= horizon_seconds)).astype(np.int32)
+    ts = np.broadcast_to(np.arange(1, frames + 1) / clock_hz, xs.shape[:2])
+    horizon = f"{horizon_seconds:g} s"
+    dataset = SequenceDataset(
+        ts=np.array(ts),
+        xs=xs,
+        lengths=np.full(xs.shape[0], frames, dtype=np.int32),
+        labels=labels,
+        class_names=(f"no failure within {horizon}", f"failure within {horizon}"),
+        name=f"{window_seconds:g} s windows at {clock_hz:g} Hz",
+    )
+    return StreamWindows(
+        dataset=dataset,
+        machine=np.concatenate(machine_of),
+        end_time=np.concatenate(ends),
+        time_to_failure=to_failure,
+        channel_names=channel_names,
+        clock_hz=float(clock_hz),
+        horizon_seconds=float(horizon_seconds),
+    )
+
+
+_FEATURES = {
+    "fast": ("mean", "std", "diff_rms"),
+    "slow": ("last", "new"),
+    "event": ("count", "sum", "since"),
+}
+
+
+def _chosen_sensors(streams: SensorStreams, names: Sequence[str] | None) -> np.ndarray:
+    if names is None:
+        return np.arange(streams.sensors)
+    index = {name: i for i, name in enumerate(streams.sensor_names)}
+    unknown = [name for name in names if name not in index]
+    if unknown:
+        raise ValueError(
+            f"Unknown sensors {unknown}; the streams have {len(index)}, e.g. "
+            f"{list(index)[:5]}."
+        )
+    return np.array([index[name] for name in names], dtype=np.int64)
+
+
+def _kind(streams: SensorStreams, sensor: int, clock_hz: float) -> str:
+    if streams.is_event[sensor]:
+        return "event"
+    fast = streams.sensor_rate_hz[sensor] > _FAST_FACTOR * clock_hz
+    return "fast" if fast else "slow"
+
+
+def _features(streams, machine, sensor, kind, edges, first, fill, window_seconds):
+    """One sensor's frame features, `(windows, frames, features)`, from its
+    samples at or before each frame's end; every sum is a difference of running
+    sums over the samples, so the cost follows the sensor's own samples."""
+    times, values = streams.samples(machine, sensor)
+    upto = np.searchsorted(times, edges, side="right")  # samples <= each edge
+    lo, hi = upto[:, :-1], upto[:, 1:]  # frame k: samples [lo, hi)
+    count = (hi - lo).astype(np.float64)
+    if kind == "event":
+        total = np.r_[0.0, np.cumsum(values)]
+        previous = np.r_[first, times][hi]  # the last event at or before the end
+        return np.stack([count, total[hi] - total[lo], edges[:, 1:] - previous], -1)
+
+    silent = upto[:, -1] == upto[:, 0]  # no sample in the whole window
+    if np.any(silent) and fill is None:
+        window = int(np.argmax(silent))
+        raise ValueError(
+            f"Sensor {streams.sensor_names[sensor]!r} of machine "
+            f"{streams.machine_names[machine]!r} has no sample in the "
+            f"{window_seconds:g} s window ending at {edges[window, -1]:.6g} s; "
+            "give fill= to fill such windows, or leave the sensor out (sensors=)."
+        )
+    if kind == "slow":
+        held = np.r_[np.nan, values][hi]  # NaN before the first sample
+        out = np.stack([held, (count > 0).astype(np.float64)], -1)
+        out[silent] = (fill, 0.0)
+        return out
+    # Sums about the sensor's first value, so that the variance's difference of
+    # two running sums does not cancel (and no later value enters).
+    reference = values[0] if values.size else 0.0
+    centred = values - reference
+    s1 = np.r_[0.0, np.cumsum(centred)]
+    s2 = np.r_[0.0, np.cumsum(centred**2)]
+    d2 = np.r_[0.0, 0.0, np.cumsum(np.diff(values) ** 2)]  # d2[i]: pairs below i
+    pairs = np.maximum(count - 1.0, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = (s1[hi] - s1[lo]) / count
+        variance = np.maximum((s2[hi] - s2[lo]) / count - mean**2, 0.0)
+        diff_ms = (d2[hi] - d2[np.minimum(lo + 1, hi)]) / pairs
+    diff_rms = np.sqrt(np.where(pairs > 0, diff_ms, np.nan))
+    out = np.stack([mean + reference, np.sqrt(variance), diff_rms], -1)
+    out[silent] = (fill, 0.0, 0.0)
+    return out
+
+
+def read_sensor_log(
+    path: str | os.PathLike,
+    *,
+    failures: str | os.PathLike | None = None,
+    time_column: str = "time",
+    tag_column: str = "tag",
+    value_column: str = "value",
+    machine_column: str | None = "machine",
+    event_tags: Sequence[str] = (),
+    rates_hz: Mapping[str, float] | None = None,
+) -> SensorStreams:
+    """Read sensor streams from the long format a plant historian exports: a CSV
+    or Parquet file of one row per sample, (time, tag, value), and optionally
+    the machine, in any order across tags.
+
+    Needs pandas (and pyarrow for Parquet): `pip install "ltc_jax[streams]"`.
+
+    **Arguments:**
+
+    - `path`: a `.csv` (or `.csv.gz`) or `.parquet` file.
+    - `failures`: a second such file of failures, one row per machine that
+        failed, with the columns `machine_column` and `time_column`; machines
+        without a row are taken as not failed (censored at their last sample).
+    - `time_column`: the sample's time: numbers (seconds, Unix seconds
+        included, kept as given) or date-times (ISO 8601, or Parquet
+        timestamps; a date-time without a zone is taken as UTC), which become
+        seconds since the earliest of them, exactly to the nanosecond
+        (`time_origin` records it).
+    - `tag_column`: the sensor's name.
+    - `value_column`: the reading, a number.
+    - `machine_column`: the machine's name, or `None` for a file of one machine.
+    - `event_tags`: the tags whose samples are events (alarms): they form the
+        group `"event"`; the others are `"continuous"`.
+    - `rates_hz`: a continuous tag's nominal rate, in hertz; default: one over
+        its median interval between samples, over all machines.
+
+    **Returns:** a [`ltc_jax.datasets.SensorStreams`][]: sensors and machines in
+    the sorted order of their names.
+
+    **Raises:** `ValueError` naming the file, the row (1-based, in the file's
+    order) and the column: a missing column, a value or time that does not
+    parse or is missing, times not strictly increasing within a tag of a
+    machine, a failure for a machine the log does not have (or two), a
+    continuous tag with fewer than two samples on every machine and no rate
+    given, or an unknown name in `event_tags` or `rates_hz`. `ImportError`
+    naming the extra where pandas (or pyarrow) is not installed.
+    """
+    frame = _read_table(path, [time_column, tag_column, value_column, machine_column])
+    tags = frame[tag_column].astype(str).to_numpy()
+    machine_labels = (
+        frame[machine_column].astype(str).to_numpy()
+        if machine_column is not None
+        else np.full(len(frame), "0", dtype=object)
+    )
+    value = _numbers(frame, value_column, path)
+    time, origin = _times(frame, time_column, path)
+    sensor_names, sensor = np.unique(tags, return_inverse=True)
+    machine_names, machine = np.unique(machine_labels, return_inverse=True)
+
+    # Times strictly increasing within each (machine, tag), in file order.
+    order = np.lexsort((np.arange(len(frame)), sensor, machine))
+    key = machine[order] * len(sensor_names) + sensor[order]
+    backwards = (np.diff(key) == 0) & (np.diff(time[order]) <= 0)
+    if np.any(backwards):
+        row = int(order[1:][np.argmax(backwards)])
+        raise ValueError(
+            f"{path}: row {row + 1}, column {time_column!r}: "
+            f"{frame[time_column].iloc[row]!r} is "
+            f"not after the previous sample of tag {tags[row]!r}"
+            + (f" on machine {machine_labels[row]!r}." if machine_column else ".")
+        )
+    names = [str(name) for name in sensor_names]
+    for option, given in (("event_tags", event_tags), ("rates_hz", rates_hz or {})):
+        unknown = sorted(set(given) - set(names))
+        if unknown:
+            raise ValueError(f"{option} names tags {unknown} that {path} lacks.")
+    is_event = np.isin(names, list(event_tags))
+    rate = _rates(time[order], key, len(names), is_event, names, rates_hz or {}, path)
+    failure_time = np.full(len(machine_names), np.nan)
+    if failures is not None:
+        if machine_column is None:
+            raise ValueError("A failures table needs a machine_column.")
+        failed = _read_table(failures, [machine_column, time_column])
+        at, _ = _times(failed, time_column, failures, origin=origin)
+        index = {str(name): i for i, name in enumerate(machine_names)}
+        for row, name in enumerate(failed[machine_column].astype(str)):
+            if name not in index or not np.isnan(failure_time[index[name]]):
+                problem = "is not in the log" if name not in index else "fails twice"
+                raise ValueError(
+                    f"{failures}: row {row + 1}, column {machine_column!r}: machine "
+                    f"{name!r} {problem}."
+                )
+            failure_time[index[name]] = at[row]
+    return SensorStreams(
+        machine=machine[order],
+        sensor=sensor[order],
+        time=time[order],
+        value=value[order],
+        sensor_group=tuple("event" if e else "continuous" for e in is_event),
+        sensor_rate_hz=rate,
+        failure_time=failure_time,
+        sensor_names=tuple(names),
+        machine_names=tuple(str(name) for name in machine_names),
+        time_origin=origin,
+    )
+
+
+def _read_table(path, columns):
+    """A CSV or Parquet file as a pandas frame with `columns` (None skipped)."""
+    try:
+        import pandas as pd
+    except ImportError as error:
+        raise ImportError(
+            'Reading sensor logs needs pandas: pip install "ltc_jax[streams]".'
+        ) from error
+    name = os.fspath(path)
+    if name.endswith((".parquet", ".pq")):
+        frame = pd.read_parquet(path)
+    elif name.endswith((".csv", ".csv.gz")):
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    else:
+        raise ValueError(f"{path}: give a .csv, .csv.gz or .parquet file.")
+    missing = [c for c in columns if c is not None and c not in frame.columns]
+    if missing:
+        raise ValueError(
+            f"{path}: no column {missing[0]!r}; the columns are {list(frame.columns)}."
+        )
+    return frame
+
+
+def _first_bad(valid: np.ndarray, frame, column, path, text: str):
+    row = int(np.argmin(valid))
+    raise ValueError(
+        f"{path}: row {row + 1}, column {column!r}: {frame[column].iloc[row]!r} {text}."
+    )
+
+
+def _numbers(frame, column, path) -> np.ndarray:
+    import pandas as pd
+
+    numbers = pd.to_numeric(frame[column], errors="coerce").to_numpy(np.float64)
+    valid = np.isfinite(numbers)
+    if not np.all(valid):
+        _first_bad(valid, frame, column, path, "is not a finite number")
+    return numbers
+
+
+def _times(frame, column, path, origin: str | None = None) -> tuple[np.ndarray, str]:
+    """Seconds as float64, and their origin: numbers as given (origin ""), or
+    date-times as seconds since the earliest (or since `origin`, for a second
+    table of the same log), to float64's rounding of the nanoseconds between."""
+    import pandas as pd
+
+    values = frame[column]
+    if origin is None and not pd.api.types.is_datetime64_any_dtype(values):
+        # The log itself: numbers if every time is one.
+        parsed = pd.to_numeric(values, errors="coerce")
+        origin = "" if parsed.notna().all() else None
+    if origin == "":
+        return _numbers(frame, column, path), ""
+    stamps = pd.to_datetime(values, errors="coerce", utc=True, format="ISO8601")
+    valid = stamps.notna().to_numpy()
+    if not np.all(valid):
+        _first_bad(valid, frame, column, path, "is not a date-time")
+    ns = stamps.dt.tz_localize(None).to_numpy("datetime64[ns]").astype(np.int64)
+    zero = pd.Timestamp(origin).value if origin else int(ns.min())
+    seconds = (ns - zero) / 1e9
+    return seconds, origin or pd.Timestamp(zero, tz="UTC").isoformat()
+
+
+def _rates(time, key, sensors, is_event, names, given, path) -> np.ndarray:
+    """Each continuous tag's rate: given, or one over its median interval."""
+    same = np.diff(key) == 0
+    gaps, owner = np.diff(time)[same], (key[1:][same] % sensors)
+    rate = np.full(sensors, np.nan)
+    for s in np.flatnonzero(~is_event):
+        if names[s] in given:
+            rate[s] = given[names[s]]
+            continue
+        mine = gaps[owner == s]
+        if not mine.size:
+            raise ValueError(
+                f"{path}: tag {names[s]!r} has fewer than two samples on every "
+                "machine, so its rate is unknown; give it in rates_hz."
+            )
+        rate[s] = 1.0 / np.median(mine)
+    return rate

@@ -1,0 +1,229 @@
+"""Sensor streams: reading a historian's long format, and windows on a slow clock
+checked against a direct frame-by-frame transcription."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from ltc_jax.datasets import (
+    SensorStreams,
+    read_sensor_log,
+    simulate_plant,
+    stream_windows,
+)
+
+
+pd = pytest.importorskip("pandas")
+
+
+@pytest.fixture(scope="module")
+def plant():
+    return simulate_plant(machines=2, sensors=10, seed=3, horizon_seconds=900.0)
+
+
+def _direct(streams, machine, sensor, kind, end, window, clock):
+    """The features of one sensor in one window, frame by frame with masks."""
+    times, values = streams.samples(machine, sensor)
+    frames = round(window * clock)
+    rows = []
+    for k in range(1, frames + 1):
+        lo, hi = end - window + (k - 1) / clock, end - window + k / clock
+        inside = values[(times > lo) & (times <= hi)]
+        before = values[times <= hi]
+        if kind == "fast":
+            diffs = np.diff(inside)
+            rows.append(
+                [
+                    inside.mean() if inside.size else np.nan,
+                    inside.std() if inside.size else np.nan,
+                    np.sqrt(np.mean(diffs**2)) if diffs.size else np.nan,
+                ]
+            )
+        elif kind == "slow":
+            rows.append([before[-1] if before.size else np.nan, float(inside.size > 0)])
+        else:
+            last = times[times <= hi]
+            first = streams.observed_range(machine)[0]
+            since = hi - (last[-1] if last.size else first)
+            rows.append([inside.size, inside.sum(), since])
+    return np.array(rows)
+
+
+def test_frame_features_match_a_direct_transcription(plant):
+    windows = stream_windows(plant, 60.0, horizon_seconds=300.0, stride_seconds=170.0)
+    kinds = {"vibration": "fast", "pressure": "fast", "temperature": "slow"}
+    assert windows.clock_hz == 1.0  # the slowest continuous sensor: temperature
+    for i in (0, len(windows) // 2, len(windows) - 1):
+        column = 0
+        for s, group in enumerate(plant.sensor_group):
+            kind = kinds.get(group, "event")
+            expected = _direct(
+                plant, windows.machine[i], s, kind, windows.end_time[i], 60.0, 1.0
+            )
+            got = windows.dataset.xs[i, :, column : column + expected.shape[1]]
+            np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9)
+            column += expected.shape[1]
+        assert column == windows.dataset.num_channels
+
+
+def test_labels_and_windows_follow_the_failure_times(plant):
+    horizon = 300.0
+    windows = stream_windows(plant, 120.0, horizon_seconds=horizon)
+    failure = plant.failure_time[windows.machine]
+    np.testing.assert_array_equal(failure - windows.end_time, windows.time_to_failure)
+    expected = (failure - windows.end_time <= horizon).astype(np.int32)
+    np.testing.assert_array_equal(windows.dataset.labels, expected)
+    assert 0 < expected.mean() < 1
+    for m in range(plant.machines):
+        first, _ = plant.observed_range(m)
+        ends = windows.end_time[windows.machine == m]
+        np.testing.assert_allclose(ends - first, 120.0 * np.arange(1, ends.size + 1))
+        assert ends[-1] <= plant.failure_time[m] < ends[-1] + 120.0
+    # Each window on the shared grid of its frames, from its own start.
+    np.testing.assert_array_equal(windows.dataset.ts[0], np.arange(1.0, 121.0))
+    assert np.all(windows.dataset.ts == windows.dataset.ts[0])
+
+
+def test_a_window_never_reads_past_its_end(plant):
+    windows = stream_windows(plant, 60.0, horizon_seconds=300.0)
+    i = len(windows) // 2
+    end, m = windows.end_time[i], windows.machine[i]
+    later = (plant.machine == m) & (plant.time > end)
+    changed = dataclasses.replace(
+        plant, value=np.where(later, plant.value * -7.0 + 3.0, plant.value)
+    )
+    again = stream_windows(changed, 60.0, horizon_seconds=300.0)
+    np.testing.assert_array_equal(again.dataset.xs[i], windows.dataset.xs[i])
+    assert not np.array_equal(again.dataset.xs[i + 1], windows.dataset.xs[i + 1])
+
+
+def test_censored_machines_keep_only_windows_with_a_known_label(plant):
+    censored = dataclasses.replace(plant, failure_time=np.array([np.nan, 1e9]))
+    windows = stream_windows(censored, 60.0, horizon_seconds=300.0)
+    _, last = plant.observed_range(0)
+    ends = windows.end_time[windows.machine == 0]
+    assert ends.size and np.all(ends + 300.0 <= last)
+    assert np.all(np.isnan(windows.time_to_failure[windows.machine == 0]))
+    assert np.all(windows.dataset.labels == 0)
+
+
+def _log(sensors, start, rate_hz, seconds, machines=("pump-1", "pump-2")):
+    """A long-format log: continuous sensors on their own phases, one alarm."""
+    rows = []
+    for m, machine in enumerate(machines):
+        for s in range(sensors):
+            ticks = np.arange(int(seconds * rate_hz))
+            times = start + 0.001 * (s + 1) + ticks / rate_hz
+            values = np.cos(times - start + m + s)
+            rows += [
+                (t, f"tag{s}", v, machine) for t, v in zip(times, values, strict=True)
+            ]
+        rows.append((start + seconds / 2 + 0.0005, "alarm", 2.0, machine))
+    frame = pd.DataFrame(rows, columns=["time", "tag", "value", "machine"])
+    return frame.sample(frac=1.0, random_state=0).sort_values("time", kind="stable")
+
+
+def test_unix_epoch_times_at_100_hz_stay_distinct_and_in_order(tmp_path):
+    start = 1.7e9
+    _log(2, start, 100.0, 20.0).to_csv(tmp_path / "log.csv", index=False)
+    streams = read_sensor_log(tmp_path / "log.csv", event_tags=["alarm"])
+    np.testing.assert_allclose(streams.sensor_rate_hz[1:], 100.0, rtol=1e-6)
+    for m in range(2):
+        for s in (1, 2):
+            times, values = streams.samples(m, s)
+            assert times.size == 2000 and np.all(np.diff(times) > 0.0099)
+            np.testing.assert_allclose(values, np.cos(times - start + m + s - 1))
+    # At a 100 Hz clock each frame holds exactly one sample of each tag.
+    windows = stream_windows(streams, 5.0, clock_hz=100.0, horizon_seconds=0.0)
+    new = [windows.channel_names.index(f"tag{s}:new") for s in range(2)]
+    assert np.all(windows.dataset.xs[..., new] == 1.0)
+
+
+def test_csv_and_parquet_give_the_same_windows(tmp_path):
+    frame = _log(3, 0.0, 10.0, 120.0)
+    frame["time"] = pd.Timestamp("2026-03-01T06:00:00Z") + pd.to_timedelta(
+        frame["time"], unit="s"
+    )
+    failures = pd.DataFrame({"machine": ["pump-2"], "time": ["2026-03-01T06:01:50Z"]})
+    frame.assign(time=frame["time"].map(pd.Timestamp.isoformat)).to_csv(
+        tmp_path / "log.csv", index=False
+    )
+    frame.to_parquet(tmp_path / "log.parquet")
+    failures.to_csv(tmp_path / "failures.csv", index=False)
+    read = {
+        suffix: read_sensor_log(
+            tmp_path / f"log.{suffix}",
+            failures=tmp_path / "failures.csv",
+            event_tags=["alarm"],
+        )
+        for suffix in ("csv", "parquet")
+    }
+    csv, parquet = read["csv"], read["parquet"]
+    assert csv.time_origin == parquet.time_origin == "2026-03-01T06:00:00.001000+00:00"
+    assert csv.machine_names == ("pump-1", "pump-2")
+    np.testing.assert_allclose(csv.failure_time, [np.nan, 109.999])
+    a, b = (stream_windows(s, 10.0, horizon_seconds=30.0) for s in (csv, parquet))
+    np.testing.assert_array_equal(a.dataset.xs, b.dataset.xs)
+    np.testing.assert_array_equal(a.dataset.labels, b.dataset.labels)
+    # Times exact to the microsecond: tag0's samples 0.1 s apart from 0.
+    times, _ = csv.samples(0, 1)
+    np.testing.assert_allclose(times, np.arange(1200) / 10.0, atol=1e-9)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda f: f.drop(columns="value"), "log.csv: no column 'value'"),
+        (
+            lambda f: f.assign(value=f["value"].where(f.index != 7, "n/a")),
+            "log.csv: row 8, column 'value': 'n/a' is not a finite number.",
+        ),
+        (
+            lambda f: f.assign(time=f["time"].where(f.index != 4, "soon")),
+            "log.csv: row 5, column 'time': 'soon' is not a date-time.",
+        ),
+        (
+            lambda f: f.iloc[[0, 1, 3, 2, *range(4, len(f))]],
+            "log.csv: row 4, column 'time': '2026-01-01T00:00:00.2' is not after "
+            "the previous sample of tag 'temp' on machine 'm'.",
+        ),
+    ],
+)
+def test_malformed_logs_name_the_file_row_and_column(tmp_path, change, message):
+    frame = pd.DataFrame(
+        {
+            "time": [f"2026-01-01T00:00:00.{k}" for k in range(8)],
+            "tag": "temp",
+            "value": [str(v) for v in range(8)],
+            "machine": "m",
+        }
+    )
+    change(frame).to_csv(tmp_path / "log.csv", index=False)
+    with pytest.raises(ValueError) as error:
+        read_sensor_log(tmp_path / "log.csv")
+    assert str(error.value).replace(str(tmp_path) + "/", "").startswith(message)
+    assert "\n" not in str(error.value)
+
+
+def test_unknown_sensors_and_silent_windows_are_refused(plant):
+    with pytest.raises(ValueError, match="Unknown sensors \\['valve_9'\\]"):
+        stream_windows(plant, 60.0, sensors=["valve_9"])
+    # A temperature that stops reporting: refused, or filled where asked.
+    times, _ = plant.samples(0, 8)
+    quiet = ~((plant.machine == 0) & (plant.sensor == 8) & (plant.time > times[300]))
+    silent = SensorStreams(
+        **{
+            f.name: getattr(plant, f.name)
+            for f in dataclasses.fields(SensorStreams)
+            if f.name not in ("machine", "sensor", "time", "value")
+        },
+        **{k: getattr(plant, k)[quiet] for k in ("machine", "sensor", "time", "value")},
+    )
+    with pytest.raises(ValueError, match="'temperature_8' of machine '0' has no"):
+        stream_windows(silent, 60.0, horizon_seconds=300.0)
+    filled = stream_windows(silent, 60.0, horizon_seconds=300.0, fill=-1.0)
+    last = filled.channel_names.index("temperature_8:last")
+    late = (filled.machine == 0) & (filled.end_time > times[300] + 60.0)
+    assert late.any() and np.all(filled.dataset.xs[late, :, last] == -1.0)
+    assert np.all(filled.dataset.xs[late, :, last + 1] == 0.0)
