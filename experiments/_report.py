@@ -759,6 +759,36 @@ def shared_grid(m: dict, c: dict, run_dir: str) -> str:
     )
 
 
+def streams(m: dict, c: dict, run_dir: str) -> str:
+    """The two tables of `benchmarks.streams`: cost per training step by
+    layout, and held-out accuracy."""
+    env = m["environment"]
+    return join(
+        table(
+            f"One training step, batch {c['batch_size']}, {c['hidden_size']} units, "
+            f"fused steps, checkpoint ({env['cpu_count']} CPU cores, {env['cpu']}): "
+            "the union grid against windows on the slow clock",
+            m["scaling"],
+            "sensors:sensors | window min:window_minutes:g | "
+            "union points:union_points:, | union input MiB:union_input_bytes:mib1 | "
+            "union step s:union_step_seconds:.2f | "
+            "slow-clock channels:channels | input MiB:frame_input_bytes:mib1 | "
+            "temp MiB:frame_temp_bytes:mib1 | steps:frame_steps | "
+            "step s:frame_step_seconds:.2f",
+        ),
+        table(
+            f"Held-out machines ({c['accuracy_machines'][2]} of "
+            f"{sum(c['accuracy_machines'])}, {c['accuracy_sensors']} sensors, "
+            f"{c['accuracy_window_seconds']:g} s windows): fails within "
+            f"{c['label_horizon_seconds']:g} s",
+            m.get("accuracy", []),
+            "model:model | AUROC:auroc:.3f | accuracy:accuracy:.3f | "
+            "train s:train_seconds:.1f | train windows:train_windows | "
+            "test windows:test_windows | positive share:positive_share:.2f",
+        ),
+    )
+
+
 def compare_pytorch(m: dict, c: dict, run_dir: str) -> str:
     """The table of `experiments.compare_pytorch`: one line per configuration,
     then ncps's memory per input step and the target."""

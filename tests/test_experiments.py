@@ -6,8 +6,10 @@ import json
 import math
 import os
 
+import numpy as np
 import pytest
 
+import ltc_jax
 from experiments import _report
 
 
@@ -409,3 +411,56 @@ def test_cfc_versus_ltc_trained_ecg_windows_split_by_time(tmp_path):
     )
     assert row["persistence_mse"] == pytest.approx(persistence, rel=1e-12)
     assert np.isfinite(row["test_mse"]) and row["last_loss"] < row["first_loss"]
+
+
+def test_streams_benchmark_quick(tmp_path):
+    """The union grid's points are the window's samples, counted here from the
+    streams directly; the slow clock's input is its frames; the baselines'
+    summary features match a direct transcription; every model is scored."""
+    from benchmarks import streams
+
+    out = tmp_path / "run"
+    config = streams.Config(
+        quick=True,
+        out=str(out),
+        sensors=(20,),
+        accuracy_machines=(3, 1, 2),
+        epochs=1,
+    )
+    metrics = streams.main(config)
+    (row,) = metrics["scaling"]
+    plant = ltc_jax.datasets.simulate_plant(
+        machines=1, sensors=20, seed=0, horizon_seconds=60.0 + 60.0 * 9
+    )
+    windows = ltc_jax.datasets.stream_windows(
+        plant, 60.0, stride_seconds=60.0, horizon_seconds=0.0
+    )
+    counts = []
+    for end in windows.end_time[:8]:
+        count = 0
+        for s in range(20):
+            times, _ = plant.samples(0, s)
+            count += np.count_nonzero((times > end - 60.0) & (times <= end))
+        counts.append(count)
+    assert row["union_points"] == int(np.median(counts))
+    assert row["union_input_bytes"] == 8 * row["union_points"] * (3 * 20 + 1) * 4
+    assert row["channels"] == windows.dataset.num_channels
+    assert row["frame_input_bytes"] >= 8 * 60 * row["channels"] * 4
+    assert row["frame_steps"] == 59 and row["frame_step_seconds"] > 0
+    assert [r["model"] for r in metrics["accuracy"]] == [
+        "logistic regression",
+        "gradient-boosted trees",
+        "LTC, slow clock",
+    ]
+    assert all(0.0 <= r["auroc"] <= 1.0 for r in metrics["accuracy"])
+    xs = windows.dataset.xs[:3, :, :2].copy()
+    xs[0, -5:, 1] = np.nan
+    data = ltc_jax.datasets.SequenceDataset(
+        windows.dataset.ts[:3], xs, np.full(3, 60), np.zeros(3, np.int32)
+    )
+    features = streams.summary_features(data)
+    for i in range(3):
+        for c in range(2):
+            seen = xs[i, :, c][~np.isnan(xs[i, :, c])]
+            expected = [seen[-1], seen.mean(), seen.std(), seen.min(), seen.max()]
+            np.testing.assert_allclose(features[i, c::2], expected)

@@ -37,6 +37,17 @@ TINY = {
         epochs=1,
         estimate_seconds=(0.1, 1),
     ),
+    "05_sensor_streams.ipynb": dict(
+        train_machines=3,
+        test_machines=2,
+        sensors=10,
+        simulated_seconds=900.0,
+        window_seconds=120.0,
+        stride_seconds=120.0,
+        horizon_seconds=300.0,
+        hidden_size=4,
+        epochs=1,
+    ),
 }
 
 

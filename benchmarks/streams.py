@@ -1,0 +1,412 @@
+"""Sensor streams at plant scale: what a training step costs on the union of the
+sensors' timestamps against windows on a slow clock (`stream_windows`), and how
+well an LTC on those windows predicts a failure, next to the baselines a
+maintenance engineer would try first.
+
+    python -m benchmarks.streams            # every size and the accuracy table
+    python -m benchmarks.streams --quick    # smoke test, under 2 minutes
+
+**Scaling.** For each number of sensors and window length, one machine of the
+simulated plant (`ltc_jax.datasets.simulate_plant`, default rate groups: 10%
+vibration at 100 Hz, 30% pressure at 10 Hz, 50% temperature at 1 Hz, 10%
+alarms) gives a batch of 8 windows:
+
+- *slow clock*: `stream_windows` at the slowest continuous rate (1 Hz): fast
+  sensors summarised within each second, slow ones held, alarms counted. The
+  LTC takes one fused step per frame. Measured: input bytes (the batch's
+  arrays), the compiled training step's temporary bytes (XLA's memory
+  analysis), steps per solve, and the median step time.
+- *union grid*: every sensor's samples on the union of their times, NaN where
+  a sensor has no sample (times to the millisecond, so that float32 resolves
+  them), with the observation mask and the time since observation (the
+  layout the docs gave before streams): counted from the
+  windows' own samples (union points, input bytes `batch * points * (3 *
+  sensors + 1) * 4`, and the fused steps at the median union interval), and
+  its training step measured where the union has at most `union_limit`
+  points.
+
+**Accuracy.** Machines are the unit of the split: the LTC on the slow clock
+(trained on the training machines' windows, keeping its epoch of lowest loss
+on the validation machines'), and logistic regression and gradient-boosted
+trees (scikit-learn) on each window's summary features (per channel: last,
+mean, standard deviation, minimum and maximum over the frames; trained on the
+training and validation machines' windows), all scored on the held-out
+machines' windows (AUROC and accuracy of "fails within
+`label_horizon_seconds`").
+
+Writes `results/streams/<run>/`: `config.json`, `metrics.json` and `report.txt`
+with both tables (`experiments._report`), and prints them.
+"""
+
+import dataclasses
+import time
+import warnings
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import optax
+import tyro
+
+import ltc_jax
+from experiments import _run
+from ltc_jax.datasets import simulate_plant, stream_windows
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(_run.RunConfig):
+    """Plant-scale sensor streams: cost per training step and held-out accuracy.
+
+    `--quick`: sensors 10 and 50, 1-minute windows, one timed step; accuracy on
+    4 + 2 + 3 machines of 10 sensors, 2-minute windows, 4 epochs.
+    """
+
+    sensors: tuple[int, ...] = (10, 50, 200, 500)
+    """Sensors per machine, for the scaling table."""
+    window_minutes: tuple[float, ...] = (1.0, 10.0, 60.0)
+    """Window lengths, for the scaling table."""
+    batch_size: int = 8
+    """Windows per training step."""
+    hidden_size: int = 64
+    """LTC units."""
+    union_limit: int = 10_000
+    """Measure the union grid's step only where a window has at most this many
+    union points (its input and steps are counted at every size)."""
+    timed_steps: int = 3
+    """Timed training steps per configuration, after the compiling one."""
+    accuracy_machines: tuple[int, int, int] = (30, 6, 12)
+    """Training, validation and held-out machines for the accuracy table (0 0 0:
+    skip it). The LTC keeps its epoch of lowest loss on the validation machines;
+    the baselines train on the training and validation machines together."""
+    accuracy_sensors: int = 20
+    """Sensors per machine for the accuracy table."""
+    accuracy_window_seconds: float = 600.0
+    """Window length for the accuracy table, in seconds."""
+    accuracy_stride_seconds: float = 120.0
+    """Seconds between successive windows' ends, for the accuracy table."""
+    simulated_seconds: float = 3600.0
+    """Each machine's simulated stream for the accuracy table: its last hour."""
+    label_horizon_seconds: float = 1800.0
+    """The label: fails within this many seconds of the window's end."""
+    accuracy_hidden_size: int = 16
+    """LTC units for the accuracy table."""
+    epochs: int = 30
+    """Most training epochs of the LTC for the accuracy table."""
+    patience: int = 5
+    """Stop after this many epochs without a lower validation loss."""
+    learning_rate: float = 3e-3
+    """Adam's learning rate, cosine-decayed, for the accuracy table."""
+    seed: int = 0
+    """Seeds the plant (the scaling table's and, shifted, the accuracy table's),
+    the models and the data order."""
+
+
+QUICK = dict(
+    sensors=(10, 50),
+    window_minutes=(1.0,),
+    timed_steps=1,
+    union_limit=0,
+    accuracy_machines=(4, 2, 3),
+    accuracy_sensors=10,
+    accuracy_window_seconds=120.0,
+    simulated_seconds=1800.0,
+    label_horizon_seconds=900.0,
+    epochs=4,
+)
+
+
+def frame_model(
+    train, hidden_size: int, key, readout_features: str = "both"
+) -> tuple[ltc_jax.LTC, ltc_jax.Integrator]:
+    """The LTC on the slow clock, and its integrator, from the windows' own
+    settings (`derive_defaults`): time constants from a tenth of a frame to the
+    window, one fused step per frame, the states at the derived readout times
+    read as `readout_features` says."""
+    defaults = ltc_jax.training.derive_defaults([train], adaptive=False)
+    model = ltc_jax.LTC(
+        train.num_channels,
+        hidden_size,
+        train.num_classes,
+        tau_init=defaults.tau_init,
+        tau_min=defaults.tau_min,
+        gate_bias_init="chrono",
+        readout_times=defaults.readout_times,
+        readout_features=readout_features,
+        key=key,
+    )
+    max_steps = ltc_jax.training.fixed_max_steps([train], defaults.dt0)
+    integrator = ltc_jax.make_integrator(
+        "fused", "checkpoint", dt0=defaults.dt0, max_steps=max_steps
+    )
+    return model, integrator
+
+
+def union_dataset(streams, windows) -> ltc_jax.datasets.SequenceDataset:
+    """The windows' samples on the union of their times: NaN where a sensor has
+    no sample; times from each window's start."""
+    ts, xs = [], []
+    for m, end in zip(windows.machine, windows.end_time, strict=True):
+        start = end - windows.dataset.ts[0, -1]
+        times, sensors, values = [], [], []
+        for s in range(streams.sensors):
+            t, v = streams.samples(m, s)
+            inside = (t > start) & (t <= end)
+            times.append(t[inside])
+            values.append(v[inside])
+            sensors.append(np.full(inside.sum(), s))
+        t, s, v = (np.concatenate(a) for a in (times, sensors, values))
+        # To the millisecond, so that float32 resolves the union's gaps (the
+        # sensors' own samples are at least 10 ms apart).
+        grid, where = np.unique(np.round(t - start, 3), return_inverse=True)
+        x = np.full((grid.size, streams.sensors), np.nan)
+        x[where, s] = v
+        ts.append(grid)
+        xs.append(x)
+    names = windows.dataset.class_names
+    return ltc_jax.datasets.SequenceDataset.from_sequences(
+        ts, xs, [names[i] for i in windows.dataset.labels], class_names=names
+    )
+
+
+def _step_figures(model, integrator, batch, timed_steps) -> dict:
+    """Input bytes, compiled temporary bytes and median seconds of one step."""
+    optimizer = optax.adam(1e-3)
+    opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
+    raw = ltc_jax.training.make_train_step(optimizer, integrator)
+    memory = ltc_jax.measure.compiled_memory(raw, model, opt_state, batch)
+    step = eqx.filter_jit(raw)
+    seconds = ltc_jax.measure.time_calls(
+        step, model, opt_state, batch, warmup=1, repeats=timed_steps
+    )
+    arrays = jax.tree.leaves(eqx.filter(batch.path, eqx.is_array))
+    return dict(
+        input_bytes=int(sum(a.nbytes for a in arrays)),
+        temp_bytes=None if memory is None else memory.temp_bytes,
+        step_seconds=float(np.median(seconds)),
+    )
+
+
+def scaling_rows(config: Config) -> list[dict]:
+    rows = []
+    for sensors in config.sensors:
+        for minutes in config.window_minutes:
+            window = minutes * 60.0
+            plant = simulate_plant(
+                machines=1,
+                sensors=sensors,
+                seed=config.seed,
+                horizon_seconds=window + 60.0 * (config.batch_size + 1),
+            )
+            windows = stream_windows(
+                plant, window, stride_seconds=60.0, horizon_seconds=0.0
+            ).take(np.arange(config.batch_size))
+            per_window = [
+                int(
+                    np.sum(
+                        (plant.time > end - window)
+                        & (plant.time <= end)
+                        & (plant.machine == 0)
+                    )
+                )
+                for end in windows.end_time
+            ]
+            union_points = int(np.median(per_window))
+            row = dict(
+                sensors=sensors,
+                window_minutes=minutes,
+                channels=windows.dataset.num_channels,
+                union_points=union_points,
+                union_input_bytes=config.batch_size
+                * union_points
+                * (3 * sensors + 1)
+                * 4,
+                union_steps=union_points,
+            )
+            (data,) = ltc_jax.datasets.standardize(windows.dataset)
+            model, integrator = frame_model(
+                data, config.hidden_size, jr.key(config.seed)
+            )
+            model = _float32(model)
+            batch = ltc_jax.make_batch(
+                data, dtype=jnp.float32, interpolation="hold", empty_channel_fill=0.0
+            )
+            row.update(
+                frame_steps=integrator.max_steps,
+                **{
+                    f"frame_{k}": v
+                    for k, v in _step_figures(
+                        model, integrator, batch, config.timed_steps
+                    ).items()
+                },
+            )
+            if union_points <= config.union_limit:
+                union = union_dataset(plant, windows)
+                spacing = float(np.median(np.diff(union.ts[0, : union.lengths[0]])))
+                union_model = _float32(
+                    ltc_jax.LTC(
+                        3 * sensors,
+                        config.hidden_size,
+                        2,
+                        tau_init=(spacing / 10, window),
+                        gate_bias_init="chrono",
+                        key=jr.key(config.seed),
+                    )
+                )
+                union_integrator = ltc_jax.make_integrator(
+                    "fused",
+                    "checkpoint",
+                    dt0=spacing,
+                    max_steps=ltc_jax.training.fixed_max_steps([union], spacing),
+                )
+                union_batch = ltc_jax.make_batch(
+                    union,
+                    dtype=jnp.float32,
+                    interpolation="hold",
+                    observation_mask=True,
+                    time_since_observation=True,
+                    empty_channel_fill=0.0,
+                )
+                figures = _step_figures(
+                    union_model, union_integrator, union_batch, config.timed_steps
+                )
+                row.update(
+                    union_steps=union_integrator.max_steps,
+                    union_input_bytes=figures["input_bytes"],
+                    **{
+                        f"union_{k}": figures[k] for k in ("temp_bytes", "step_seconds")
+                    },
+                )
+            rows.append(row)
+    return rows
+
+
+def _float32(model):
+    return jax.tree.map(
+        lambda x: x.astype(jnp.float32) if eqx.is_inexact_array(x) else x, model
+    )
+
+
+def summary_features(data: ltc_jax.datasets.SequenceDataset) -> np.ndarray:
+    """Per window and channel: the last value, and the mean, standard deviation,
+    minimum and maximum over the frames (NaN-aware), side by side."""
+    xs = data.xs
+    observed = ~np.isnan(xs)
+    last_index = xs.shape[1] - 1 - np.argmax(observed[:, ::-1], axis=1)
+    last = np.take_along_axis(xs, last_index[:, None], axis=1)[:, 0]
+    with warnings.catch_warnings():  # all-NaN channels: NaN, as meant
+        warnings.simplefilter("ignore", RuntimeWarning)
+        parts = [
+            last,
+            np.nanmean(xs, 1),
+            np.nanstd(xs, 1),
+            np.nanmin(xs, 1),
+            np.nanmax(xs, 1),
+        ]
+    return np.concatenate(parts, axis=1)
+
+
+def accuracy_rows(config: Config) -> list[dict]:
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    from sklearn.impute import SimpleImputer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import roc_auc_score
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    trained, validating, held_out = config.accuracy_machines
+    plant = simulate_plant(
+        machines=trained + validating + held_out,
+        sensors=config.accuracy_sensors,
+        seed=config.seed + 1,
+        horizon_seconds=config.simulated_seconds,
+    )
+    windows = stream_windows(
+        plant,
+        config.accuracy_window_seconds,
+        stride_seconds=config.accuracy_stride_seconds,
+        horizon_seconds=config.label_horizon_seconds,
+    )
+    first = np.cumsum([0, trained, validating, held_out])
+    train, validation, test = (
+        windows.of_machines(range(first[i], first[i + 1])).dataset for i in range(3)
+    )
+    train, validation, test = ltc_jax.datasets.standardize(train, validation, test)
+    rows = []
+
+    def score(name, probability, seconds):
+        labels = test.labels
+        rows.append(
+            dict(
+                model=name,
+                auroc=float(roc_auc_score(labels, probability)),
+                accuracy=float(np.mean((probability > 0.5) == labels)),
+                train_seconds=seconds,
+                train_windows=len(train),
+                test_windows=len(test),
+                positive_share=float(labels.mean()),
+            )
+        )
+
+    train_features = np.concatenate(
+        [summary_features(train), summary_features(validation)]
+    )
+    train_labels = np.concatenate([train.labels, validation.labels])
+    test_features = summary_features(test)
+    baselines = {
+        "logistic regression": make_pipeline(
+            SimpleImputer(strategy="median"),
+            StandardScaler(),
+            LogisticRegression(max_iter=2000),
+        ),
+        "gradient-boosted trees": HistGradientBoostingClassifier(
+            random_state=config.seed
+        ),
+    }
+    for name, estimator in baselines.items():
+        start = time.perf_counter()
+        estimator.fit(train_features, train_labels)
+        seconds = time.perf_counter() - start
+        score(name, estimator.predict_proba(test_features)[:, 1], seconds)
+
+    model, integrator = frame_model(
+        train, config.accuracy_hidden_size, jr.key(config.seed), "pooled"
+    )
+    model = _float32(model)
+    options = dict(dtype=jnp.float32, interpolation="hold", empty_channel_fill=0.0)
+    steps = config.epochs * -(-len(train) // config.batch_size)
+    optimizer = optax.adam(optax.cosine_decay_schedule(config.learning_rate, steps))
+    start = time.perf_counter()
+    model, _ = ltc_jax.fit(
+        model,
+        train,
+        integrator=integrator,
+        optimizer=optimizer,
+        epochs=config.epochs,
+        batch_size=config.batch_size,
+        seed=config.seed,
+        path=ltc_jax.make_input_path(train, **options),
+        validation=validation,
+        validation_path=ltc_jax.make_input_path(validation, **options),
+        patience=config.patience,
+        progress=ltc_jax.training.NoFitProgress(),
+    )
+    seconds = time.perf_counter() - start
+    logits = model(ltc_jax.make_input_path(test, **options), integrator=integrator)
+    probability = np.asarray(jax.nn.softmax(logits, axis=-1))[:, 1]
+    score("LTC, slow clock", probability, seconds)
+    return rows
+
+
+def main(config: Config) -> dict:
+    """Measure both tables; return (and write) the rows."""
+    config, run = _run.start_run(config, "streams", QUICK)
+    metrics = dict(scaling=scaling_rows(config))
+    if min(config.accuracy_machines) > 0:
+        metrics["accuracy"] = accuracy_rows(config)
+    return run.finish(metrics)
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Config))
