@@ -778,15 +778,41 @@ def streams(m: dict, c: dict, run_dir: str) -> str:
         ),
         table(
             f"Held-out machines ({c['accuracy_machines'][2]} of "
-            f"{sum(c['accuracy_machines'])}, {c['accuracy_sensors']} sensors, "
-            f"{c['accuracy_window_seconds']:g} s windows): fails within "
-            f"{c['label_horizon_seconds']:g} s",
+            f"{sum(c['accuracy_machines'])} per run, {c['accuracy_sensors']} "
+            f"sensors, {c['accuracy_window_seconds']:g} s windows): fails within "
+            f"{c['label_horizon_seconds']:g} s, mean ± standard deviation over "
+            f"{len(c['accuracy_seeds'])} runs (seeds "
+            f"{', '.join(map(str, c['accuracy_seeds']))})",
+            _by_model(m.get("accuracy", [])),
+            ("model", "model"),
+            ("AUROC", lambda r: f"{r['auroc'][0]:.3f} ± {r['auroc'][1]:.3f}"),
+            ("accuracy", lambda r: f"{r['accuracy'][0]:.3f} ± {r['accuracy'][1]:.3f}"),
+            ("train s", lambda r: f"{r['train_seconds'][0]:.1f}"),
+        ),
+        table(
+            "Each run:",
             m.get("accuracy", []),
-            "model:model | AUROC:auroc:.3f | accuracy:accuracy:.3f | "
+            "seed:seed | model:model | AUROC:auroc:.3f | accuracy:accuracy:.3f | "
             "train s:train_seconds:.1f | train windows:train_windows | "
             "test windows:test_windows | positive share:positive_share:.2f",
         ),
     )
+
+
+def _by_model(rows: list[dict]) -> list[dict]:
+    """Per model (in first-seen order): `(mean, std)` of its rows' AUROC,
+    accuracy and training seconds."""
+    models = dict.fromkeys(row["model"] for row in rows)
+    return [
+        dict(
+            model=model,
+            **{
+                key: mean_std([r[key] for r in rows if r["model"] == model])[:2]
+                for key in ("auroc", "accuracy", "train_seconds")
+            },
+        )
+        for model in models
+    ]
 
 
 def compare_pytorch(m: dict, c: dict, run_dir: str) -> str:

@@ -452,7 +452,8 @@ def test_streams_benchmark_quick(tmp_path):
         "gradient-boosted trees",
         "LTC, slow clock",
     ]
-    assert all(0.0 <= r["auroc"] <= 1.0 for r in metrics["accuracy"])
+    for r in metrics["accuracy"]:  # 2 held-out machines' last 1800 s: 14 windows each
+        assert r["test_windows"] == 28 and 0 < r["positive_share"] < 1
     xs = windows.dataset.xs[:3, :, :2].copy()
     xs[0, -5:, 1] = np.nan
     data = ltc_jax.datasets.SequenceDataset(

@@ -85,17 +85,82 @@ def test_labels_and_windows_follow_the_failure_times(plant):
     assert np.all(windows.dataset.ts == windows.dataset.ts[0])
 
 
+def _base(streams, **columns):
+    """A `SensorStreams` with `streams`' sensors and machines and new rows."""
+    rows = {k: getattr(streams, k) for k in ("machine", "sensor", "time", "value")}
+    rows.update(columns)
+    order = np.lexsort((rows["time"], rows["sensor"], rows["machine"]))
+    shared = {
+        f.name: getattr(streams, f.name)
+        for f in dataclasses.fields(SensorStreams)
+        if f.name not in rows
+    }
+    return SensorStreams(**shared, **{k: np.asarray(v)[order] for k, v in rows.items()})
+
+
 def test_a_window_never_reads_past_its_end(plant):
     windows = stream_windows(plant, 60.0, horizon_seconds=300.0)
     i = len(windows) // 2
     end, m = windows.end_time[i], windows.machine[i]
     later = (plant.machine == m) & (plant.time > end)
-    changed = dataclasses.replace(
-        plant, value=np.where(later, plant.value * -7.0 + 3.0, plant.value)
+    # Every later sample moved (closer to the end) and changed, and an alarm
+    # just after the end.
+    changed = _base(
+        plant,
+        machine=np.r_[plant.machine, m],
+        sensor=np.r_[plant.sensor, plant.sensors - 1],
+        time=np.r_[
+            np.where(later, end + (plant.time - end) / 2, plant.time), end + 1e-6
+        ],
+        value=np.r_[np.where(later, plant.value * -7.0 + 3.0, plant.value), 3.0],
     )
     again = stream_windows(changed, 60.0, horizon_seconds=300.0)
-    np.testing.assert_array_equal(again.dataset.xs[i], windows.dataset.xs[i])
-    assert not np.array_equal(again.dataset.xs[i + 1], windows.dataset.xs[i + 1])
+    (j,) = np.flatnonzero((again.machine == m) & (again.end_time == end))
+    np.testing.assert_array_equal(again.dataset.xs[j], windows.dataset.xs[i])
+    assert not np.array_equal(again.dataset.xs[j + 1], windows.dataset.xs[i + 1])
+
+
+def test_frame_statistics_keep_their_precision_far_from_zero():
+    """A reading near 1000 that started at 0: the frame's standard deviation of
+    a 1e-3 noise is its own, not cancelled against the offset."""
+    times = np.arange(1, 200_001) / 100.0
+    noise = 1e-3 * np.random.default_rng(0).standard_normal(times.size)
+    values = np.where(times < 1.0, 0.0, 1000.0 + noise)
+    streams = SensorStreams(
+        machine=np.zeros(times.size, np.int32),
+        sensor=np.zeros(times.size, np.int32),
+        time=times,
+        value=values,
+        sensor_group=("vibration",),
+        sensor_rate_hz=[100.0],
+        failure_time=[np.nan],
+    )
+    windows = stream_windows(streams, 10.0, clock_hz=1.0, horizon_seconds=0.0)
+    last = windows.dataset.xs[-1, -1]  # the last frame: samples in (t - 1, t]
+    end = windows.end_time[-1]
+    inside = values[(times > end - 1.0) & (times <= end)]
+    np.testing.assert_allclose(last[:2], [inside.mean(), inside.std()], rtol=1e-9)
+    steps = np.sqrt(np.mean(np.diff(inside) ** 2))
+    np.testing.assert_allclose(last[2], steps, rtol=1e-9)
+
+
+def test_windows_end_within_the_stream():
+    """A stream of 0.1 s steps whose windows' count rounds up: none ends after
+    the failure, so none reads past it."""
+    times = 0.1 + np.arange(51) / 100.0  # to 0.6 s
+    streams = SensorStreams(
+        machine=np.zeros(times.size, np.int32),
+        sensor=np.zeros(times.size, np.int32),
+        time=times,
+        value=np.sin(times),
+        sensor_group=("pressure",),
+        sensor_rate_hz=[100.0],
+        failure_time=[0.6],
+    )
+    windows = stream_windows(
+        streams, 0.2, clock_hz=10.0, stride_seconds=0.1, horizon_seconds=0.15
+    )
+    assert np.all(windows.end_time <= 0.6) and np.all(windows.time_to_failure >= 0)
 
 
 def test_censored_machines_keep_only_windows_with_a_known_label(plant):
@@ -206,12 +271,29 @@ def test_malformed_logs_name_the_file_row_and_column(tmp_path, change, message):
     assert "\n" not in str(error.value)
 
 
+def test_a_bad_time_among_numbers_is_named_by_its_row(tmp_path):
+    frame = pd.DataFrame(
+        {"time": ["0.0", "0.5", "1.0", "", "2.0"], "tag": "t", "value": "1"}
+    )
+    frame.to_csv(tmp_path / "log.csv", index=False)
+    with pytest.raises(ValueError, match="row 4, column 'time': '' is not a finite"):
+        read_sensor_log(tmp_path / "log.csv", machine_column=None)
+    frame.assign(time=["0.0", "0.5", "1.0", "1.5", "2.0"], tag=["t"] * 4 + [""]).to_csv(
+        tmp_path / "log.csv", index=False
+    )
+    with pytest.raises(ValueError, match="row 5, column 'tag': '' is not a name"):
+        read_sensor_log(tmp_path / "log.csv", machine_column=None)
+
+
 def test_unknown_sensors_and_silent_windows_are_refused(plant):
     with pytest.raises(ValueError, match="Unknown sensors \\['valve_9'\\]"):
         stream_windows(plant, 60.0, sensors=["valve_9"])
-    # A temperature that stops reporting: refused, or filled where asked.
+    # A pressure (fast) and a temperature (slow) that stop reporting.
     times, _ = plant.samples(0, 8)
-    quiet = ~((plant.machine == 0) & (plant.sensor == 8) & (plant.time > times[300]))
+    stop = times[300]
+    quiet = ~(
+        (plant.machine == 0) & np.isin(plant.sensor, [1, 8]) & (plant.time > stop)
+    )
     silent = SensorStreams(
         **{
             f.name: getattr(plant, f.name)
@@ -220,10 +302,17 @@ def test_unknown_sensors_and_silent_windows_are_refused(plant):
         },
         **{k: getattr(plant, k)[quiet] for k in ("machine", "sensor", "time", "value")},
     )
-    with pytest.raises(ValueError, match="'temperature_8' of machine '0' has no"):
+    with pytest.raises(
+        ValueError, match="'pressure_1' of machine '0' has no sample in"
+    ):
         stream_windows(silent, 60.0, horizon_seconds=300.0)
     filled = stream_windows(silent, 60.0, horizon_seconds=300.0, fill=-1.0)
+    late = (filled.machine == 0) & (filled.end_time > stop + 60.0)
+    assert late.any()
+    mean = filled.channel_names.index("pressure_1:mean")
+    assert np.all(filled.dataset.xs[late, :, mean : mean + 3] == [-1.0, 0.0, 0.0])
+    # The temperature holds its last value: known, so neither refused nor filled.
     last = filled.channel_names.index("temperature_8:last")
-    late = (filled.machine == 0) & (filled.end_time > times[300] + 60.0)
-    assert late.any() and np.all(filled.dataset.xs[late, :, last] == -1.0)
+    held = plant.samples(0, 8)[1][300]
+    assert np.all(filled.dataset.xs[late, :, last] == held)
     assert np.all(filled.dataset.xs[late, :, last + 1] == 0.0)

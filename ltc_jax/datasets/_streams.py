@@ -6,6 +6,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._dataset import SequenceDataset
 
@@ -57,15 +58,16 @@ class SensorStreams:
     (times repeated within a sensor included), or a non-finite time or value.
     """
 
-    machine: np.ndarray
-    sensor: np.ndarray
-    time: np.ndarray
-    value: np.ndarray
-    sensor_group: tuple[str, ...]
-    sensor_rate_hz: np.ndarray
-    failure_time: np.ndarray
-    sensor_names: tuple[str, ...] = ()
-    machine_names: tuple[str, ...] = ()
+    # Any array-like (lists too) on construction; stored as NumPy arrays.
+    machine: np.ndarray | ArrayLike
+    sensor: np.ndarray | ArrayLike
+    time: np.ndarray | ArrayLike
+    value: np.ndarray | ArrayLike
+    sensor_group: tuple[str, ...] | list[str]
+    sensor_rate_hz: np.ndarray | ArrayLike
+    failure_time: np.ndarray | ArrayLike
+    sensor_names: tuple[str, ...] | list[str] = ()
+    machine_names: tuple[str, ...] | list[str] = ()
     time_origin: str = ""
 
     def __post_init__(self):
@@ -76,7 +78,8 @@ class SensorStreams:
             object.__setattr__(
                 self, name, np.asarray(getattr(self, name), dtype=np.float64)
             )
-        object.__setattr__(self, "sensor_group", tuple(self.sensor_group))
+        for name in ("sensor_group", "sensor_names", "machine_names"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
         sensors, machines = len(self.sensor_group), self.failure_time.shape[0]
         if not self.sensor_names:
             names = [f"{g}_{i}" for i, g in enumerate(self.sensor_group)]
@@ -190,8 +193,8 @@ class StreamWindows:
         return len(self.dataset)
 
     def take(self, indices) -> "StreamWindows":
-        """The windows at `indices` (an integer or boolean NumPy index)."""
-        indices = np.arange(len(self))[indices]
+        """The windows at `indices` (an integer, or an integer or boolean array)."""
+        indices = np.atleast_1d(np.arange(len(self))[indices])
         return dataclasses.replace(
             self,
             dataset=self.dataset.take(indices),
@@ -260,20 +263,22 @@ def stream_windows(
         machine ends `window_seconds` after its first sample.
     - `sensors`: the sensors to use, by name (default all).
     - `machines`: the machines to cut, by index (default all).
-    - `fill`: the value given to a continuous sensor with no sample in a whole
-        window (its `mean` or `last`; `std` and `diff_rms` 0, `new` 0); default
-        `None`, which refuses such a window.
+    - `fill`: the value given to a fast sensor with no sample in a whole window,
+        or a slow one with no sample up to the window's end (its `mean` or
+        `last`; `std` and `diff_rms` 0, `new` 0); default `None`, which refuses
+        such a window. A slow sensor whose last sample came before the window
+        holds it.
 
     **Returns:** a [`ltc_jax.datasets.StreamWindows`][], windows ordered by
     machine, then end time.
 
     **Raises:** `ValueError` naming the problem for a non-positive length,
     horizon, clock or stride, a window that is not a whole number of frames, an
-    unknown sensor name or machine index, a continuous sensor with no sample in
-    a window (unless `fill`; the message names the machine, the sensor and the
-    window), or no window at all.
+    unknown sensor name or machine index, a machine without samples, a
+    sensor silent as `fill` says (unless `fill`; the message names the machine,
+    the sensor and the window), or no window at all.
     """
-    if window_seconds <= 0 or horizon_seconds < 0:
+    if not (window_seconds > 0 and horizon_seconds >= 0):  # NaN too
         raise ValueError(
             f"window_seconds must be positive and horizon_seconds at least 0; got "
             f"{window_seconds} and {horizon_seconds}."
@@ -323,6 +328,7 @@ def stream_windows(
                 math.floor((final - first - window_seconds) / stride_seconds + 1e-9) + 1
             )
         )
+        end = end[end <= final]  # none past the stream (rounding of the count)
         if np.isnan(failure):  # censored: keep the windows whose label is known
             end = end[end + horizon_seconds <= last]
         if not end.size:
@@ -396,8 +402,8 @@ def _kind(streams: SensorStreams, sensor: int, clock_hz: float) -> str:
 
 def _features(streams, machine, sensor, kind, edges, first, fill, window_seconds):
     """One sensor's frame features, `(windows, frames, features)`, from its
-    samples at or before each frame's end; every sum is a difference of running
-    sums over the samples, so the cost follows the sensor's own samples."""
+    samples at or before each frame's end. The cost follows the sensor's own
+    samples (times the windows' overlap), never the other sensors'."""
     times, values = streams.samples(machine, sensor)
     upto = np.searchsorted(times, edges, side="right")  # samples <= each edge
     lo, hi = upto[:, :-1], upto[:, 1:]  # frame k: samples [lo, hi)
@@ -407,12 +413,15 @@ def _features(streams, machine, sensor, kind, edges, first, fill, window_seconds
         previous = np.r_[first, times][hi]  # the last event at or before the end
         return np.stack([count, total[hi] - total[lo], edges[:, 1:] - previous], -1)
 
-    silent = upto[:, -1] == upto[:, 0]  # no sample in the whole window
+    # Refused (or filled): a fast sensor with no sample in a whole window, a
+    # slow one with none at or before the window's end (else its value holds).
+    silent = upto[:, -1] == (upto[:, 0] if kind == "fast" else 0)
     if np.any(silent) and fill is None:
         window = int(np.argmax(silent))
+        where = "in the" if kind == "fast" else "up to the end of the"
         raise ValueError(
             f"Sensor {streams.sensor_names[sensor]!r} of machine "
-            f"{streams.machine_names[machine]!r} has no sample in the "
+            f"{streams.machine_names[machine]!r} has no sample {where} "
             f"{window_seconds:g} s window ending at {edges[window, -1]:.6g} s; "
             "give fill= to fill such windows, or leave the sensor out (sensors=)."
         )
@@ -421,20 +430,23 @@ def _features(streams, machine, sensor, kind, edges, first, fill, window_seconds
         out = np.stack([held, (count > 0).astype(np.float64)], -1)
         out[silent] = (fill, 0.0)
         return out
-    # Sums about the sensor's first value, so that the variance's difference of
-    # two running sums does not cancel (and no later value enters).
-    reference = values[0] if values.size else 0.0
-    centred = values - reference
-    s1 = np.r_[0.0, np.cumsum(centred)]
-    s2 = np.r_[0.0, np.cumsum(centred**2)]
-    d2 = np.r_[0.0, 0.0, np.cumsum(np.diff(values) ** 2)]  # d2[i]: pairs below i
-    pairs = np.maximum(count - 1.0, 0.0)
+    # Each frame's samples gathered (a frame of an overlapping window again),
+    # then summed per frame: the deviations from the frame's own mean, so that
+    # no offset of the readings cancels.
+    counts = (hi - lo).ravel()
+    frame = np.repeat(np.arange(counts.size), counts)
+    position = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    sample = lo.ravel()[frame] + position
+    x = values[sample]
     with np.errstate(invalid="ignore", divide="ignore"):
-        mean = (s1[hi] - s1[lo]) / count
-        variance = np.maximum((s2[hi] - s2[lo]) / count - mean**2, 0.0)
-        diff_ms = (d2[hi] - d2[np.minimum(lo + 1, hi)]) / pairs
-    diff_rms = np.sqrt(np.where(pairs > 0, diff_ms, np.nan))
-    out = np.stack([mean + reference, np.sqrt(variance), diff_rms], -1)
+        mean = np.bincount(frame, x, counts.size) / counts
+        deviation = (x - mean[frame]) ** 2
+        variance = np.bincount(frame, deviation, counts.size) / counts
+        later = position > 0  # pairs of successive samples within a frame
+        steps = (x[later] - values[sample[later] - 1]) ** 2
+        diff_ms = np.bincount(frame[later], steps, counts.size) / (counts - 1)
+    diff_rms = np.sqrt(np.where(counts > 1, diff_ms, np.nan))
+    out = np.stack([mean, np.sqrt(variance), diff_rms], -1).reshape(*lo.shape, 3)
     out[silent] = (fill, 0.0, 0.0)
     return out
 
@@ -465,8 +477,8 @@ def read_sensor_log(
     - `time_column`: the sample's time: numbers (seconds, Unix seconds
         included, kept as given) or date-times (ISO 8601, or Parquet
         timestamps; a date-time without a zone is taken as UTC), which become
-        seconds since the earliest of them, exactly to the nanosecond
-        (`time_origin` records it).
+        seconds since the earliest of them, to float64's rounding of the
+        nanoseconds between (`time_origin` records it).
     - `tag_column`: the sensor's name.
     - `value_column`: the reading, a number.
     - `machine_column`: the machine's name, or `None` for a file of one machine.
@@ -486,10 +498,12 @@ def read_sensor_log(
     given, or an unknown name in `event_tags` or `rates_hz`. `ImportError`
     naming the extra where pandas (or pyarrow) is not installed.
     """
+    if isinstance(event_tags, str):
+        raise ValueError(f"event_tags must be a list of tags; got {event_tags!r}.")
     frame = _read_table(path, [time_column, tag_column, value_column, machine_column])
-    tags = frame[tag_column].astype(str).to_numpy()
+    tags = _names(frame, tag_column, path)
     machine_labels = (
-        frame[machine_column].astype(str).to_numpy()
+        _names(frame, machine_column, path)
         if machine_column is not None
         else np.full(len(frame), "0", dtype=object)
     )
@@ -515,6 +529,12 @@ def read_sensor_log(
         unknown = sorted(set(given) - set(names))
         if unknown:
             raise ValueError(f"{option} names tags {unknown} that {path} lacks.")
+    for tag, rate in (rates_hz or {}).items():
+        if tag in event_tags or not (math.isfinite(rate) and rate > 0):
+            raise ValueError(
+                f"rates_hz[{tag!r}] must be a positive rate of a continuous tag; "
+                f"got {rate!r}" + (" for an event tag." if tag in event_tags else ".")
+            )
     is_event = np.isin(names, list(event_tags))
     rate = _rates(time[order], key, len(names), is_event, names, rates_hz or {}, path)
     failure_time = np.full(len(machine_names), np.nan)
@@ -576,6 +596,15 @@ def _first_bad(valid: np.ndarray, frame, column, path, text: str):
     )
 
 
+def _names(frame, column, path) -> np.ndarray:
+    """A column of names as strings; a missing one is refused."""
+    names = frame[column]
+    valid = (names.notna() & (names.astype(str).str.strip() != "")).to_numpy()
+    if not np.all(valid):
+        _first_bad(valid, frame, column, path, "is not a name")
+    return names.astype(str).to_numpy()
+
+
 def _numbers(frame, column, path) -> np.ndarray:
     import pandas as pd
 
@@ -594,9 +623,9 @@ def _times(frame, column, path, origin: str | None = None) -> tuple[np.ndarray, 
 
     values = frame[column]
     if origin is None and not pd.api.types.is_datetime64_any_dtype(values):
-        # The log itself: numbers if every time is one.
+        # The log itself: numbers if most times are (a bad one is named below).
         parsed = pd.to_numeric(values, errors="coerce")
-        origin = "" if parsed.notna().all() else None
+        origin = "" if parsed.notna().mean() > 0.5 else None
     if origin == "":
         return _numbers(frame, column, path), ""
     stamps = pd.to_datetime(values, errors="coerce", utc=True, format="ISO8601")
