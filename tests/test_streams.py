@@ -251,7 +251,8 @@ def test_csv_and_parquet_give_the_same_windows(tmp_path):
         (
             lambda f: f.iloc[[0, 1, 3, 2, *range(4, len(f))]],
             "log.csv: row 4, column 'time': '2026-01-01T00:00:00.2' is not after "
-            "the previous sample of tag 'temp' on machine 'm'.",
+            "the previous sample of tag 'temp' on machine 'm': sort the rows by "
+            "time within each tag",
         ),
     ],
 )
@@ -269,6 +270,34 @@ def test_malformed_logs_name_the_file_row_and_column(tmp_path, change, message):
         read_sensor_log(tmp_path / "log.csv")
     assert str(error.value).replace(str(tmp_path) + "/", "").startswith(message)
     assert "\n" not in str(error.value)
+
+
+def test_jittery_rates_give_a_whole_number_of_frames_and_failures_match_the_log(
+    tmp_path,
+):
+    """A tag at 0.1 Hz whose times jitter reads as a rate a little off 0.1 Hz;
+    the default clock still cuts whole frames. Failures given as numbers next to
+    a log of date-times are refused, not read as years."""
+    jitter = np.random.default_rng(0).uniform(-0.05, 0.05, 200)
+    times = pd.Timestamp("2026-01-01T00:00:00Z") + pd.to_timedelta(
+        np.arange(200) * 10.0 + jitter, unit="s"
+    )
+    frame = pd.DataFrame(
+        {"time": times, "tag": "temp", "value": np.arange(200.0), "machine": "m1"}
+    )
+    frame.to_parquet(tmp_path / "log.parquet")
+    streams = read_sensor_log(tmp_path / "log.parquet")
+    assert streams.sensor_rate_hz[0] != 0.1
+    assert abs(streams.sensor_rate_hz[0] - 0.1) < 1e-3
+    windows = stream_windows(streams, 120.0, horizon_seconds=0.0, machines=["m1"])
+    assert windows.clock_hz == 0.1 and windows.dataset.xs.shape[1] == 12
+    with pytest.raises(ValueError, match="Unknown machine 'm2'"):
+        stream_windows(streams, 120.0, machines=["m2"])
+    pd.DataFrame({"machine": ["m1"], "time": ["1800"]}).to_csv(
+        tmp_path / "failures.csv", index=False
+    )
+    with pytest.raises(ValueError, match="holds numbers, but the log's times are"):
+        read_sensor_log(tmp_path / "log.parquet", failures=tmp_path / "failures.csv")
 
 
 def test_a_bad_time_among_numbers_is_named_by_its_row(tmp_path):
@@ -316,3 +345,63 @@ def test_unknown_sensors_and_silent_windows_are_refused(plant):
     held = plant.samples(0, 8)[1][300]
     assert np.all(filled.dataset.xs[late, :, last] == held)
     assert np.all(filled.dataset.xs[late, :, last + 1] == 0.0)
+
+
+@pytest.mark.parametrize("mode", ["checkpoint", "direct", "backsolve", "windowed"])
+def test_every_gradient_mode_trains_an_encoder_on_stream_windows(mode):
+    """The LTC on the slow clock with a learned frame encoder: each mode's gradient
+    against `full`'s, which is checked against central finite differences. (Time
+    constants of 2 to 20 frames over 10-frame windows: plain `backsolve`'s
+    reverse reconstruction is stable there, as it is not over many time
+    constants; the docs' gradient-modes page measures that.)"""
+    import equinox as eqx
+    import jax.numpy as jnp
+    import jax.random as jr
+
+    import ltc_jax
+
+    plant = simulate_plant(machines=1, sensors=10, seed=5, horizon_seconds=200.0)
+    windows = stream_windows(plant, 10.0, horizon_seconds=100.0).take(np.arange(3))
+    (data,) = ltc_jax.datasets.standardize(windows.dataset)
+    batch = ltc_jax.make_batch(data, dtype=jnp.float64, interpolation="hold")
+    encoder = eqx.nn.MLP(data.num_channels, 5, 8, 1, key=jr.key(1))
+    model = ltc_jax.LTC(
+        data.num_channels,
+        4,
+        2,
+        encoder=encoder,
+        encoded_size=5,
+        tau_init=(2.0, 20.0),
+        key=jr.key(2),
+    )
+    model = jax_float64(model)
+
+    def integrator(adjoint):
+        return ltc_jax.make_integrator("tsit5", adjoint, rtol=1e-9, atol=1e-9, dt0=0.1)
+
+    full = ltc_jax.measure.loss_gradient(model, batch, integrator("full"))
+    weight = full.encoder.layers[0].weight[0, 0]
+
+    def loss(step):
+        moved = eqx.tree_at(
+            lambda m: m.encoder.layers[0].weight,
+            model,
+            model.encoder.layers[0].weight.at[0, 0].add(step),
+        )
+        objective = ltc_jax.training.SupervisedLoss()
+        return float(objective(moved, batch, integrator("full"))[0])
+
+    finite = (loss(1e-5) - loss(-1e-5)) / 2e-5
+    np.testing.assert_allclose(weight, finite, rtol=1e-5)
+    gradient = ltc_jax.measure.loss_gradient(model, batch, integrator(mode))
+    assert ltc_jax.measure.gradient_relative_error(gradient, full) < 1e-5
+
+
+def jax_float64(model):
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+
+    return jax.tree.map(
+        lambda x: x.astype(jnp.float64) if eqx.is_inexact_array(x) else x, model
+    )

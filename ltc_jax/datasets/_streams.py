@@ -216,7 +216,7 @@ def stream_windows(
     clock_hz: float | None = None,
     stride_seconds: float | None = None,
     sensors: Sequence[str] | None = None,
-    machines: Sequence[int] | None = None,
+    machines: Sequence[int | np.integer | str] | None = None,
     fill: float | None = None,
 ) -> StreamWindows:
     """Cut sensor streams into labelled windows on one slow clock, with a cost
@@ -257,12 +257,14 @@ def stream_windows(
         within 30 minutes").
     - `clock_hz`: the slow clock, in hertz, with `window_seconds * clock_hz` a
         whole number of frames; default: the slowest continuous sensor's rate
-        (the clock at which every continuous sensor has a sample per frame).
+        (the clock at which every continuous sensor has a sample per frame),
+        rounded to a whole number of frames per window (a rate derived from
+        jittery times is a little off its nominal value).
     - `stride_seconds`: seconds between successive windows' ends (default
         `window_seconds`: windows that do not overlap). The first window of a
         machine ends `window_seconds` after its first sample.
     - `sensors`: the sensors to use, by name (default all).
-    - `machines`: the machines to cut, by index (default all).
+    - `machines`: the machines to cut, by index or by name (default all).
     - `fill`: the value given to a fast sensor with no sample in a whole window,
         or a slow one with no sample up to the window's end (its `mean` or
         `last`; `std` and `diff_rms` 0, `new` 0); default `None`, which refuses
@@ -288,7 +290,10 @@ def stream_windows(
     if clock_hz is None:
         if not continuous.size:
             raise ValueError("With only event sensors, give clock_hz.")
-        clock_hz = float(np.min(streams.sensor_rate_hz[continuous]))
+        # The slowest rate, made a whole number of frames per window (a rate
+        # read from jittery times is a little off its nominal value).
+        slowest = float(np.min(streams.sensor_rate_hz[continuous]))
+        clock_hz = max(round(window_seconds * slowest), 1) / window_seconds
     stride_seconds = window_seconds if stride_seconds is None else stride_seconds
     if not (clock_hz > 0 and stride_seconds > 0):
         raise ValueError(
@@ -299,13 +304,11 @@ def stream_windows(
     if frames < 1 or not math.isclose(frames, window_seconds * clock_hz, rel_tol=1e-9):
         raise ValueError(
             f"window_seconds * clock_hz must be a whole number of frames; got "
-            f"{window_seconds} s at {clock_hz} Hz = {window_seconds * clock_hz}."
+            f"{window_seconds} s at {clock_hz} Hz = {window_seconds * clock_hz}. "
+            "Give a clock_hz that divides the window (or none: the slowest "
+            "sensor's rate, rounded to whole frames)."
         )
-    if machines is None:
-        machines = range(streams.machines)
-    for m in machines:
-        if not 0 <= m < streams.machines:
-            raise ValueError(f"Unknown machine {m}: there are {streams.machines}.")
+    machines = _chosen_machines(streams, machines)
 
     chosen = chosen.tolist()
     kinds = [_kind(streams, s, clock_hz) for s in chosen]
@@ -380,9 +383,32 @@ _FEATURES = {
 }
 
 
+def _chosen_machines(streams: SensorStreams, machines) -> list[int]:
+    """Machines by index or name, as indices."""
+    if machines is None:
+        return list(range(streams.machines))
+    if isinstance(machines, str):
+        raise ValueError(f"machines must be a list; got {machines!r}.")
+    index = {name: i for i, name in enumerate(streams.machine_names)}
+    chosen = []
+    for m in machines:
+        if isinstance(m, str) and m in index:
+            chosen.append(index[m])
+        elif not isinstance(m, str) and 0 <= m < streams.machines:
+            chosen.append(int(m))
+        else:
+            raise ValueError(
+                f"Unknown machine {m!r}: give an index below {streams.machines} or "
+                f"a name, e.g. {list(index)[:5]}."
+            )
+    return chosen
+
+
 def _chosen_sensors(streams: SensorStreams, names: Sequence[str] | None) -> np.ndarray:
     if names is None:
         return np.arange(streams.sensors)
+    if isinstance(names, str):
+        raise ValueError(f"sensors must be a list of names; got {names!r}.")
     index = {name: i for i, name in enumerate(streams.sensor_names)}
     unknown = [name for name in names if name not in index]
     if unknown:
@@ -472,8 +498,9 @@ def read_sensor_log(
 
     - `path`: a `.csv` (or `.csv.gz`) or `.parquet` file.
     - `failures`: a second such file of failures, one row per machine that
-        failed, with the columns `machine_column` and `time_column`; machines
-        without a row are taken as not failed (censored at their last sample).
+        failed, with the columns `machine_column` and `time_column` (times as
+        the log gives them: numbers, or date-times); machines without a row are
+        taken as not failed (censored at their last sample).
     - `time_column`: the sample's time: numbers (seconds, Unix seconds
         included, kept as given) or date-times (ISO 8601, or Parquet
         timestamps; a date-time without a zone is taken as UTC), which become
@@ -522,7 +549,8 @@ def read_sensor_log(
             f"{path}: row {row + 1}, column {time_column!r}: "
             f"{frame[time_column].iloc[row]!r} is "
             f"not after the previous sample of tag {tags[row]!r}"
-            + (f" on machine {machine_labels[row]!r}." if machine_column else ".")
+            + (f" on machine {machine_labels[row]!r}" if machine_column else "")
+            + ": sort the rows by time within each tag, and drop repeated times."
         )
     names = [str(name) for name in sensor_names]
     for option, given in (("event_tags", event_tags), ("rates_hz", rates_hz or {})):
@@ -574,7 +602,7 @@ def _read_table(path, columns):
         raise ImportError(
             'Reading sensor logs needs pandas: pip install "ltc_jax[streams]".'
         ) from error
-    name = os.fspath(path)
+    name = os.fspath(path).lower()
     if name.endswith((".parquet", ".pq")):
         frame = pd.read_parquet(path)
     elif name.endswith((".csv", ".csv.gz")):
@@ -628,6 +656,13 @@ def _times(frame, column, path, origin: str | None = None) -> tuple[np.ndarray, 
         origin = "" if parsed.notna().mean() > 0.5 else None
     if origin == "":
         return _numbers(frame, column, path), ""
+    if not pd.api.types.is_datetime64_any_dtype(values) and (
+        pd.to_numeric(values, errors="coerce").notna().all()
+    ):
+        raise ValueError(
+            f"{path}: column {column!r} holds numbers, but the log's times are "
+            f"date-times (from {origin}): give date-times here too."
+        )
     stamps = pd.to_datetime(values, errors="coerce", utc=True, format="ISO8601")
     valid = stamps.notna().to_numpy()
     if not np.all(valid):
