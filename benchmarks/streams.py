@@ -51,7 +51,7 @@ import optax
 import tyro
 
 import ltc_jax
-from experiments import _run
+from experiments import _problems, _run
 from ltc_jax.datasets import simulate_plant, stream_windows
 
 
@@ -231,7 +231,7 @@ def scaling_rows(config: Config) -> list[dict]:
             model, integrator = frame_model(
                 data, config.hidden_size, jr.key(config.seed)
             )
-            model = _float32(model)
+            model = _problems.cast(model, "float32")
             batch = ltc_jax.make_batch(
                 data, dtype=jnp.float32, interpolation="hold", empty_channel_fill=0.0
             )
@@ -247,7 +247,7 @@ def scaling_rows(config: Config) -> list[dict]:
             if union_points <= config.union_limit:
                 union = union_dataset(plant, windows)
                 spacing = float(np.median(np.diff(union.ts[0, : union.lengths[0]])))
-                union_model = _float32(
+                union_model = _problems.cast(
                     ltc_jax.LTC(
                         3 * sensors,
                         config.hidden_size,
@@ -255,7 +255,8 @@ def scaling_rows(config: Config) -> list[dict]:
                         tau_init=(spacing / 10, window),
                         gate_bias_init="chrono",
                         key=jr.key(config.seed),
-                    )
+                    ),
+                    "float32",
                 )
                 union_integrator = ltc_jax.make_integrator(
                     "fused",
@@ -283,12 +284,6 @@ def scaling_rows(config: Config) -> list[dict]:
                 )
             rows.append(row)
     return rows
-
-
-def _float32(model):
-    return jax.tree.map(
-        lambda x: x.astype(jnp.float32) if eqx.is_inexact_array(x) else x, model
-    )
 
 
 def summary_features(data: ltc_jax.datasets.SequenceDataset) -> np.ndarray:
@@ -376,7 +371,7 @@ def accuracy_rows(config: Config, seed: int) -> list[dict]:
     model, integrator = frame_model(
         train, config.accuracy_hidden_size, jr.key(seed), "pooled"
     )
-    model = _float32(model)
+    model = _problems.cast(model, "float32")
     options = dict(dtype=jnp.float32, interpolation="hold", empty_channel_fill=0.0)
     steps = config.epochs * -(-len(train) // config.batch_size)
     optimizer = optax.adam(optax.cosine_decay_schedule(config.learning_rate, steps))

@@ -374,7 +374,6 @@ def test_every_gradient_mode_trains_an_encoder_on_stream_windows(mode):
         tau_init=(2.0, 20.0),
         key=jr.key(2),
     )
-    model = jax_float64(model)
 
     def integrator(adjoint):
         return ltc_jax.make_integrator("tsit5", adjoint, rtol=1e-9, atol=1e-9, dt0=0.1)
@@ -395,13 +394,3 @@ def test_every_gradient_mode_trains_an_encoder_on_stream_windows(mode):
     np.testing.assert_allclose(weight, finite, rtol=1e-5)
     gradient = ltc_jax.measure.loss_gradient(model, batch, integrator(mode))
     assert ltc_jax.measure.gradient_relative_error(gradient, full) < 1e-5
-
-
-def jax_float64(model):
-    import equinox as eqx
-    import jax
-    import jax.numpy as jnp
-
-    return jax.tree.map(
-        lambda x: x.astype(jnp.float64) if eqx.is_inexact_array(x) else x, model
-    )
