@@ -196,7 +196,8 @@ def measure(
 
     In order: the training step ([`ltc_jax.training.make_train_step`][]) is compiled
     ahead of time and its memory analysis read; its first run (on GPU) or its
-    second, after a warm-up run (on CPU), gives the runtime peak; after
+    second, after a warm-up run (on CPU; a third or fourth where memory the
+    process held served the second), gives the runtime peak; after
     `warmup_steps` more runs, `timed_steps` runs are timed. The loss alone (the
     forward solve) is compiled, warmed up and timed the same way. Then, so that
     counting never disturbs a timing, a separate counting run of one gradient: the
