@@ -83,6 +83,7 @@ def test_cli_on_any_ts_pair(tmp_path, capsys):
     assert cli.main(["evaluate", str(out), "--data", test]) == 0
     printed = capsys.readouterr().out
     assert f"accuracy   {metrics['test_accuracy']:.4f}" in printed
+    assert f"loss       {metrics['test_loss']:.4f}" in printed
     # predict writes one row per series; their accuracy against the file's labels
     # is the run's test accuracy.
     assert cli.main(["predict", str(out), "--data", test]) == 0
@@ -542,3 +543,79 @@ def test_cli_trains_a_timestamped_file_at_unix_epoch_times(tmp_path):
     assert (plain / "predictions-stamped_test.csv").read_text() == (
         stamped / "predictions-stamped_test.csv"
     ).read_text()
+
+
+def _plant_log(tmp_path, plant, machines):
+    """The simulated plant's samples of `machines` (names) as a historian's
+    long-format CSV log, and its failure table: the files a user brings."""
+    import pandas as pd
+
+    keep = np.isin(np.asarray(plant.machine_names)[plant.machine], machines)
+    log = tmp_path / "log.csv"
+    pd.DataFrame(
+        {
+            "time": plant.time[keep],
+            "tag": np.asarray(plant.sensor_names)[plant.sensor[keep]],
+            "value": plant.value[keep],
+            "machine": np.asarray(plant.machine_names)[plant.machine[keep]],
+        }
+    ).to_csv(log, index=False)
+    failures = tmp_path / "failures.csv"
+    index = [plant.machine_names.index(m) for m in machines]
+    pd.DataFrame({"machine": machines, "time": plant.failure_time[index]}).to_csv(
+        failures, index=False
+    )
+    return str(log), str(failures)
+
+
+def test_cli_stream_trains_on_the_simulator_and_reads_a_log_as_it_cut_its_windows(
+    tmp_path, capsys
+):
+    """`ltc-jax stream` on the simulated plant, split by machine; then its test
+    machines written as a CSV log and failure table, which `evaluate` cuts on
+    the run's clock and sensors to the same accuracy the job reported, and
+    `predict` scores window by window (the accuracy and loss to the printed
+    digits: the log's windows are the job's own)."""
+    pytest.importorskip("pandas")
+    out = tmp_path / "run"
+    options = ["--machines", "6", "--sensors", "6", "--simulated-seconds", "600"]
+    options += ["--window-seconds", "60", "--horizon-seconds", "300"]
+    options += ["--epochs", "2", "--hidden-size", "4", "--seed", "3"]
+    assert cli.main(["stream", *options, "--no-memory-table", "--no-progress",
+                     "--out", str(out)]) == 0  # fmt: skip
+    metrics = json.loads((out / "metrics.json").read_text())
+    stream = json.loads((out / "data.json").read_text())["settings"]["stream"]
+    split = stream["machines"]
+    assert sorted(sum(split.values(), [])) == [str(m) for m in range(6)]
+    assert len(split["test"]) == 2 and metrics["derived"]["clock_hz"]["value"] == 1.0
+    assert json.loads((out / "config.json").read_text())["interpolation"] == "hold"
+
+    plant = ltc_jax.datasets.simulate_plant(6, 6, seed=3, horizon_seconds=600.0)
+    log, failures = _plant_log(tmp_path, plant, split["test"])
+    capsys.readouterr()
+    assert cli.main(["evaluate", str(out), "--data", log, "--failures", failures]) == 0
+    printed = capsys.readouterr().out
+    assert f"accuracy   {metrics['test_accuracy']:.4f}" in printed
+    assert f"loss       {metrics['test_loss']:.4f}" in printed
+    assert cli.main(["predict", str(out), "--data", log]) == 0
+    with open(out / "predictions-log.csv") as file:
+        rows = list(csv.DictReader(file))
+    assert len(rows) == metrics["dataset"]["test_size"]
+    assert {row["machine"] for row in rows} == set(split["test"])
+    assert list(rows[0])[:4] == ["index", "machine", "end_time", "prediction"]
+
+    # A stream run's log needs its failure table to evaluate; a sensor the run
+    # reads must be in the log; a .ts run takes no failure table.
+    assert "give --failures" in _bad(tmp_path, capsys, "evaluate", str(out),
+                                     "--data", log)  # fmt: skip
+    import pandas as pd
+
+    frame = pd.read_csv(log)
+    lost = plant.sensor_names[0]
+    frame[frame["tag"] != lost].to_csv(tmp_path / "short.csv", index=False)
+    assert f"lacks 1 of the run's sensors, e.g. ['{lost}']" in _bad(
+        tmp_path, capsys, "predict", str(out), "--data", str(tmp_path / "short.csv")
+    )
+    assert "--log and --failures go together" in _bad(
+        tmp_path, capsys, "stream", "--log", log
+    )

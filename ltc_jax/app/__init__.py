@@ -3,9 +3,9 @@ write a run folder) and the `ltc-jax` command line. The only part of ltc_jax tha
 parses options or prints."""
 
 from .cli import main as main
-from .config import TrainConfig as TrainConfig
+from .config import StreamConfig as StreamConfig, TrainConfig as TrainConfig
 from .job import train_and_evaluate as train_and_evaluate
 from .runs import make_run_dir as make_run_dir
 
 
-__all__ = ["TrainConfig", "main", "make_run_dir", "train_and_evaluate"]
+__all__ = ["StreamConfig", "TrainConfig", "main", "make_run_dir", "train_and_evaluate"]

@@ -11,7 +11,7 @@ import tyro
 
 import ltc_jax
 
-from .config import File, TrainConfig
+from .config import File, StreamConfig, TrainConfig
 from .job import RunInterrupted, train_and_evaluate
 from .runs import evaluate_run, predict_run
 
@@ -66,7 +66,11 @@ class EvaluateConfig:
     """The run folder of ltc-jax train."""
     data: Annotated[str, tyro.conf.arg(metavar="FILE")]
     """The labelled .ts file (its labels among the run's classes); an
-    unlabelled one (@classLabel false) is refused: use predict."""
+    unlabelled one (@classLabel false) is refused: use predict. For a run of
+    ltc-jax stream: a sensor log (CSV or Parquet) with the run's sensors."""
+    failures: File = None
+    """For a run of ltc-jax stream: the log's failure table, which labels its
+    windows (required)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,7 +81,12 @@ class PredictConfig:
     """The run folder of ltc-jax train."""
     data: Annotated[str, tyro.conf.arg(metavar="FILE")]
     """A .ts file with the run's channels, labelled or not (@classLabel false);
-    labels, if any, must be among the run's classes and are not used."""
+    labels, if any, must be among the run's classes and are not used. For a
+    run of ltc-jax stream: a sensor log (CSV or Parquet) with the run's
+    sensors; a row per window, with its machine and end time."""
+    failures: File = None
+    """For a run of ltc-jax stream: the log's failure table (optional; without
+    it, every window of the log is predicted)."""
     out: File = None
     """The CSV file to write. Default: RUN_DIR/predictions-<data file name>.csv.
     An existing file is never overwritten."""
@@ -92,14 +101,14 @@ def _run(config) -> int:
     if isinstance(config, TrainConfig):
         print_report(train_and_evaluate(config, say=_say))
     elif isinstance(config, EvaluateConfig):
-        result = evaluate_run(config.run_dir, config.data)
+        result = evaluate_run(config.run_dir, config.data, config.failures)
         print(f"accuracy   {result['accuracy']:.4f}")
         print(f"loss       {result['loss']:.4f}")
         print(f"steps      {result['num_steps']:.1f} per sequence")
     else:
         name = os.path.splitext(os.path.basename(config.data))[0]
         out = config.out or os.path.join(config.run_dir, f"predictions-{name}.csv")
-        count = predict_run(config.run_dir, config.data, out)
+        count = predict_run(config.run_dir, config.data, out, config.failures)
         print(f"{count} predictions written to {out}")
     return 0
 
@@ -118,8 +127,9 @@ _RUN_FAILURES = (
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `ltc-jax` (and `python -m ltc_jax`): subcommands `train`,
-    `evaluate` and `predict`; `--version`; `--debug` (anywhere) shows the
-    traceback of an error instead of its one-line message.
+    `stream` (failure prediction from sensor streams), `evaluate` and
+    `predict`; `--version`; `--debug` (anywhere) shows the traceback of an
+    error instead of its one-line message.
 
     **Returns:** the exit status: 0 on success, 1 when training fails (a diverged
     or failed solve), 2 for a user error (a bad option or file), 130 on Ctrl-C.
@@ -135,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         config = tyro.extras.subcommand_cli_from_dict(
             {
                 "train": TrainConfig,
+                "stream": StreamConfig,
                 "evaluate": EvaluateConfig,
                 "predict": PredictConfig,
             },

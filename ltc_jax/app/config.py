@@ -332,6 +332,97 @@ class TrainConfig:
             raise ValueError("--data and --test-data go together: give both .ts files.")
 
 
+@dataclasses.dataclass(frozen=True)
+class StreamConfig(TrainConfig):
+    """Train an LTC to predict failures from sensor streams: windows on a slow
+    clock (`ltc_jax.datasets.stream_windows`), labelled "fails within
+    --horizon-seconds of the window's end", split by machine.
+
+    Default: a simulated plant (`ltc_jax.datasets.simulate_plant`, seeded by
+    --seed); or a historian's long-format log (--log, CSV or Parquet: time,
+    tag, value, machine) with its failure table (--failures). Every option of
+    `ltc-jax train` applies to the model, the solve and the training; the path
+    holds each frame's features (--interpolation hold, causal) and fills a
+    channel a window never observes with 0, the training mean.
+    """
+
+    log: File = None
+    """Sensor log, CSV or Parquet, one row per sample: time, tag, value and
+    machine columns (`ltc_jax.datasets.read_sensor_log`). Default: the
+    simulated plant."""
+    failures: File = None
+    """Failure table for --log, CSV or Parquet: machine and time columns, one
+    row per machine that failed (the others are censored at their last
+    sample). Required with --log."""
+    event_tags: tuple[str, ...] = ()
+    """Tags of --log whose samples are events (alarms): counted per frame."""
+    machines: int = 48
+    """Simulated machines (without --log)."""
+    sensors: int = 20
+    """Sensors per simulated machine (without --log)."""
+    simulated_seconds: float = 3600.0
+    """Each simulated machine's stream: its last this many seconds before it
+    fails (without --log)."""
+    window_seconds: float = 600.0
+    """Each window's length, in seconds."""
+    stride_seconds: OptionalFloat = None
+    """Seconds between successive windows' ends. Default: a fifth of
+    --window-seconds."""
+    horizon_seconds: float = 1800.0
+    """The label: fails within this many seconds of the window's end."""
+    clock_hz: OptionalFloat = None
+    """The slow clock, in hertz. Default: the slowest continuous sensor's rate,
+    rounded to a whole number of frames per window."""
+    fill: OptionalFloat = None
+    """The value of a sensor silent for a whole window (default: such a window
+    is an error naming the sensor)."""
+    test_fraction: float = 0.25
+    """Share of the machines held out to test (at least one); the validation
+    share (--validation-fraction, or derived) is of the other machines'."""
+    interpolation: Interpolation = "hold"
+    """Input path between frames: hold (default: the last frame's features
+    until the next, causal), linear or cubic."""
+
+    def check(self) -> None:
+        """Check every option, as [`ltc_jax.app.TrainConfig.check`][] does, and
+        the stream options.
+
+        **Raises:** `ValueError` naming the option."""
+        super().check()
+        if self.data is not None or self.test_data is not None:
+            raise ValueError(
+                "ltc-jax stream reads --log and --failures, not --data or "
+                "--test-data (those are ltc-jax train's .ts files)."
+            )
+        if (self.log is None) != (self.failures is None):
+            raise ValueError("--log and --failures go together: give both files.")
+        if self.log is None and self.event_tags:
+            raise ValueError("--event-tags names tags of --log; give --log.")
+        for name in ("machines", "sensors"):
+            if getattr(self, name) < 1:
+                raise ValueError(
+                    f"{_flag(name)} must be at least 1; got {getattr(self, name)}."
+                )
+        for name in (
+            "simulated_seconds",
+            "window_seconds",
+            "stride_seconds",
+            "clock_hz",
+        ):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"{_flag(name)} must be positive; got {value}.")
+        if not self.horizon_seconds >= 0:
+            raise ValueError(
+                "--horizon-seconds must be zero or positive; got "
+                f"{self.horizon_seconds}."
+            )
+        if not 0.0 < self.test_fraction < 1.0:
+            raise ValueError(
+                f"--test-fraction must lie in (0, 1); got {self.test_fraction}."
+            )
+
+
 def _flag(name: str) -> str:
     """A field's name as the command line spells it."""
     return "--" + name.replace("_", "-")

@@ -25,7 +25,7 @@ from ltc_jax.datasets import (
     stratified_split,
 )
 
-from .config import TrainConfig, _flag
+from .config import StreamConfig, TrainConfig, _flag
 from .runs import (
     config_from_json,
     make_run_dir,
@@ -41,6 +41,7 @@ from .settings import (
     training_schedule,
     validation_share,
 )
+from .streams import load_stream_data
 
 
 class RunInterrupted(Exception):
@@ -56,11 +57,12 @@ def check_paths(config: TrainConfig) -> None:
     """Check the files and folders a config names, before anything is loaded,
     compiled or written.
 
-    **Raises:** `FileNotFoundError` for a missing `.ts` file or `resume` folder;
+    **Raises:** `FileNotFoundError` for a missing data file (`.ts`, or a stream
+    job's log or failure table) or `resume` folder;
     `FileExistsError` for an `out` that is a file or a non-empty folder.
     """
-    for name in ("data", "test_data"):
-        path = getattr(config, name)
+    for name in ("data", "test_data", "log", "failures"):
+        path = getattr(config, name, None)
         if path is not None and not os.path.isfile(path):
             raise FileNotFoundError(f"{_flag(name)} {path}: no such file.")
     if config.resume is not None and not os.path.isdir(config.resume):
@@ -82,10 +84,16 @@ def load_data(config: TrainConfig) -> dict[str, Any]:
     with the statistics of the training part only, which are returned as
     `statistics` `(mean, std)`; and `validation_fraction`, the share and why.
 
+    A [`ltc_jax.app.StreamConfig`][] gets its windows from
+    [`ltc_jax.app.streams.load_stream_data`][] instead, split by machine, with
+    a `stream` record besides.
+
     **Raises:** `ValueError` if the test file's channels differ from the
     training file's (checked before its labels), or either file is unlabelled;
     the errors of [`ltc_jax.datasets.read_ts`][].
     """
+    if isinstance(config, StreamConfig):
+        return load_stream_data(config)
     if config.data is None:
         train, test = load_japanese_vowels()
     else:
@@ -178,10 +186,16 @@ def _resumed_config(config: TrainConfig) -> tuple[TrainConfig, dict[str, Any]]:
     with open(saved_path) as file:
         raw = json.load(file)
     saved = config_from_json(raw)
+    if type(saved) is not type(config):
+        command = "stream" if isinstance(saved, StreamConfig) else "train"
+        raise ValueError(
+            f"--resume {config.resume} is a run of ltc-jax {command}; resume it "
+            f"with ltc-jax {command} --resume."
+        )
     conflicts = [
         f"{_flag(field.name)} {getattr(config, field.name)!r} (saved: "
         f"{getattr(saved, field.name)!r})"
-        for field in dataclasses.fields(TrainConfig)
+        for field in dataclasses.fields(config)
         if field.name not in ("resume", *PLACEMENT)
         and getattr(config, field.name) != field.default
         and getattr(config, field.name) != getattr(saved, field.name)
@@ -210,7 +224,9 @@ def train_and_evaluate(
 ) -> dict[str, Any]:
     """Run the main job: load data, train, evaluate, and write the run folder.
 
-    The folder (`config.out`, or a new `runs/train/<date>-<time>`) receives
+    The folder (`config.out`, or a new `runs/train/<date>-<time>`;
+    `runs/stream/...` for a [`ltc_jax.app.StreamConfig`][], whose `data.json`
+    also records its clock and sensors) receives
     `config.json`, `checkpoints/` (the newest two, written atomically: model,
     optimiser state and position in the data), and at the end `model.eqx` (the
     trained parameters), `data.json` (the standardisation statistics and class
@@ -252,6 +268,20 @@ def train_and_evaluate(
     settings = resolve_settings(config, train, (*held, test))
     if config.validation_fraction is None:
         settings["derived"]["validation_fraction"] = data["validation_fraction"]
+    if "stream" in data:  # what reading a new log for the run needs
+        settings["stream"] = data["stream"]
+        split = {k: len(v) for k, v in data["stream"]["machines"].items()}
+        settings["derived"]["machines"] = dict(
+            value=split,
+            reason=f"{config.test_fraction:g} of {sum(split.values())} machines "
+            "tested, drawn with --seed; machines are the unit of the split",
+        )
+        if config.clock_hz is None:
+            settings["derived"]["clock_hz"] = dict(
+                value=data["stream"]["clock_hz"],
+                reason="the slowest continuous sensor's rate, a whole number of "
+                "frames per window",
+            )
     if resume:  # what the run derived and kept (its solver, batch size) says why
         settings["derived"] = saved_derived | settings["derived"]
     config = dataclasses.replace(  # the run folder records what was resolved
@@ -281,7 +311,8 @@ def train_and_evaluate(
     # The options are checked above; only now is the run folder made.
     if not resume:
         if writer:
-            run_dir = make_run_dir(config.out, os.path.join("runs", "train"))
+            job = "stream" if isinstance(config, StreamConfig) else "train"
+            run_dir = make_run_dir(config.out, os.path.join("runs", job))
             with open(os.path.join(run_dir, "config.json"), "w") as file:
                 saved = dict(dataclasses.asdict(config), derived=settings["derived"])
                 json.dump(saved, file, indent=2)

@@ -16,13 +16,14 @@ from ltc_jax.datasets import SequenceDataset, read_ts, standardize_with
 
 from .._batch import check_labelled
 from .._checkpoint import deserialise_checked, model_options
-from .config import TrainConfig
+from .config import StreamConfig, TrainConfig
 from .settings import (
     make_config_integrator,
     make_model,
     path_options,
     training_schedule,
 )
+from .streams import read_windows_for_run
 
 
 def make_run_dir(out: str | None, parent: str) -> str:
@@ -109,7 +110,8 @@ def write_history(run_dir: str, history: list[dict]) -> None:
 
 
 def config_from_json(saved: dict) -> TrainConfig:
-    """A run's `config.json` as a `TrainConfig` (without the `derived` record;
+    """A run's `config.json` as a `TrainConfig`, or a `StreamConfig` for a run
+    of `ltc-jax stream` (without the `derived` record;
     lists back to tuples). A run saved before `readout_features` and
     `gate_bias_init` existed gets the readout it had (`readout_pooling`'s
     summary, or the states) and the zero gate bias (none for the CfC and the
@@ -124,6 +126,9 @@ def config_from_json(saved: dict) -> TrainConfig:
         saved.setdefault("gate_bias_init", "zero")  # likewise: the zero bias it had
     if saved.get("tau_init") is not None:
         saved["tau_init"] = tuple(saved["tau_init"])
+    if "window_seconds" in saved:  # a run of ltc-jax stream
+        saved["event_tags"] = tuple(saved["event_tags"])
+        return StreamConfig(**saved)
     return TrainConfig(**saved)
 
 
@@ -161,26 +166,54 @@ def load_run(run_dir: str) -> tuple[TrainConfig, ltc_jax.LTC | ltc_jax.CfC, dict
 
 
 def read_for_run(
-    run_dir: str, path: str
-) -> tuple[TrainConfig, ltc_jax.LTC | ltc_jax.CfC, SequenceDataset, dict[str, Any]]:
-    """A finished run and the `.ts` file `path` read and standardised as its
-    training data was.
+    run_dir: str, path: str, failures: str | None = None
+) -> tuple[
+    TrainConfig,
+    ltc_jax.LTC | ltc_jax.CfC,
+    SequenceDataset,
+    dict[str, Any],
+    dict[str, np.ndarray] | None,
+]:
+    """A finished run and the data file `path` read and standardised as its
+    training data was: a `.ts` file, or for a run of `ltc-jax stream` a
+    sensor log (CSV or Parquet) cut into windows as the run cut its own
+    ([`ltc_jax.app.streams.read_windows_for_run`][]), labelled by the failure
+    table `failures` where given. **Returns:** the run's config, model, the
+    data, its settings, and for a log the windows' `machine` (by name) and
+    `end_time` (in the log's seconds), `None` for a `.ts` file.
 
-    An unlabelled file (`@classLabel false`) is read with every label `-1`.
+    An unlabelled file (`@classLabel false`, or a log without `failures`) is
+    read with every label `-1` (a log's windows: 0).
 
     **Raises:** `FileNotFoundError` for a missing file; `ValueError` if the file's
     channels do not match the run's (checked first, on each series), or its
-    labels.
+    labels; for a `.ts` run, if `failures` is given.
     """
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"--data {path}: no such file.")
+    for name, given in (("--data", path), ("--failures", failures)):
+        if given is not None and not os.path.isfile(given):
+            raise FileNotFoundError(f"{name} {given}: no such file.")
     config, model, stats = load_run(run_dir)
     class_names = stats["class_names"]
-    data = read_ts(
-        path,
-        class_names=tuple(class_names) if class_names else None,
-        num_channels=stats["input_channels"],
-    )
+    where = None
+    if isinstance(config, StreamConfig):
+        windows, machines = read_windows_for_run(
+            config, stats["settings"]["stream"], path, failures
+        )
+        data = windows.dataset
+        where = dict(
+            machine=np.asarray(machines)[windows.machine], end_time=windows.end_time
+        )
+    elif failures is not None:
+        raise ValueError(
+            f"--failures labels a sensor log; {run_dir} is a run of ltc-jax "
+            "train, which reads .ts files and their labels."
+        )
+    else:
+        data = read_ts(
+            path,
+            class_names=tuple(class_names) if class_names else None,
+            num_channels=stats["input_channels"],
+        )
     settings = dict(stats["settings"])
     settings.setdefault("solver", config.solver)  # runs saved before it was derived
     if settings["adaptive"]:  # room for the new data's longest solve too
@@ -190,7 +223,7 @@ def read_for_run(
         steps = ltc_jax.training.fixed_max_steps([data], settings["dt0"])
         settings["max_steps"] = max(settings["max_steps"], steps)
     data = standardize_with(data, stats["mean"], stats["std"])
-    return config, model, data, settings
+    return config, model, data, settings, where
 
 
 def _final_integrator(config: TrainConfig, settings: dict) -> ltc_jax.Integrator:
@@ -200,12 +233,21 @@ def _final_integrator(config: TrainConfig, settings: dict) -> ltc_jax.Integrator
     return integrator if schedule is None else schedule.final
 
 
-def evaluate_run(run_dir: str, path: str) -> dict[str, Any]:
-    """Evaluate a finished run's model on a labelled `.ts` file, read and
+def evaluate_run(
+    run_dir: str, path: str, failures: str | None = None
+) -> dict[str, Any]:
+    """Evaluate a finished run's model on a labelled `.ts` file, or for a run of
+    `ltc-jax stream` a sensor log with its failure table `failures`, read and
     standardised as its training data was. **Returns:** the dict of
     [`ltc_jax.evaluate`][]. **Raises:** as `read_for_run`; `ValueError` for an
-    unlabelled file."""
-    config, model, data, settings = read_for_run(run_dir, path)
+    unlabelled file, or a stream run's log without `failures`."""
+    config, model, data, settings, _ = read_for_run(run_dir, path, failures)
+    if isinstance(config, StreamConfig) and failures is None:
+        raise ValueError(
+            f"{run_dir} is a run of ltc-jax stream: evaluate labels the log's "
+            "windows from its failure table; give --failures (ltc-jax predict "
+            "reads a log without one)."
+        )
     check_labelled(data, "evaluate (ltc-jax predict reads unlabelled files)")
     integrator = _final_integrator(config, settings)
     return ltc_jax.evaluate(
@@ -217,19 +259,22 @@ def evaluate_run(run_dir: str, path: str) -> dict[str, Any]:
     )
 
 
-def predict_run(run_dir: str, path: str, out: str) -> int:
-    """Write a finished run's predictions for the series of a `.ts` file to the
-    CSV file `out`: one row per series, its index, the predicted class and each
-    class's probability (for regression, the predicted targets). The file may be
-    unlabelled (`@classLabel false`); labels in it are read but not used.
-    **Returns:** the number of series. **Raises:** as
-    `read_for_run`; `FileExistsError` if `out` exists."""
+def predict_run(run_dir: str, path: str, out: str, failures: str | None = None) -> int:
+    """Write a finished run's predictions for the series of a `.ts` file (or a
+    stream run's windows of a sensor log) to the CSV file `out`: one row per
+    series, its index (for windows, also the machine and the window's end, in
+    the log's seconds), the predicted class and each class's probability (for
+    regression, the predicted targets). The file may be unlabelled
+    (`@classLabel false`, or a log without `failures`: then every window the
+    log holds); labels in it are read but not used. **Returns:** the number of
+    series. **Raises:** as `read_for_run`; `FileExistsError` if `out`
+    exists."""
     if os.path.exists(out):
         raise FileExistsError(
             f"{out} exists; predictions never overwrite a file: give another with "
             "--out."
         )
-    config, model, data, settings = read_for_run(run_dir, path)
+    config, model, data, settings, where = read_for_run(run_dir, path, failures)
     integrator = _final_integrator(config, settings)
     options = path_options(config)
     forward = eqx.filter_jit(lambda m, p: m(p, integrator=integrator))
@@ -242,20 +287,30 @@ def predict_run(run_dir: str, path: str, out: str) -> int:
             )
         ]
     )
+    # A window's machine and end, in the log's seconds, after its index.
+    place = [] if where is None else ["machine", "end_time"]
+    row_place = [
+        []
+        if where is None
+        else [where["machine"][i], repr(float(where["end_time"][i]))]
+        for i in range(len(outputs))
+    ]
     with open(out, "w", newline="") as file:
         writer = csv.writer(file)
         # The run's classes (an unlabelled file is read with them too); none
         # for a regression run, whatever the file's labels.
         if data.num_classes > 0:
             probabilities = np.asarray(jax.nn.softmax(outputs, axis=-1))
-            writer.writerow(["index", "prediction", *data.class_names])
+            writer.writerow(["index", *place, "prediction", *data.class_names])
             for i, row in enumerate(probabilities):
                 prediction = data.class_names[int(np.argmax(row))]
-                writer.writerow([i, prediction, *(f"{p:.6g}" for p in row)])
+                writer.writerow(
+                    [i, *row_place[i], prediction, *(f"{p:.6g}" for p in row)]
+                )
         else:
             writer.writerow(
-                ["index", *(f"target_{j}" for j in range(outputs.shape[1]))]
+                ["index", *place, *(f"target_{j}" for j in range(outputs.shape[1]))]
             )
             for i, row in enumerate(outputs):
-                writer.writerow([i, *(f"{v:.6g}" for v in row)])
+                writer.writerow([i, *row_place[i], *(f"{v:.6g}" for v in row)])
     return len(outputs)

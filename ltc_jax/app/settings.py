@@ -13,7 +13,7 @@ import ltc_jax
 from ltc_jax.datasets import SequenceDataset, stratified_split
 
 from .._names import has_reverse_solve
-from .config import DEFAULT_ATOL, DEFAULT_RTOL, TrainConfig
+from .config import DEFAULT_ATOL, DEFAULT_RTOL, StreamConfig, TrainConfig
 
 
 FIXED_ONLY = ("euler", "rk4", "fused")
@@ -245,11 +245,14 @@ def resolve_settings(
 
 
 def path_options(config: TrainConfig) -> dict[str, Any]:
-    """The `InputPath` options a config asks for."""
+    """The `InputPath` options a config asks for; for a stream job, a channel
+    a window never observes (a fast sensor's `diff_rms` with one sample per
+    frame, say) is 0, the training mean, not an error."""
     return dict(
         interpolation=config.interpolation,
         observation_mask=config.observation_mask,
         time_since_observation=config.time_since_observation,
+        empty_channel_fill=0.0 if isinstance(config, StreamConfig) else None,
     )
 
 

@@ -1,0 +1,192 @@
+"""The stream job's data: a simulated plant or a historian's log cut into labelled
+windows on a slow clock, split by machine, and a finished stream run's windows
+of a new log."""
+
+from typing import Any
+
+import numpy as np
+
+from ltc_jax.datasets import (
+    SensorStreams,
+    StreamWindows,
+    channel_statistics,
+    read_sensor_log,
+    simulate_plant,
+    standardize_with,
+    stream_windows,
+)
+
+from .config import StreamConfig
+from .settings import validation_share
+
+
+def read_streams(config: StreamConfig) -> SensorStreams:
+    """The streams a config names: `config.log` with its failure table, or the
+    simulated plant (`config.machines` machines of `config.sensors` sensors,
+    seeded by `config.seed`, each its last `config.simulated_seconds` before it
+    fails)."""
+    if config.log is not None:
+        return read_sensor_log(
+            config.log, failures=config.failures, event_tags=config.event_tags
+        )
+    return simulate_plant(
+        config.machines,
+        config.sensors,
+        seed=config.seed,
+        horizon_seconds=config.simulated_seconds,
+    )
+
+
+def cut_windows(
+    config: StreamConfig,
+    streams: SensorStreams,
+    *,
+    clock_hz: float | None = None,
+    sensors: list[str] | None = None,
+    horizon_seconds: float | None = None,
+) -> StreamWindows:
+    """`streams` cut into windows as `config` says (window, stride, horizon,
+    clock, fill), with `clock_hz`, `sensors` and `horizon_seconds` overriding
+    the config's where given (a finished run's clock and sensors)."""
+    return stream_windows(
+        streams,
+        config.window_seconds,
+        horizon_seconds=config.horizon_seconds
+        if horizon_seconds is None
+        else horizon_seconds,
+        clock_hz=config.clock_hz if clock_hz is None else clock_hz,
+        stride_seconds=config.stride_seconds or config.window_seconds / 5,
+        sensors=sensors,
+        fill=config.fill,
+    )
+
+
+def split_machines(
+    config: StreamConfig, windows: StreamWindows
+) -> tuple[list[int], list[int], list[int], dict[str, Any]]:
+    """The training, validation and test machines (indices), drawn with
+    `config.seed`: `config.test_fraction` of the machines with windows tested
+    (rounded, at least one, and at least one left to train), and of the rest
+    the validation share `validation_share` gives for their windows (rounded
+    to machines, at least one where the share is positive). **Returns:** the
+    three lists and the `derived` record of the validation share.
+
+    **Raises:** `ValueError` for fewer than two machines with windows."""
+    present = np.unique(windows.machine)
+    if present.size < 2:
+        raise ValueError(
+            f"{present.size} machine(s) have windows; machines are the unit of "
+            "the train/test split, so at least two are needed."
+        )
+    order = np.random.default_rng(config.seed).permutation(present).tolist()
+    tested = min(max(round(config.test_fraction * len(order)), 1), len(order) - 1)
+    test, rest = order[:tested], order[tested:]
+    share, reason = validation_share(config, windows.of_machines(rest).dataset)
+    held = 0
+    if share > 0:
+        held = min(max(round(share * len(rest)), 1), len(rest) - 1)
+        reason += f"; {held} of the {len(rest)} training machines"
+    return (
+        sorted(rest[held:]),
+        sorted(rest[:held]),
+        sorted(test),
+        dict(value=held / len(rest), reason=reason),
+    )
+
+
+def load_stream_data(config: StreamConfig) -> dict[str, Any]:
+    """The stream job's data, as `load_data` gives a `.ts` pair's: `train`,
+    `validation` (`None` without a share) and `test` windows of their machines,
+    standardised with the training windows' statistics (`statistics`), the
+    `validation_fraction` record, and `stream`: what reading a new log for the
+    run needs (the clock, the sensors by name and which are events, the
+    channel names) and the machines of each part, by name.
+
+    **Raises:** the errors of [`ltc_jax.datasets.read_sensor_log`][] and
+    [`ltc_jax.datasets.stream_windows`][]; `ValueError` from `split_machines`.
+    """
+    streams = read_streams(config)
+    windows = cut_windows(config, streams)
+    train, validation, test, share = split_machines(config, windows)
+    parts = {
+        name: windows.of_machines(machines).dataset if machines else None
+        for name, machines in (
+            ("train", train),
+            ("validation", validation),
+            ("test", test),
+        )
+    }
+    statistics = channel_statistics(parts["train"])
+    names = np.asarray(streams.machine_names)
+    return dict(
+        **{
+            name: None if part is None else standardize_with(part, *statistics)
+            for name, part in parts.items()
+        },
+        statistics=statistics,
+        validation_fraction=share,
+        stream=dict(
+            clock_hz=windows.clock_hz,
+            sensors=list(streams.sensor_names),
+            event_sensors=[
+                name
+                for name, event in zip(
+                    streams.sensor_names, streams.is_event, strict=True
+                )
+                if event
+            ],
+            channel_names=list(windows.channel_names),
+            machines={
+                name: names[machines].tolist()
+                for name, machines in (
+                    ("train", train),
+                    ("validation", validation),
+                    ("test", test),
+                )
+            },
+        ),
+    )
+
+
+def read_windows_for_run(
+    config: StreamConfig,
+    stream: dict[str, Any],
+    path: str,
+    failures: str | None,
+) -> tuple[StreamWindows, tuple[str, ...]]:
+    """A new log's windows as a finished stream run cut its own: its clock,
+    sensors (by name, in its order), window, stride and fill; labelled with
+    `failures` where given, and otherwise every window (labels 0, unused).
+    **Returns:** the windows and the log's machine names (by index).
+
+    **Raises:** `ValueError` if the log lacks one of the run's sensors (named;
+    for an event sensor, `read_sensor_log`'s unknown-tag error names it), or
+    its sensors give other channels (a rate on the other side of the clock's
+    fast/slow line), or as [`ltc_jax.datasets.read_sensor_log`][] and
+    `stream_windows`.
+    """
+    streams = read_sensor_log(
+        path, failures=failures, event_tags=stream["event_sensors"]
+    )
+    missing = [name for name in stream["sensors"] if name not in streams.sensor_names]
+    if missing:
+        raise ValueError(
+            f"--data {path} lacks {len(missing)} of the run's sensors, e.g. "
+            f"{missing[:5]}; the run reads {len(stream['sensors'])} sensors."
+        )
+    windows = cut_windows(
+        config,
+        streams,
+        clock_hz=stream["clock_hz"],
+        sensors=stream["sensors"],
+        horizon_seconds=None if failures is not None else 0.0,
+    )
+    if list(windows.channel_names) != stream["channel_names"]:
+        raise ValueError(
+            f"--data {path}: its sensors give other channels than the run's (a "
+            "sensor's rate puts it on the other side of the clock's fast/slow "
+            "line); the run reads "
+            f"{stream['channel_names'][:6]}..., the log gives "
+            f"{list(windows.channel_names)[:6]}...."
+        )
+    return windows, tuple(streams.machine_names)
