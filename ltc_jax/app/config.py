@@ -377,8 +377,14 @@ class StreamConfig(TrainConfig):
     """The value of a sensor silent for a whole window (default: such a window
     is an error naming the sensor)."""
     test_fraction: float = 0.25
-    """Share of the machines held out to test (at least one); the validation
-    share (--validation-fraction, or derived) is of the other machines'."""
+    """Share of the machines held out to test (at least one)."""
+    validation_fraction: OptionalFloat = None
+    """Share of the other machines held out, whole, to choose the epoch on (0:
+    none, train for --epochs and keep the last). Default: a sixth of them, at
+    least one, where three or more remain."""
+    patience: Annotated[int | None, tyro.conf.arg(metavar="INT")] = 10
+    """Stop after this many epochs without a lower validation loss, and keep the
+    best epoch's model (None: never stop early)."""
     interpolation: Interpolation = "hold"
     """Input path between frames: hold (default: the last frame's features
     until the next, causal), linear or cubic."""

@@ -17,7 +17,6 @@ from ltc_jax.datasets import (
 )
 
 from .config import StreamConfig
-from .settings import validation_share
 
 
 def read_streams(config: StreamConfig) -> SensorStreams:
@@ -61,15 +60,24 @@ def cut_windows(
     )
 
 
+VALIDATION_MACHINES = 1 / 6
+"""The share of the training machines the stream job holds out to choose the
+epoch on, where none is given."""
+
+
 def split_machines(
     config: StreamConfig, windows: StreamWindows
 ) -> tuple[list[int], list[int], list[int], dict[str, Any]]:
     """The training, validation and test machines (indices), drawn with
     `config.seed`: `config.test_fraction` of the machines with windows tested
     (rounded, at least one, and at least one left to train), and of the rest
-    the validation share `validation_share` gives for their windows (rounded
-    to machines, at least one where the share is positive). **Returns:** the
-    three lists and the `derived` record of the validation share.
+    `config.validation_fraction` (rounded, at least one where it is positive)
+    to choose the epoch on. Where it is not given, `VALIDATION_MACHINES` of
+    them, at least one, where three or more remain: a machine's windows
+    overlap and share its wear, so a share of windows would validate on the
+    machines it trains on (on the simulated plant the LTC fits its training
+    machines within a few epochs; `benchmarks.streams`). **Returns:** the three
+    lists and the `derived` record of the validation share.
 
     **Raises:** `ValueError` for fewer than two machines with windows."""
     present = np.unique(windows.machine)
@@ -81,16 +89,21 @@ def split_machines(
     order = np.random.default_rng(config.seed).permutation(present).tolist()
     tested = min(max(round(config.test_fraction * len(order)), 1), len(order) - 1)
     test, rest = order[:tested], order[tested:]
-    share, reason = validation_share(config, windows.of_machines(rest).dataset)
-    held = 0
-    if share > 0:
-        held = min(max(round(share * len(rest)), 1), len(rest) - 1)
-        reason += f"; {held} of the {len(rest)} training machines"
+    share, reason = config.validation_fraction, "given"
+    if share is None:
+        share = VALIDATION_MACHINES if len(rest) >= 3 else 0.0
+        reason = (
+            f"{share:.3g} of the training machines, whole machines, as the test "
+            "split: a machine's windows overlap and share its wear"
+            if share
+            else "fewer than 3 training machines: none held out"
+        )
+    held = min(max(round(share * len(rest)), 1), len(rest) - 1) if share else 0
     return (
         sorted(rest[held:]),
         sorted(rest[:held]),
         sorted(test),
-        dict(value=held / len(rest), reason=reason),
+        dict(value=held / len(rest), reason=f"{reason}; {held} of {len(rest)}"),
     )
 
 
