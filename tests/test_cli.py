@@ -602,10 +602,13 @@ def test_cli_stream_trains_on_the_simulator_and_reads_a_log_as_it_cut_its_window
         rows = list(csv.DictReader(file))
     assert len(rows) == metrics["dataset"]["test_size"]
     assert {row["machine"] for row in rows} == set(split["test"])
-    assert list(rows[0])[:4] == ["index", "machine", "end_time", "prediction"]
+    classes = json.loads((out / "data.json").read_text())["class_names"]
+    assert list(rows[0]) == ["index", "machine", "end_time", "prediction", *classes]
+    assert {row["prediction"] for row in rows} <= set(classes)
 
     # A stream run's log needs its failure table to evaluate; a sensor the run
-    # reads must be in the log; a .ts run takes no failure table.
+    # reads must be in the log; a simulated plant needs two machines and
+    # windows that end more than the horizon before the failure.
     assert "give --failures" in _bad(tmp_path, capsys, "evaluate", str(out),
                                      "--data", log)  # fmt: skip
     import pandas as pd
@@ -618,4 +621,10 @@ def test_cli_stream_trains_on_the_simulator_and_reads_a_log_as_it_cut_its_window
     )
     assert "--log and --failures go together" in _bad(
         tmp_path, capsys, "stream", "--log", log
+    )
+    assert "--machines must be at least 2" in _bad(
+        tmp_path, capsys, "stream", "--machines", "1"
+    )
+    assert "--simulated-seconds must exceed" in _bad(
+        tmp_path, capsys, "stream", "--simulated-seconds", "2000"
     )

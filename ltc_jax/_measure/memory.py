@@ -243,7 +243,7 @@ def runtime_peak_bytes(
         earlier, larger peak (compilation's autotuning included) hides this one,
         and the result is `None`. This is the device allocator's figure, not a
         process's.
-    - CPU: the function is called twice. The first call (a warm-up, not
+    - CPU: the function is called two to four times. The first call (a warm-up, not
         measured) pays the one-time cost of a compiled program's first run, 6
         to 10 MB of the process's resident memory whatever the program, which
         no later call repeats. Then the heap's free memory is returned to the

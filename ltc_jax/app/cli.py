@@ -59,11 +59,12 @@ def print_report(metrics: dict) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class EvaluateConfig:
-    """Evaluate a finished run's model on a labelled .ts file, read and
-    standardised as its training data was."""
+    """Evaluate a finished run's model on a labelled .ts file (or, for a run of
+    ltc-jax stream, a sensor log and its failure table), read and standardised
+    as its training data was."""
 
     run_dir: tyro.conf.Positional[str]
-    """The run folder of ltc-jax train."""
+    """The run folder of ltc-jax train or ltc-jax stream."""
     data: Annotated[str, tyro.conf.arg(metavar="FILE")]
     """The labelled .ts file (its labels among the run's classes); an
     unlabelled one (@classLabel false) is refused: use predict. For a run of
@@ -75,10 +76,11 @@ class EvaluateConfig:
 
 @dataclasses.dataclass(frozen=True)
 class PredictConfig:
-    """Write a finished run's predictions for the series of a .ts file as CSV."""
+    """Write a finished run's predictions for the series of a .ts file (or the
+    windows of a sensor log, for a run of ltc-jax stream) as CSV."""
 
     run_dir: tyro.conf.Positional[str]
-    """The run folder of ltc-jax train."""
+    """The run folder of ltc-jax train or ltc-jax stream."""
     data: Annotated[str, tyro.conf.arg(metavar="FILE")]
     """A .ts file with the run's channels, labelled or not (@classLabel false);
     labels, if any, must be among the run's classes and are not used. For a
@@ -114,7 +116,8 @@ def _run(config) -> int:
 
 
 # What a user can get wrong, reported in one line with exit status 2.
-_USER_ERRORS = (ValueError, OSError, ltc_jax.CheckpointError)
+# (ImportError: an optional extra a file needs, e.g. pyarrow for Parquet.)
+_USER_ERRORS = (ValueError, OSError, ImportError, ltc_jax.CheckpointError)
 # A run that failed (a diverged or failed solve): one line, exit status 1.
 _RUN_FAILURES = (
     ltc_jax.SolverFailureError,
@@ -160,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     except RunInterrupted as interrupted:
         _say(
             f"ltc-jax: interrupted; the run's newest checkpoint is intact. Continue "
-            f"with: ltc-jax train --resume {interrupted.run_dir}"
+            f"with: ltc-jax {interrupted.command} --resume {interrupted.run_dir}"
         )
         return 130
     except _RUN_FAILURES as error:

@@ -340,12 +340,19 @@ class StreamConfig(TrainConfig):
 
     Default: a simulated plant (`ltc_jax.datasets.simulate_plant`, seeded by
     --seed); or a historian's long-format log (--log, CSV or Parquet: time,
-    tag, value, machine) with its failure table (--failures). Every option of
-    `ltc-jax train` applies to the model, the solve and the training; the path
-    holds each frame's features (--interpolation hold, causal) and fills a
-    channel a window never observes with 0, the training mean.
+    tag, value, machine) with its failure table (--failures). The model,
+    solver, gradient-mode and training options of `ltc-jax train` apply (not
+    --data, --test-data or --drop-rate: the windows have the gaps of the
+    sensors' own clocks); the path holds each frame's features
+    (--interpolation hold, causal) and fills a channel a window never observes
+    with 0, the training mean.
     """
 
+    data: tyro.conf.Suppress[str | None] = None  # a .ts file: ltc-jax train's
+    test_data: tyro.conf.Suppress[str | None] = None
+    out: Folder = None
+    """Run folder. Default: runs/stream/<date>-<time>. An existing non-empty
+    folder is never overwritten."""
     log: File = None
     """Sensor log, CSV or Parquet, one row per sample: time, tag, value and
     machine columns (`ltc_jax.datasets.read_sensor_log`). Default: the
@@ -400,15 +407,22 @@ class StreamConfig(TrainConfig):
                 "ltc-jax stream reads --log and --failures, not --data or "
                 "--test-data (those are ltc-jax train's .ts files)."
             )
+        if self.drop_rate > 0:
+            raise ValueError(
+                "--drop-rate drops a .ts file's observations; ltc-jax stream's "
+                "windows have the gaps of the sensors' own clocks."
+            )
         if (self.log is None) != (self.failures is None):
             raise ValueError("--log and --failures go together: give both files.")
         if self.log is None and self.event_tags:
             raise ValueError("--event-tags names tags of --log; give --log.")
-        for name in ("machines", "sensors"):
-            if getattr(self, name) < 1:
-                raise ValueError(
-                    f"{_flag(name)} must be at least 1; got {getattr(self, name)}."
-                )
+        if self.machines < 2:
+            raise ValueError(
+                "--machines must be at least 2 (machines are the unit of the "
+                f"train/test split); got {self.machines}."
+            )
+        if self.sensors < 1:
+            raise ValueError(f"--sensors must be at least 1; got {self.sensors}.")
         for name in (
             "simulated_seconds",
             "window_seconds",
@@ -422,6 +436,17 @@ class StreamConfig(TrainConfig):
             raise ValueError(
                 "--horizon-seconds must be zero or positive; got "
                 f"{self.horizon_seconds}."
+            )
+        simulated = self.log is None
+        if simulated and self.window_seconds + self.horizon_seconds >= (
+            self.simulated_seconds
+        ):
+            raise ValueError(
+                "--simulated-seconds must exceed --window-seconds plus "
+                f"--horizon-seconds ({self.window_seconds:g} + "
+                f"{self.horizon_seconds:g}), so that some windows end more than "
+                "the horizon before the failure (label 0); got "
+                f"{self.simulated_seconds:g}."
             )
         if not 0.0 < self.test_fraction < 1.0:
             raise ValueError(

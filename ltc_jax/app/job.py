@@ -46,11 +46,13 @@ from .streams import load_stream_data
 
 class RunInterrupted(Exception):
     """Training was interrupted (Ctrl-C); `run_dir` holds the run, whose newest
-    checkpoint (written atomically) `--resume` continues from."""
+    checkpoint (written atomically) `ltc-jax <command> --resume` continues
+    from (`command`: `"train"` or `"stream"`)."""
 
-    def __init__(self, run_dir: str):
+    def __init__(self, run_dir: str, command: str = "train"):
         super().__init__(run_dir)
         self.run_dir = run_dir
+        self.command = command
 
 
 def check_paths(config: TrainConfig) -> None:
@@ -360,7 +362,8 @@ def train_and_evaluate(
             else ltc_jax.training.NoFitProgress(),
         )
     except KeyboardInterrupt:
-        raise RunInterrupted(run_dir) from None
+        command = "stream" if isinstance(config, StreamConfig) else "train"
+        raise RunInterrupted(run_dir, command) from None
     part_seconds = time.perf_counter() - start
     if schedule is not None:
         integrator = schedule.final

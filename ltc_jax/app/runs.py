@@ -151,7 +151,8 @@ def load_run(run_dir: str) -> tuple[TrainConfig, ltc_jax.LTC | ltc_jax.CfC, dict
     if missing:
         raise FileNotFoundError(
             f"{run_dir} has no {', '.join(missing)}: not a finished run of ltc-jax "
-            "train (resume it with ltc-jax train --resume first)."
+            "train or stream (resume it with ltc-jax train --resume, or ltc-jax "
+            "stream --resume, first)."
         )
     with open(files["config.json"]) as file:
         config = config_from_json(json.load(file))
@@ -197,7 +198,7 @@ def read_for_run(
     where = None
     if isinstance(config, StreamConfig):
         windows, machines = read_windows_for_run(
-            config, stats["settings"]["stream"], path, failures
+            config, stats["settings"]["stream"], path, failures, class_names
         )
         data = windows.dataset
         where = dict(
@@ -241,13 +242,17 @@ def evaluate_run(
     standardised as its training data was. **Returns:** the dict of
     [`ltc_jax.evaluate`][]. **Raises:** as `read_for_run`; `ValueError` for an
     unlabelled file, or a stream run's log without `failures`."""
+    saved = os.path.join(run_dir, "config.json")
+    if failures is None and os.path.isfile(saved):  # before reading the log
+        with open(saved) as file:
+            stream_run = "window_seconds" in json.load(file)
+        if stream_run:
+            raise ValueError(
+                f"{run_dir} is a run of ltc-jax stream: evaluate labels the log's "
+                "windows from its failure table; give --failures (ltc-jax predict "
+                "reads a log without one)."
+            )
     config, model, data, settings, _ = read_for_run(run_dir, path, failures)
-    if isinstance(config, StreamConfig) and failures is None:
-        raise ValueError(
-            f"{run_dir} is a run of ltc-jax stream: evaluate labels the log's "
-            "windows from its failure table; give --failures (ltc-jax predict "
-            "reads a log without one)."
-        )
     check_labelled(data, "evaluate (ltc-jax predict reads unlabelled files)")
     integrator = _final_integrator(config, settings)
     return ltc_jax.evaluate(

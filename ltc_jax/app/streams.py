@@ -2,6 +2,8 @@
 windows on a slow clock, split by machine, and a finished stream run's windows
 of a new log."""
 
+import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -71,15 +73,17 @@ def split_machines(
     """The training, validation and test machines (indices), drawn with
     `config.seed`: `config.test_fraction` of the machines with windows tested
     (rounded, at least one, and at least one left to train), and of the rest
-    `config.validation_fraction` (rounded, at least one where it is positive)
-    to choose the epoch on. Where it is not given, `VALIDATION_MACHINES` of
-    them, at least one, where three or more remain: a machine's windows
-    overlap and share its wear, so a share of windows would validate on the
-    machines it trains on (on the simulated plant the LTC fits its training
-    machines within a few epochs; `benchmarks.streams`). **Returns:** the three
-    lists and the `derived` record of the validation share.
+    `config.validation_fraction` (rounded, at least one where it is positive,
+    and at least one left to train) to choose the epoch on. Where it is not
+    given, `VALIDATION_MACHINES` of them, at least one, where three or more
+    remain: a machine's windows overlap and share its wear, so a share of
+    windows would validate on the machines it trains on (on the simulated
+    plant the LTC fits its training machines within a few epochs;
+    `benchmarks.streams`). **Returns:** the three lists and the `derived`
+    record of the validation share.
 
-    **Raises:** `ValueError` for fewer than two machines with windows."""
+    **Raises:** `ValueError` for fewer than two machines with windows, or a
+    positive validation share of a single training machine."""
     present = np.unique(windows.machine)
     if present.size < 2:
         raise ValueError(
@@ -99,6 +103,12 @@ def split_machines(
             else "fewer than 3 training machines: none held out"
         )
     held = min(max(round(share * len(rest)), 1), len(rest) - 1) if share else 0
+    if share and not held:
+        raise ValueError(
+            f"--validation-fraction {share:g} holds out whole machines, but one "
+            "machine is left to train after the test split: give 0, or more "
+            "machines."
+        )
     return (
         sorted(rest[held:]),
         sorted(rest[:held]),
@@ -166,10 +176,12 @@ def read_windows_for_run(
     stream: dict[str, Any],
     path: str,
     failures: str | None,
+    class_names: Sequence[str],
 ) -> tuple[StreamWindows, tuple[str, ...]]:
     """A new log's windows as a finished stream run cut its own: its clock,
     sensors (by name, in its order), window, stride and fill; labelled with
-    `failures` where given, and otherwise every window (labels 0, unused).
+    `failures` where given, and otherwise every window (labels 0, unused);
+    its classes are the run's `class_names` either way.
     **Returns:** the windows and the log's machine names (by index).
 
     **Raises:** `ValueError` if the log lacks one of the run's sensors (named;
@@ -202,4 +214,5 @@ def read_windows_for_run(
             f"{stream['channel_names'][:6]}..., the log gives "
             f"{list(windows.channel_names)[:6]}...."
         )
-    return windows, tuple(streams.machine_names)
+    dataset = dataclasses.replace(windows.dataset, class_names=tuple(class_names))
+    return dataclasses.replace(windows, dataset=dataset), tuple(streams.machine_names)
