@@ -39,6 +39,7 @@ from ._errors import (
     TrainingFailedError as TrainingFailedError,
 )
 from ._evaluate import evaluate as evaluate
+from ._events import Crossing as Crossing
 from ._integrator import Integrator as Integrator, make_integrator as make_integrator
 from ._model import (
     LTC as LTC,
@@ -102,6 +103,7 @@ __all__ = [
     "LTCTerm",
     "AbstractLTCFormTerm",
     "integrate",
+    "Crossing",
     "Trajectory",
     "RESULTS",
     # Training

@@ -13,6 +13,7 @@ import jax.random as jr
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from ._custom_types import AbstractInput
+from ._events import Crossing
 from ._integrator import Integrator
 from ._paths import InputPath
 from ._solve import Trajectory, integrate
@@ -576,6 +577,7 @@ class LTC(AbstractSequenceModel):
         integrator: Integrator,
         save: ModelSave = "final",
         y0: Float[Array, "batch hidden_size"] | None = None,
+        event: Crossing | None = None,
     ) -> Trajectory:
         """The hidden state over the batch.
 
@@ -590,16 +592,29 @@ class LTC(AbstractSequenceModel):
             (`(batch, times, hidden_size)`).
         - `y0`: `(batch, hidden_size)`, each sequence's state at its first
             observation; default `None`, the zero state.
+        - `event`: a [`ltc_jax.Crossing`][] that stops each sequence's solve
+            where it fires (see [`ltc_jax.integrate`][]): `ys` is the state
+            there, `t_reached` its time; with `save="final"` and
+            `readout_times=1` only. Default `None`.
 
         **Returns:** a [`ltc_jax.Trajectory`][] with `ys` of the shape above.
 
         **Raises:** `ValueError` if the inputs do not have the model's
         `input_size` channels, the model's parameters and the inputs have
-        different float types, or `y0` is not `(batch, hidden_size)`; otherwise
-        as [`ltc_jax.integrate`][].
+        different float types, or `y0` is not `(batch, hidden_size)`, or for an
+        `event` with `readout_times > 1`; otherwise as
+        [`ltc_jax.integrate`][].
         """
         check_solve(self, path, save)
         y0 = initial_state(y0, path, self.hidden_size)
+        if event is not None and self.readout_times > 1:
+            raise ValueError(
+                "An event stops each solve at its own time, where the readout "
+                f"reads the state; readout_times={self.readout_times} reads "
+                "several times spread over the whole sequence. Use readout_times=1."
+            )
         if save == "final" and self.readout_times > 1:
             save = self.readout_times
-        return integrate(self.vector_field, path, y0, integrator, save=save)
+        return integrate(
+            self.vector_field, path, y0, integrator, save=save, event=event
+        )

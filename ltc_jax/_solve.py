@@ -39,9 +39,10 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.tree_util as jtu
-from jaxtyping import Array, Float, PyTree
+from jaxtyping import Array, Bool, Float, PyTree
 
 from ._adjoint import WindowedBacksolveAdjoint
+from ._events import EVENT_ADJOINTS, Crossing
 from ._integrator import Integrator
 from ._paths import InputPath
 from ._results import RESULTS
@@ -241,6 +242,7 @@ class Trajectory(eqx.Module):
     stats: dict
     result: RESULTS = eqx.field(converter=_as_result)
     t_reached: Float[Array, " batch"]
+    event_fired: Bool[Array, " batch"] | None = None
 
 
 def integrate(
@@ -250,9 +252,10 @@ def integrate(
     integrator: Integrator,
     *,
     save: Save = "final",
+    event: Crossing | None = None,
 ) -> Trajectory:
-    """Integrate a batch of sequences, each from its first to its last observation.
-    Public as `ltc_jax.integrate`.
+    """Integrate a batch of sequences, each from its first to its last observation
+    (or to its `event`). Public as `ltc_jax.integrate`.
 
     **Arguments:**
 
@@ -273,10 +276,19 @@ def integrate(
         solve saves at the union of the batch's save times (`batch * times`
         saves, each of the whole batch); with shared times it needs only
         `times` saves.
+    - `event`: a [`ltc_jax.Crossing`][]: each sequence's solve stops where it
+        fires, and the trajectory records where (`t_reached`, differentiable)
+        and whether (`event_fired`); `ys` is the state there. Each sequence is
+        then solved on its own (as `batching="vmap"`: one solve stops at one
+        time), with `save="final"`, under the `"checkpoint"`, `"full"` or
+        `"direct"` gradient modes. Default `None`.
 
     **Returns:** a [`ltc_jax.Trajectory`][].
 
-    **Raises:** whatever `diffrax.diffeqsolve` raises; in particular, with
+    **Raises:** `ValueError` for an `event` with a `save` other than
+    `"final"` or a reverse-solve gradient mode (`"backsolve"`, `"windowed"`:
+    diffrax cannot differentiate an event time through a reverse solve);
+    whatever `diffrax.diffeqsolve` raises; in particular, with
     `integrator.throw`, an `equinox.EquinoxRuntimeError` with the message of
     the failed solve's [`ltc_jax.RESULTS`][]: when it needs more than
     `max_steps` steps, or (with `check_state`) its parameters or `y0` are not
@@ -292,7 +304,9 @@ def integrate(
         raise ValueError(
             f"save must be 'final', 'observations' or a positive int; got {save!r}."
         )
-    if integrator.batching == "batched":
+    if event is not None:
+        check_event(event, integrator, save)
+    elif integrator.batching == "batched":
         return _integrate_batch(vector_field, path, y0, integrator, save)
 
     def add_batch_axis(tree):
@@ -300,11 +314,43 @@ def integrate(
 
     def one(path_b, y0_b):
         out = _integrate_batch(
-            vector_field, add_batch_axis(path_b), add_batch_axis(y0_b), integrator, save
+            vector_field,
+            add_batch_axis(path_b),
+            add_batch_axis(y0_b),
+            integrator,
+            save,
+            event,
         )
         return eqx.tree_at(lambda o: o.ys, out, jtu.tree_map(lambda a: a[0], out.ys))
 
-    return eqx.filter_vmap(one)(path, y0)
+    out = eqx.filter_vmap(one)(path, y0)
+    if event is None:
+        return out
+    # One sequence per solve: its (1,) records become the batch's (batch,).
+    return dataclasses.replace(
+        out, t_reached=out.t_reached[:, 0], event_fired=out.event_fired[:, 0]
+    )
+
+
+def check_event(event: Crossing, integrator: Integrator, save: Save) -> None:
+    """Refuse an event where its time cannot be found or differentiated.
+
+    **Raises:** `ValueError` naming the gradient modes that support events,
+    or the `save` they need."""
+    if not isinstance(event, Crossing):
+        raise ValueError(f"event must be an ltc_jax.Crossing; got {type(event)}.")
+    if integrator.adjoint_name not in EVENT_ADJOINTS:
+        raise ValueError(
+            f"Events need a gradient mode that backpropagates through the "
+            f"forward solve: {', '.join(EVENT_ADJOINTS)}; got "
+            f"{integrator.adjoint_name!r}, whose reverse solve diffrax cannot "
+            "differentiate an event time through."
+        )
+    if save != "final":
+        raise ValueError(
+            f"An event stops each solve at its own time: save='final' (the state "
+            f"there); got save={save!r}."
+        )
 
 
 def _clock_dtype(dtype) -> jnp.dtype:
@@ -452,7 +498,9 @@ def _reverse_solve_names_its_failures(adjoint, throw: bool):
     return eqx.tree_at(lambda a: a.kwargs, adjoint, kwargs)  # keeps its class
 
 
-def _integrate_batch(vector_field, path, y0, integrator, save) -> Trajectory:
+def _integrate_batch(
+    vector_field, path, y0, integrator, save, event=None
+) -> Trajectory:
     check_precision(y0, integrator)
     check_derivative_order(vector_field, y0, integrator)
     y0, non_finite = check_inputs(vector_field, y0, integrator)
@@ -532,6 +580,9 @@ def _integrate_batch(vector_field, path, y0, integrator, save) -> Trajectory:
         adjoint=adjoint,
         max_steps=integrator.max_steps,
         throw=integrator.throw,
+        event=None
+        if event is None
+        else event.diffrax_event(_clock_dtype(path.ts.dtype)),
     )
     clock = _thaw(clock)
     diverged = is_outside_bounds(vector_field, y0, sol.ys, integrator)
@@ -555,4 +606,7 @@ def _integrate_batch(vector_field, path, y0, integrator, save) -> Trajectory:
     else:
         ok = sol.result == diffrax.RESULTS.successful
         t_reached = jnp.where(ok, clock.step * clock.num_steps, jnp.nan)
-    return Trajectory(ys=ys, stats=sol.stats, result=result, t_reached=t_reached)
+    fired = None if event is None else jnp.reshape(sol.event_mask, (1,))
+    return Trajectory(
+        ys=ys, stats=sol.stats, result=result, t_reached=t_reached, event_fired=fired
+    )

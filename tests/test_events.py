@@ -1,0 +1,184 @@
+"""Terminating events: where a readout of the state crosses a threshold, located
+by root finding, with gradients (float64: the tests' x64 setting)."""
+
+import equinox as eqx
+import jax
+import jax.flatten_util
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import pytest
+
+import ltc_jax
+
+
+BATCH, TIMES, CHANNELS, HIDDEN = 3, 20, 2, 4
+
+
+def _problem():
+    """A batch of three sequences on [0, 4], an LTC, and a threshold that unit
+    0 crosses going down in every sequence (it starts at 0, and falls to
+    about -0.42 by the end), each at its own time."""
+    model = ltc_jax.LTC(CHANNELS, HIDDEN, 1, tau_init=(0.5, 2.0), key=jr.key(2))
+    return ltc_jax.InputPath(TS, XS), model, -0.167
+
+
+TS = jnp.linspace(0.0, 4.0, TIMES)
+XS = jr.normal(jr.key(1), (BATCH, TIMES, CHANNELS))
+
+
+def _alone(b):
+    """Sequence `b` of the batch, as a batch of one."""
+    return ltc_jax.InputPath(TS, XS[b : b + 1])
+
+
+INTEGRATORS = {
+    "tsit5": lambda mode: ltc_jax.make_integrator(
+        "tsit5", mode, rtol=1e-10, atol=1e-10, dt0=0.01
+    ),
+    "fused": lambda mode: ltc_jax.make_integrator(
+        "fused", mode, dt0=0.01, max_steps=400
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    "mode, solver",
+    [
+        ("checkpoint", "tsit5"),
+        ("full", "tsit5"),
+        ("direct", "tsit5"),
+        ("checkpoint", "fused"),
+    ],
+)
+def test_event_times_and_their_gradients(mode, solver):
+    """Each sequence stops where unit 0 crosses the threshold: its state there
+    is the threshold; the event time's derivative with respect to the
+    threshold is the closed form 1 / (d unit 0 / dt) at the event (to the
+    accuracy of the solver's dense output); and with
+    respect to every parameter it matches central finite differences (to
+    1e-6 absolute). The threshold moved below anything reached never fires."""
+    path, model, level = _problem()
+    integrator = INTEGRATORS[solver](mode)
+
+    @eqx.filter_jit
+    def solve(m, threshold):
+        return m.solve(path, integrator=integrator, event=ltc_jax.Crossing(threshold))
+
+    out = solve(model, jnp.asarray(level))
+    assert out.event_fired.shape == (BATCH,) and bool(jnp.all(out.event_fired))
+    assert out.t_reached.shape == (BATCH,)
+    assert float(jnp.ptp(out.t_reached)) > 0.01  # each its own time
+    np.testing.assert_allclose(out.ys[:, 0], level, atol=1e-9)
+
+    # d t* / d threshold = 1 / (d y0 / dt)(t*), from the field at the event:
+    # the slope of the solver's dense output there, which for the fused step
+    # (linear within each step of 0.01) is the field to about 1%.
+    close = 1e-5 if solver == "tsit5" else 3e-2
+    by_threshold = jax.jit(jax.jacrev(lambda c: solve(model, c).t_reached))(
+        jnp.asarray(level)
+    )
+    field = model.vector_field
+    for b in range(BATCH):
+        slope = field(out.t_reached[b], out.ys[b : b + 1], _alone(b))[0, 0]
+        np.testing.assert_allclose(by_threshold[b], 1.0 / slope, rtol=close)
+
+    params, static = eqx.partition(model, eqx.is_inexact_array)
+    flat, unravel = jax.flatten_util.ravel_pytree(params)
+
+    @jax.jit
+    def event_times(theta):
+        return solve(eqx.combine(unravel(theta), static), jnp.asarray(level)).t_reached
+
+    jacobian = jax.jit(jax.jacrev(event_times))(flat)  # (batch, parameters)
+    step = 1e-6
+    for i in np.random.default_rng(0).choice(flat.size, 6, replace=False):
+        moved = [event_times(flat.at[i].add(s)) for s in (step, -step)]
+        finite = (moved[0] - moved[1]) / (2 * step)
+        np.testing.assert_allclose(jacobian[:, i], finite, atol=1e-6)
+
+    never = solve(model, jnp.asarray(-10.0))
+    assert not bool(jnp.any(never.event_fired))
+    np.testing.assert_allclose(never.t_reached, 4.0, rtol=1e-12)
+
+
+def test_each_sequence_s_event_in_a_batch_is_its_own_solve_s():
+    """The batch's event times and states equal those of each sequence solved
+    alone, whatever the integrator's batching."""
+    path, model, level = _problem()
+    event = ltc_jax.Crossing(level, direction="down")
+    for batching in ("batched", "vmap"):
+        integrator = ltc_jax.make_integrator(
+            "tsit5", "checkpoint", rtol=1e-9, atol=1e-9, batching=batching
+        )
+        solve = eqx.filter_jit(
+            lambda p, i=integrator: model.solve(p, integrator=i, event=event)
+        )
+        out = solve(path)
+        for b in range(BATCH):
+            alone = solve(_alone(b))
+            np.testing.assert_allclose(out.t_reached[b], alone.t_reached[0], rtol=1e-12)
+            np.testing.assert_allclose(out.ys[b], alone.ys[0], rtol=1e-12)
+
+
+def test_a_readout_and_a_direction_choose_the_crossing():
+    """A readout of the state crosses as unit 0 does (unit 0 times two crosses
+    twice its threshold at the same time); an upward crossing of a level only
+    ever fallen to does not fire."""
+    path, model, level = _problem()
+    integrator = INTEGRATORS["tsit5"]("checkpoint")
+    by_unit = model.solve(path, integrator=integrator, event=ltc_jax.Crossing(level))
+    by_readout = model.solve(
+        path,
+        integrator=integrator,
+        event=ltc_jax.Crossing(2 * level, readout=lambda h: 2 * h[0]),
+    )
+    np.testing.assert_allclose(by_readout.t_reached, by_unit.t_reached, rtol=1e-9)
+    upward = model.solve(
+        path, integrator=integrator, event=ltc_jax.Crossing(level, direction="up")
+    )
+    assert not bool(jnp.any(upward.event_fired))
+
+
+@pytest.mark.parametrize("mode", ["backsolve", "windowed"])
+def test_reverse_solve_modes_refuse_events_naming_those_that_work(mode):
+    path, model, level = _problem()
+    integrator = ltc_jax.make_integrator("tsit5", mode, rtol=1e-6, atol=1e-6)
+    with pytest.raises(ValueError, match="checkpoint, full, direct"):
+        model.solve(path, integrator=integrator, event=ltc_jax.Crossing(level))
+
+
+def test_an_event_needs_the_final_save_and_one_readout_time():
+    path, model, level = _problem()
+    integrator = INTEGRATORS["tsit5"]("checkpoint")
+    event = ltc_jax.Crossing(level)
+    with pytest.raises(ValueError, match="save='final'"):
+        model.solve(path, integrator=integrator, save="observations", event=event)
+    spread = ltc_jax.LTC(CHANNELS, HIDDEN, 1, readout_times=4, key=jr.key(2))
+    with pytest.raises(ValueError, match="readout_times=1"):
+        spread.solve(path, integrator=integrator, event=event)
+    with pytest.raises(ValueError, match="direction"):
+        ltc_jax.Crossing(level, direction="sideways")
+
+
+def test_the_docs_example_runs_and_fires(tmp_path):
+    """The example of the docs' "Events" page, as written (float32 there): every
+    sequence's event fires, and the gradient of the mean event time is finite
+    and not zero."""
+    import pathlib
+    import re
+    import subprocess
+    import sys
+
+    page = pathlib.Path(__file__).parents[1] / "docs" / "concepts" / "events.md"
+    (example,) = re.findall(r"```python\n(.*?)```", page.read_text(), re.S)
+    check = (
+        "\nassert bool(trajectory.event_fired.all())\n"
+        "leaves = jax.tree.leaves(gradient)\n"
+        "assert all(bool(jnp.isfinite(g).all()) for g in leaves)\n"
+        "assert any(bool((g != 0).any()) for g in leaves)\n"
+    )
+    script = tmp_path / "example.py"
+    script.write_text(example + check)
+    # A fresh process: the page's example runs in JAX's default float32.
+    subprocess.run([sys.executable, str(script)], check=True, timeout=300)
