@@ -35,29 +35,45 @@ class Crossing(eqx.Module):
 
     **Fields:**
 
-    - `threshold`: the level, in the readout's units (a float, or a scalar
-        array, then differentiable too).
-    - `readout`: called on one sequence's state, `(hidden_size,)` -> scalar
-        (for example `lambda h: model.readout(h)[0]`); a module's parameters
-        in it are differentiated. Default `None`: unit `unit` of the state.
+    - `threshold`: the level, in the readout's units (stored as a scalar array,
+        an argument of a compiled solve: a new level does not recompile, and
+        its derivative is taken like a parameter's).
+    - `readout`: called on one sequence's state, `(hidden_size,)` -> scalar.
+        Default `None`: unit `unit` of the state. For a readout with
+        parameters, pass a module (an `eqx.Module`, or `eqx.Partial(fn,
+        module)`) so that its parameters are arrays of the `Crossing`, traced
+        and differentiated; a plain `lambda` closing over a model is static
+        under `eqx.filter_jit` (its parameters baked in at tracing) and not
+        differentiated.
     - `unit`: the unit read without a `readout` (default 0).
     - `direction`: `"up"` (from below `threshold` to above), `"down"`, or
-        `"either"` (default).
+        `"either"` (default). A readout exactly at the threshold at the
+        start counts as a crossing there (the zero state crosses a threshold
+        of 0 at once).
     - `rtol`, `atol`: the root finder's tolerances on the event time, in the
         solve's clock units (solver steps with fixed steps, time units with
         adaptive ones); default `None`: 100 times the clock's float epsilon.
+        `atol` also bounds the readout's distance from the threshold at the
+        root, relative to `1 + |threshold|` (Newton's method asks both), so a
+        reading in large units is located to its own precision.
 
-    **Raises:** `ValueError` for an unknown `direction` (on construction).
+    This is `diffrax.Event(cond_fn, root_finder, direction)` with `cond_fn`
+    the readout minus the threshold on one sequence's state; `event_fired` of
+    the trajectory is diffrax's `event_mask`.
+
+    **Raises:** `ValueError` for an unknown `direction` (on construction), a
+    `unit` outside the state or a `readout` that does not return a scalar
+    (when solved).
 
     Source: `diffrax.Event` with an `optimistix.Newton` root finder (Kidger 2021;
     Chen, Amos & Nickel 2021, "Learning neural event functions for ordinary
     differential equations").
     """
 
-    threshold: float | Float[Array, ""]
+    threshold: Float[Array, ""] = eqx.field(converter=jnp.asarray)
     readout: Callable[[Float[Array, " hidden"]], Float[Array, ""]] | None = None
     unit: int = eqx.field(static=True, default=0)
-    direction: str = eqx.field(static=True, default="either")
+    direction: Direction = eqx.field(static=True, default="either")
     rtol: float | None = eqx.field(static=True, default=None)
     atol: float | None = eqx.field(static=True, default=None)
 
@@ -70,8 +86,20 @@ class Crossing(eqx.Module):
     def value(self, y: Float[Array, " hidden"]) -> Float[Array, ""]:
         """The readout of one sequence's state minus the threshold: the event
         fires where this changes sign."""
-        read = y[self.unit] if self.readout is None else self.readout(y)
-        return jnp.asarray(read) - self.threshold
+        if self.readout is None:
+            if not 0 <= self.unit < y.shape[-1]:
+                raise ValueError(
+                    f"unit {self.unit} is not a unit of a state of {y.shape[-1]} units."
+                )
+            read = y[self.unit]
+        else:
+            read = jnp.asarray(self.readout(y))
+            if read.shape != ():
+                raise ValueError(
+                    f"A Crossing's readout must return a scalar; got shape "
+                    f"{read.shape}."
+                )
+        return read - self.threshold.astype(read.dtype)
 
     def diffrax_event(self, clock_dtype) -> diffrax.Event:
         """The `diffrax.Event` of a solve of one sequence, whose state carries a
@@ -81,7 +109,12 @@ class Crossing(eqx.Module):
         atol = tolerance if self.atol is None else self.atol
 
         def condition(t, y, args, **kwargs):
-            return self.value(y[0])
+            # Relative to the threshold's size: Newton's method also asks that
+            # |condition| < atol, which a reading near a large threshold meets
+            # only in units of it. The root, and the event time's derivatives
+            # (the implicit function theorem at the root), are unchanged.
+            value = self.value(y[0])
+            return value / (1 + jnp.abs(self.threshold.astype(value.dtype)))
 
         return diffrax.Event(
             condition,

@@ -235,7 +235,12 @@ class Trajectory(eqx.Module):
         units since its first observation): its whole duration after a successful
         solve; after a failed one (with `throw=False`), how far the solve got
         (`save="final"`), or NaN where the solve saved at several times
-        (`save="observations"`, or the windowed adjoint).
+        (`save="observations"`, or the windowed adjoint). With an `event`: the
+        time from the sequence's first observation to the event where it
+        fired (differentiable), else its whole duration.
+    - `event_fired`: `(batch,)` bools, whether each sequence's `event` fired
+        before its last observation (a fired event is a successful solve);
+        `None` for a solve without an event.
     """
 
     ys: PyTree[Array]
@@ -285,7 +290,8 @@ def integrate(
 
     **Returns:** a [`ltc_jax.Trajectory`][].
 
-    **Raises:** `ValueError` for an `event` with a `save` other than
+    **Raises:** `TypeError` for an `event` that is not a `Crossing`;
+    `ValueError` for an `event` with a `save` other than
     `"final"` or a reverse-solve gradient mode (`"backsolve"`, `"windowed"`:
     diffrax cannot differentiate an event time through a reverse solve);
     whatever `diffrax.diffeqsolve` raises; in particular, with
@@ -338,13 +344,13 @@ def check_event(event: Crossing, integrator: Integrator, save: Save) -> None:
     **Raises:** `ValueError` naming the gradient modes that support events,
     or the `save` they need."""
     if not isinstance(event, Crossing):
-        raise ValueError(f"event must be an ltc_jax.Crossing; got {type(event)}.")
+        raise TypeError(f"event must be an ltc_jax.Crossing; got {type(event)}.")
     if integrator.adjoint_name not in EVENT_ADJOINTS:
         raise ValueError(
             f"Events need a gradient mode that backpropagates through the "
             f"forward solve: {', '.join(EVENT_ADJOINTS)}; got "
-            f"{integrator.adjoint_name!r}, whose reverse solve diffrax cannot "
-            "differentiate an event time through."
+            f"{integrator.adjoint_name!r}, whose reverse solve diffrax 0.7.2 does "
+            "not support with events."
         )
     if save != "final":
         raise ValueError(
@@ -586,7 +592,11 @@ def _integrate_batch(
     )
     clock = _thaw(clock)
     diverged = is_outside_bounds(vector_field, y0, sol.ys, integrator)
-    result = solve_result(sol.result, non_finite, diverged)
+    solved = sol.result
+    if event is not None:  # a fired event is a success; event_fired says so
+        fired = sol.result == diffrax.RESULTS.event_occurred
+        solved = diffrax.RESULTS.where(fired, diffrax.RESULTS.successful, solved)
+    result = solve_result(solved, non_finite, diverged)
     sol_ys = sol.ys
     if integrator.throw:
         # diffrax raised its own failures; non_finite_input was raised before.

@@ -122,18 +122,32 @@ def test_each_sequence_s_event_in_a_batch_is_its_own_solve_s():
 
 
 def test_a_readout_and_a_direction_choose_the_crossing():
-    """A readout of the state crosses as unit 0 does (unit 0 times two crosses
-    twice its threshold at the same time); an upward crossing of a level only
-    ever fallen to does not fire."""
+    """A readout of the state crosses as unit 0 does (unit 0 times 1e5, in
+    large units, crosses 1e5 times its threshold at the same time), times
+    count from each sequence's first observation (the same inputs at times
+    10 to 14 fire at the same times), a fired event is a successful solve,
+    and an upward crossing of a level only ever fallen to does not fire."""
     path, model, level = _problem()
-    integrator = INTEGRATORS["tsit5"]("checkpoint")
+    integrator = ltc_jax.make_integrator(
+        "tsit5", "checkpoint", rtol=1e-10, atol=1e-10, dt0=0.01, throw=False
+    )
     by_unit = model.solve(path, integrator=integrator, event=ltc_jax.Crossing(level))
+    assert bool(jnp.all(by_unit.result == ltc_jax.RESULTS.successful))
+    scale = 1e5
     by_readout = model.solve(
         path,
         integrator=integrator,
-        event=ltc_jax.Crossing(2 * level, readout=lambda h: 2 * h[0]),
+        event=ltc_jax.Crossing(
+            scale * level, readout=eqx.Partial(lambda s, h: s * h[0], scale)
+        ),
     )
     np.testing.assert_allclose(by_readout.t_reached, by_unit.t_reached, rtol=1e-9)
+    later = model.solve(
+        ltc_jax.InputPath(TS + 10.0, XS),
+        integrator=integrator,
+        event=ltc_jax.Crossing(level),
+    )
+    np.testing.assert_allclose(later.t_reached, by_unit.t_reached, rtol=1e-9)
     upward = model.solve(
         path, integrator=integrator, event=ltc_jax.Crossing(level, direction="up")
     )
@@ -157,8 +171,11 @@ def test_an_event_needs_the_final_save_and_one_readout_time():
     spread = ltc_jax.LTC(CHANNELS, HIDDEN, 1, readout_times=4, key=jr.key(2))
     with pytest.raises(ValueError, match="readout_times=1"):
         spread.solve(path, integrator=integrator, event=event)
-    with pytest.raises(ValueError, match="direction"):
+    # The tests' runtime type checker refuses it first, as a TypeError.
+    with pytest.raises((ValueError, TypeError), match="direction"):
         ltc_jax.Crossing(level, direction="sideways")
+    with pytest.raises(ValueError, match="unit 4 is not a unit"):
+        model.solve(path, integrator=integrator, event=ltc_jax.Crossing(0.1, unit=4))
 
 
 def test_the_docs_example_runs_and_fires(tmp_path):
