@@ -292,8 +292,8 @@ def integrate(
 
     **Raises:** `TypeError` for an `event` that is not a `Crossing`;
     `ValueError` for an `event` with a `save` other than
-    `"final"` or a reverse-solve gradient mode (`"backsolve"`, `"windowed"`:
-    diffrax cannot differentiate an event time through a reverse solve);
+    `"final"` or a reverse-solve gradient mode (`"backsolve"`, `"windowed"`,
+    which diffrax 0.7.2 does not support with events);
     whatever `diffrax.diffeqsolve` raises; in particular, with
     `integrator.throw`, an `equinox.EquinoxRuntimeError` with the message of
     the failed solve's [`ltc_jax.RESULTS`][]: when it needs more than
@@ -341,8 +341,9 @@ def integrate(
 def check_event(event: Crossing, integrator: Integrator, save: Save) -> None:
     """Refuse an event where its time cannot be found or differentiated.
 
-    **Raises:** `ValueError` naming the gradient modes that support events,
-    or the `save` they need."""
+    **Raises:** `TypeError` for an event that is not a [`ltc_jax.Crossing`][];
+    `ValueError` naming the gradient modes that support events, or the `save`
+    they need."""
     if not isinstance(event, Crossing):
         raise TypeError(f"event must be an ltc_jax.Crossing; got {type(event)}.")
     if integrator.adjoint_name not in EVENT_ADJOINTS:
@@ -594,8 +595,8 @@ def _integrate_batch(
     diverged = is_outside_bounds(vector_field, y0, sol.ys, integrator)
     solved = sol.result
     if event is not None:  # a fired event is a success; event_fired says so
-        fired = sol.result == diffrax.RESULTS.event_occurred
-        solved = diffrax.RESULTS.where(fired, diffrax.RESULTS.successful, solved)
+        stopped = sol.result == diffrax.RESULTS.event_occurred
+        solved = diffrax.RESULTS.where(stopped, diffrax.RESULTS.successful, solved)
     result = solve_result(solved, non_finite, diverged)
     sol_ys = sol.ys
     if integrator.throw:

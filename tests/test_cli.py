@@ -28,6 +28,16 @@ def _train_toy(tmp_path, train_size, test_size, *options):
     return train, test, out, json.loads((out / "metrics.json").read_text())
 
 
+def _evaluates_as_the_run_tested(capsys, metrics, *args):
+    """`ltc-jax evaluate *args` prints the run's own test accuracy and loss (to
+    the printed digits)."""
+    capsys.readouterr()
+    assert cli.main(["evaluate", *args]) == 0
+    printed = capsys.readouterr().out
+    assert f"accuracy   {metrics['test_accuracy']:.4f}" in printed
+    assert f"loss       {metrics['test_loss']:.4f}" in printed
+
+
 def test_cli_on_any_ts_pair(tmp_path, capsys):
     train, test, out, metrics = _train_toy(
         tmp_path, 24, 10, "--hidden-size", "4", "--epochs", "2", "--batch-size", "8"
@@ -79,11 +89,7 @@ def test_cli_on_any_ts_pair(tmp_path, capsys):
     assert metrics["best_epoch"] is None and len(metrics["history"]) == 2
     # evaluate re-reads the test file, standardised with the saved training
     # statistics, and reloads the saved model: the same accuracy as the run's.
-    capsys.readouterr()
-    assert cli.main(["evaluate", str(out), "--data", test]) == 0
-    printed = capsys.readouterr().out
-    assert f"accuracy   {metrics['test_accuracy']:.4f}" in printed
-    assert f"loss       {metrics['test_loss']:.4f}" in printed
+    _evaluates_as_the_run_tested(capsys, metrics, str(out), "--data", test)
     # predict writes one row per series; their accuracy against the file's labels
     # is the run's test accuracy.
     assert cli.main(["predict", str(out), "--data", test]) == 0
@@ -592,11 +598,9 @@ def test_cli_stream_trains_on_the_simulator_and_reads_a_log_as_it_cut_its_window
 
     plant = ltc_jax.datasets.simulate_plant(6, 6, seed=3, horizon_seconds=600.0)
     log, failures = _plant_log(tmp_path, plant, split["test"])
-    capsys.readouterr()
-    assert cli.main(["evaluate", str(out), "--data", log, "--failures", failures]) == 0
-    printed = capsys.readouterr().out
-    assert f"accuracy   {metrics['test_accuracy']:.4f}" in printed
-    assert f"loss       {metrics['test_loss']:.4f}" in printed
+    _evaluates_as_the_run_tested(
+        capsys, metrics, str(out), "--data", log, "--failures", failures
+    )
     assert cli.main(["predict", str(out), "--data", log]) == 0
     with open(out / "predictions-log.csv") as file:
         rows = list(csv.DictReader(file))

@@ -2,7 +2,7 @@
 tyro and the tests and notebooks build directly."""
 
 import dataclasses
-from typing import Annotated, Any, Literal, get_args, get_origin
+from typing import Annotated, Any, ClassVar, Literal, get_args, get_origin
 
 import tyro
 
@@ -45,6 +45,9 @@ class TrainConfig:
     1e-3 and atol 1e-4, where error control or a reverse solve is asked for),
     checkpointed gradients.
     """
+
+    command: ClassVar[str] = "train"
+    """The `ltc-jax` subcommand that runs (and resumes) this job."""
 
     data: File = None
     """Training set (.ts, labelled; timestamped or not). Default: the bundled
@@ -347,6 +350,8 @@ class StreamConfig(TrainConfig):
     (--interpolation hold, causal) and fills a channel a window never observes
     with 0, the training mean.
     """
+
+    command: ClassVar[str] = "stream"
 
     data: tyro.conf.Suppress[str | None] = None  # a .ts file: ltc-jax train's
     test_data: tyro.conf.Suppress[str | None] = None

@@ -189,10 +189,9 @@ def _resumed_config(config: TrainConfig) -> tuple[TrainConfig, dict[str, Any]]:
         raw = json.load(file)
     saved = config_from_json(raw)
     if type(saved) is not type(config):
-        command = "stream" if isinstance(saved, StreamConfig) else "train"
         raise ValueError(
-            f"--resume {config.resume} is a run of ltc-jax {command}; resume it "
-            f"with ltc-jax {command} --resume."
+            f"--resume {config.resume} is a run of ltc-jax {saved.command}; resume "
+            f"it with ltc-jax {saved.command} --resume."
         )
     conflicts = [
         f"{_flag(field.name)} {getattr(config, field.name)!r} (saved: "
@@ -313,8 +312,7 @@ def train_and_evaluate(
     # The options are checked above; only now is the run folder made.
     if not resume:
         if writer:
-            job = "stream" if isinstance(config, StreamConfig) else "train"
-            run_dir = make_run_dir(config.out, os.path.join("runs", job))
+            run_dir = make_run_dir(config.out, os.path.join("runs", config.command))
             with open(os.path.join(run_dir, "config.json"), "w") as file:
                 saved = dict(dataclasses.asdict(config), derived=settings["derived"])
                 json.dump(saved, file, indent=2)
@@ -362,8 +360,7 @@ def train_and_evaluate(
             else ltc_jax.training.NoFitProgress(),
         )
     except KeyboardInterrupt:
-        command = "stream" if isinstance(config, StreamConfig) else "train"
-        raise RunInterrupted(run_dir, command) from None
+        raise RunInterrupted(run_dir, config.command) from None
     part_seconds = time.perf_counter() - start
     if schedule is not None:
         integrator = schedule.final

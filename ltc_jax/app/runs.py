@@ -245,8 +245,8 @@ def evaluate_run(
     saved = os.path.join(run_dir, "config.json")
     if failures is None and os.path.isfile(saved):  # before reading the log
         with open(saved) as file:
-            stream_run = "window_seconds" in json.load(file)
-        if stream_run:
+            config = config_from_json(json.load(file))
+        if isinstance(config, StreamConfig):
             raise ValueError(
                 f"{run_dir} is a run of ltc-jax stream: evaluate labels the log's "
                 "windows from its failure table; give --failures (ltc-jax predict "
