@@ -1,7 +1,7 @@
 """The parts training is composed of, for those who compose their own:
-objectives and penalties, the training state, failure policies, placements,
-monitors, progress, checkpoints, optimisers, tolerance schedules, and the
-defaults derived from data.
+objectives and penalties, the training state, online learning, failure
+policies, placements, monitors, progress, checkpoints, optimisers, tolerance
+schedules, and the defaults derived from data.
 
 [`ltc_jax.fit`][] is a thin composition of these around
 [`ltc_jax.train_on`][]; a new loss term, failure policy or source of batches is
@@ -44,6 +44,16 @@ from ._objective import (
     QuadraticPenalty as QuadraticPenalty,
     SupervisedLoss as SupervisedLoss,
     make_train_step as make_train_step,
+)
+from ._online import (
+    EWC as EWC,
+    CarriedState as CarriedState,
+    OnlineLearner as OnlineLearner,
+    OnlineState as OnlineState,
+    Replay as Replay,
+    WindowBuffer as WindowBuffer,
+    load_online_state as load_online_state,
+    save_online_state as save_online_state,
 )
 from ._optimizer import make_optimizer as make_optimizer
 from ._parallel import (
@@ -91,6 +101,15 @@ __all__ = [
     "consolidate",
     "make_train_step",
     "make_optimizer",
+    # Learning online from a stream
+    "OnlineLearner",
+    "OnlineState",
+    "Replay",
+    "EWC",
+    "WindowBuffer",
+    "CarriedState",
+    "save_online_state",
+    "load_online_state",
     # Failures and placement
     "AbstractFailurePolicy",
     "RaiseOnFailure",

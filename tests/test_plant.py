@@ -166,6 +166,48 @@ def test_recalibration_changes_one_sensors_gain_and_offset_from_its_time():
     assert np.isnan(moved.recalibrated_gain[3])
 
 
+def test_a_leaking_machine_shows_its_wear_in_pressure_not_vibration():
+    """The second failure mode, against the same machines failing by the
+    first: vibration reads the load alone, pressure falls faster by a
+    per-sensor k in [1, 2] times the wear, and temperature and alarms are
+    unchanged (noise 0, so the readings are exact)."""
+    kwargs = dict(machines=2, sensors=10, rates_hz=SLOW, noise=0.0, seed=1)
+    kwargs["horizon_seconds"] = HOUR
+    worn = simulate_plant(**kwargs)
+    leak = simulate_plant(second_mode_share=1.0, **kwargs)
+    np.testing.assert_array_equal(worn.failure_mode, [0, 0])
+    np.testing.assert_array_equal(leak.failure_mode, [1, 1])
+    np.testing.assert_array_equal(worn.time, leak.time)
+    for m in range(2):
+        for i, group in enumerate(leak.sensor_group):
+            t, value = leak.samples(m, i)
+            _, before = worn.samples(m, i)
+            if group == "vibration":
+                x = (value - leak.sensor_offset[i]) / leak.sensor_gain[i]
+                np.testing.assert_allclose(x, leak.load(m, t), rtol=1e-12)
+            elif group == "pressure":
+                extra = (before - value) / leak.sensor_gain[i]
+                k = extra / leak.wear(m, t)
+                late = leak.wear(m, t) > 0.05
+                assert np.ptp(k[late]) < 1e-9 * np.max(np.abs(extra))
+                assert 0.5 <= np.median(k[late]) <= 2.0
+            else:
+                np.testing.assert_array_equal(value, before)
+    # A share in between: each machine draws its mode, as its own draw says.
+    some = simulate_plant(machines=40, sensors=2, rates_hz=SLOW, second_mode_share=0.5)
+    assert 10 <= some.failure_mode.sum() <= 30
+
+
+def test_first_machine_simulates_the_plants_later_machines():
+    kwargs = dict(sensors=6, rates_hz=SLOW, horizon_seconds=600.0, seed=5)
+    three = simulate_plant(machines=3, **kwargs)
+    later = simulate_plant(machines=1, first_machine=2, **kwargs)
+    assert later.failure_time[0] == three.failure_time[2]
+    np.testing.assert_array_equal(later.load_levels[0], three.load_levels[2])
+    for i in range(6):
+        np.testing.assert_array_equal(later.samples(0, i)[1], three.samples(2, i)[1])
+
+
 @pytest.mark.parametrize(
     "kwargs, match",
     [
@@ -180,6 +222,8 @@ def test_recalibration_changes_one_sensors_gain_and_offset_from_its_time():
             dict(recalibration_seconds=1.0, recalibrated_sensors=(19,)),
             "recalibrated_sensors must be continuous sensors",
         ),
+        (dict(second_mode_share=1.5), r"second_mode_share must lie in \[0, 1\]"),
+        (dict(first_machine=-1), "first_machine be at least 0; got 0.0 and -1"),
     ],
 )
 def test_invalid_arguments_are_named(kwargs, match):

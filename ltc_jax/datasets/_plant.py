@@ -18,6 +18,9 @@ _VIBRATION_WEAR = (0.5, 3.0)
 _PRESSURE_WEAR = (0.0, 0.5)
 _TEMPERATURE_WEAR = (0.0, 1.0)
 _GAIN_RANGE = (0.5, 2.0)  # log-uniform
+# The second failure mode (a leak): pressure falls this much more per unit of
+# wear, and vibration does not respond.
+_LEAK_PRESSURE_WEAR = (1.0, 2.0)
 _SECONDS_PER_HOUR = 3600.0
 
 
@@ -41,6 +44,9 @@ class PlantStreams(SensorStreams):
         `failure_time - horizon_seconds` where that is later).
     - `wear_exponent`: `float64[machines]` the exponent `p` of each machine's
         wear curve.
+    - `failure_mode`: `int32[machines]` how each machine fails: 0, wear that
+        shows in vibration (the first mode), or 1, a leak (the second; see
+        `second_mode_share`).
     - `load_times`: one `float64[segments]` per machine, the start of each
         load segment (the first is 0).
     - `load_levels`: one `float64[segments]` per machine, the load in each.
@@ -52,6 +58,7 @@ class PlantStreams(SensorStreams):
     recalibrated_offset: np.ndarray
     t_start: np.ndarray
     wear_exponent: np.ndarray
+    failure_mode: np.ndarray
     load_times: tuple[np.ndarray, ...]
     load_levels: tuple[np.ndarray, ...]
 
@@ -100,6 +107,8 @@ def simulate_plant(
     horizon_seconds: float | None = 3600.0,
     recalibration_seconds: float | None = None,
     recalibrated_sensors: tuple[int, ...] = (),
+    second_mode_share: float = 0.0,
+    first_machine: int = 0,
 ) -> PlantStreams:
     """Simulate a plant of machines that wear out to failure, watched by
     asynchronous sensors at several rates: a synthetic benchmark for predictive
@@ -147,6 +156,11 @@ def simulate_plant(
         both lags start at rest (`P(0) = Q(0) = L(0)`) and are solved exactly
         (the load is piecewise constant). The wear enters without a lag: it
         changes over hours, slower than any of the time constants.
+    - *A second failure mode.* A machine fails by a leak instead with
+        probability `second_mode_share`: its vibration does not respond to
+        wear (`k = 0`) and its pressure falls faster, with `k` drawn per
+        sensor in [1, 2] (shared by the leaking machines); temperature and
+        alarms respond as in the first mode.
     - *Alarms.* Each alarm sensor raises alarms at the events of a Poisson
         process whose rate grows linearly with wear, from `alarms_per_hour[0]`
         at `w = 0` to `alarms_per_hour[1]` at `w = 1`; an alarm's value is its
@@ -204,6 +218,13 @@ def simulate_plant(
         learning.
     - `recalibrated_sensors`: the continuous sensors recalibrated at
         `recalibration_seconds` (default none).
+    - `second_mode_share`: the probability, in `[0, 1]`, that a machine fails
+        by the second mode (default 0). With the load levels and the
+        recalibration, this drifts the plant between regimes.
+    - `first_machine`: the index of the first machine simulated (default 0):
+        machines `first_machine, first_machine + 1, ...` of the plant, whose
+        draws depend on `seed` and their index, so that regimes simulated by
+        separate calls have different machines and the same sensors.
 
     **Returns:** a [`ltc_jax.datasets.PlantStreams`][].
 
@@ -212,8 +233,14 @@ def simulate_plant(
     end, a non-positive rate, load level, time constant or horizon, a jitter
     outside `[0, 1)`, a negative drift, noise or alarm rate, an alarm rate that
     falls with wear, a wear exponent below 1, or a recalibrated sensor that is
-    not a continuous one (or a recalibrated sensor without a time).
+    not a continuous one (or a recalibrated sensor without a time), a
+    `second_mode_share` outside `[0, 1]` or a negative `first_machine`.
     """
+    if not 0 <= second_mode_share <= 1 or first_machine < 0:
+        raise ValueError(
+            f"second_mode_share must lie in [0, 1] and first_machine be at least 0; "
+            f"got {second_mode_share} and {first_machine}."
+        )
     _check(
         machines=machines,
         sensors=sensors,
@@ -254,7 +281,8 @@ def simulate_plant(
         recalibrated[index] = True
 
     # Independent streams by purpose: spawn keys (0,) sensors, (1, m) machine m's
-    # plant, (2, m, i) sensor i on machine m.
+    # plant, (2, m, i) sensor i on machine m, (3, m) machine m's failure mode,
+    # (4,) the second mode's sensitivities.
     def rng(*key: int) -> np.random.Generator:
         return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=key))
 
@@ -273,21 +301,30 @@ def simulate_plant(
         calibration[:, ~continuous] = np.nan
         calibration[1, ~recalibrated] = np.nan
 
+    leak_sensitivity = np.where(
+        group_index == 1, rng(4).uniform(*_LEAK_PRESSURE_WEAR, size=sensors), 0.0
+    )
+    leak_sensitivity[group_index == 2] = sensitivity[group_index == 2]
     levels_all = np.asarray(load_levels, dtype=np.float64)
     lags = (None, pressure_lag_seconds, temperature_lag_seconds)
     failure_time = np.empty(machines)
     t_start = np.empty(machines)
     wear_exponent = np.empty(machines)
+    failure_mode = np.zeros(machines, np.int32)
     load_times, load_values, parts = [], [], []
     for m in range(machines):
+        plant_m = first_machine + m  # the machine's index in the plant
         failure, times, levels, p = _draw_machine(
-            rng(1, m),
+            rng(1, plant_m),
             failure_seconds,
             levels_all,
             load_changes_per_hour,
             wear_exponents,
         )
         failure_time[m], wear_exponent[m] = failure, p
+        if second_mode_share > 0:
+            failure_mode[m] = rng(3, plant_m).uniform() < second_mode_share
+        k_wear = leak_sensitivity if failure_mode[m] else sensitivity
         load_times.append(times)
         load_values.append(levels)
         start = 0.0 if horizon_seconds is None else max(0.0, failure - horizon_seconds)
@@ -298,7 +335,7 @@ def simulate_plant(
             return (np.interp(t, knots, used) / used[-1]) ** p
 
         for i in range(sensors):
-            draw = rng(2, m, i)
+            draw = rng(2, plant_m, i)
             group = group_index[i]
             if group == 3:
                 t = _poisson_times(draw, start, failure, wear, alarms_per_hour)
@@ -308,11 +345,11 @@ def simulate_plant(
             t = _clock(draw, start, failure, rates_hz[group], jitter, drift_ppm)
             if group == 0:  # vibration: an RMS amplitude, immediate
                 load = levels[np.searchsorted(times, t, "right") - 1]
-                x = load * (1.0 + sensitivity[i] * wear(t))
+                x = load * (1.0 + k_wear[i] * wear(t))
             else:  # pressure falls with wear, temperature rises
                 sign = -1.0 if group == 1 else 1.0
                 lagged = _lagged_load(times, levels, lags[group], t)
-                x = lagged + sign * sensitivity[i] * wear(t)
+                x = lagged + sign * k_wear[i] * wear(t)
             x = x + noise * draw.standard_normal(t.shape)
             late = recalibrated[i] & (t >= (recalibration_seconds or 0.0))
             value = np.where(late, offset[1, i], offset[0, i]) + (
@@ -335,6 +372,7 @@ def simulate_plant(
         failure_time=failure_time,
         t_start=t_start,
         wear_exponent=wear_exponent,
+        failure_mode=failure_mode,
         load_times=tuple(load_times),
         load_levels=tuple(load_values),
     )

@@ -1,0 +1,195 @@
+"""The online learner: causal predictions from a carried state, labels that
+arrive late, replay, EWC's consolidation, learning-rate schedules for a stream,
+and a stream killed and resumed."""
+
+import os
+import signal
+import subprocess
+import sys
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from online_stream import (
+    CHANNELS,
+    FRAMES,
+    STREAMS,
+    TS,
+    chunk_data,
+    make_learner,
+    make_model,
+    stream,
+)
+
+import ltc_jax
+from ltc_jax import training
+
+
+def test_windows_that_share_their_boundary_frame_chain_into_one_solve():
+    """Two windows of a stream, the second starting at the first's last frame,
+    predicted in one call: the second's outputs are those of one solve of the
+    whole span from zero, by the model called directly. A window of another
+    stream, or one that does not continue, starts from zero."""
+    learner, model = make_learner(), make_model()
+    rng = np.random.default_rng(0)
+    whole = rng.normal(size=(2 * FRAMES - 1, CHANNELS))
+    first, second = whole[:FRAMES], whole[FRAMES - 1 :]
+    # Stream 1: the continuation given first (predict orders by end), then the
+    # window it continues; stream 0: two windows with a gap between them.
+    xs = np.stack([second, first, second, second])
+    streams = [1, 1, 0, 0]
+    ends = [TS[-1] + FRAMES - 1, TS[-1], TS[-1], TS[-1] + 3 * FRAMES]
+    outputs, state = learner.predict(learner.init(model), xs, streams, ends)
+
+    def direct(values):
+        ts = np.arange(1.0, len(values) + 1.0)
+        data = ltc_jax.datasets.SequenceDataset(
+            ts[None], values[None], [len(values)], [0]
+        )
+        path = ltc_jax.make_input_path(data, **learner.path_options)
+        return np.asarray(model(path, integrator=learner.integrator)[0])
+
+    np.testing.assert_allclose(outputs[1], direct(first), rtol=1e-12)
+    np.testing.assert_allclose(outputs[0], direct(whole), rtol=1e-10)
+    np.testing.assert_allclose(outputs[2], direct(second), rtol=1e-12)  # stream 0
+    np.testing.assert_allclose(outputs[3], direct(second), rtol=1e-12)  # a gap
+    assert len(state.pending) == 4 and sorted(state.carried.stream) == [0, 1]
+
+
+def test_labels_before_their_windows_end_and_other_bad_input_are_refused():
+    learner, model = make_learner(), make_model()
+    state = learner.init(model)
+    xs, labels = chunk_data(0)
+    streams, ends = np.arange(STREAMS), np.full(STREAMS, 8.0)
+    with pytest.raises(ValueError, match="has not ended at now=7.0"):
+        learner.predict(state, xs, streams, ends, now=7.0)
+    _, state = learner.predict(state, xs, streams, ends, now=8.0)
+    with pytest.raises(ValueError, match="before the window ended"):
+        learner.label(state, streams, ends + [0.0, 0.0, 1.0], labels, now=8.5)
+    with pytest.raises(ValueError, match="No pending window of stream 0 ends at 16"):
+        learner.label(state, [0], [16.0], [1], now=16.0)
+    with pytest.raises(ValueError, match="cannot go back"):
+        learner.label(state, streams, ends, labels, now=4.0)
+    with pytest.raises(ValueError, match="given twice"):
+        learner.predict(state, xs, streams, ends, now=9.0)
+    with pytest.raises(ValueError, match=r"integers in \[0, 2\)"):
+        learner.label(state, streams, ends, [0, 1, 2], now=9.0)
+    with pytest.raises(ValueError, match=r"must be \(n, 8, channels\)"):
+        learner.predict(state, xs[:, :5], streams, ends + 8, now=16.0)
+    state = learner.label(state, streams, ends, labels, now=8.0)  # at the end: ok
+    assert len(state.fresh) == STREAMS and not len(state.pending)
+    with pytest.raises(ValueError, match="No pending window"):  # labelled once
+        learner.label(state, streams, ends, labels, now=9.0)
+
+
+def test_the_reservoir_keeps_each_window_with_equal_probability():
+    """Algorithm R: after N windows, each is in a buffer of capacity C with
+    probability C / N (a binomial check over many seeds)."""
+    learner, model = make_learner(replay=training.Replay(capacity=4)), make_model()
+    empty = learner.init(model)
+    n, runs = 12, 600
+    windows = empty.fresh.resized(n)
+    windows = eqx.tree_at(lambda b: b.stream, windows, np.arange(n))
+    counts = np.zeros(n)
+    for seed in range(runs):
+        draw = np.random.default_rng(seed)
+        state = empty
+        for first in range(0, n, 5):  # updates of 5, 5 and 2 windows
+            part = windows.take(np.arange(first, min(first + 5, n)))
+            state = learner._remember(state, part, draw)
+            state = state.replace(seen=state.seen + len(part))
+        assert len(state.replay) == 4
+        counts[state.replay.stream] += 1
+    p = 4 / n
+    # Each count is Binomial(600, 1/3): sd 11.5; 4.5 sd is a 1e-5 tail.
+    assert np.all(np.abs(counts - runs * p) < 4.5 * np.sqrt(runs * p * (1 - p)))
+
+
+def test_an_update_consolidates_the_fisher_of_its_windows_at_the_new_parameters():
+    """With EWC every 3 windows, one update on 3 labelled windows leaves a
+    penalty anchored at the updated model whose weights are the diagonal Fisher
+    of those windows (from the states they were predicted from) there."""
+    learner = make_learner(replay=None, ewc=training.EWC(strength=2.0, every=3))
+    state = learner.init(make_model())
+    xs, labels = chunk_data(0)
+    streams, ends = np.arange(STREAMS), np.full(STREAMS, 8.0)
+    _, state = learner.predict(state, xs, streams, ends)
+    _, state = learner.predict(state, chunk_data(1)[0], streams, ends + 8)
+    state = learner.label(state, streams, ends + 8, labels, now=16.0)
+    windows = state.fresh
+    assert np.any(windows.y0 != 0)  # the second windows carry the first's state
+    state, record = learner.update(state)
+    assert record["windows"] == 3 and record["steps"] == 1
+    assert state.penalty is not None and state.fisher_sum is None
+    assert state.penalty.strength == 2.0
+    assert training.parameter_digest(state.penalty.anchor) == (
+        training.parameter_digest(state.model)
+    )
+    batch = ltc_jax.Batch(
+        path=learner._path(windows.xs, jnp.float64),
+        labels=jnp.asarray(windows.labels),
+        weights=jnp.ones(3),
+        y0=jnp.asarray(windows.y0),
+    )
+    expected = training.diagonal_fisher(state.model, batch, learner.integrator)
+    for got, want in zip(
+        jax.tree.leaves(state.penalty.weights), jax.tree.leaves(expected), strict=True
+    ):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-300)
+
+
+def _learning_rates(optimizer, steps):
+    """The learning rate of each step, read from Adam's first update on a
+    constant gradient (bias-corrected, it is the rate times g / (|g| + eps));
+    optax keeps the rate in float32, hence the tolerance of 1e-6."""
+    params = jnp.zeros(())
+    state = optimizer.init(params)
+    rates = []
+    for _ in range(steps):
+        with jax.numpy_dtype_promotion("standard"):  # as the training step does
+            update, state = optimizer.update(jnp.ones(()), state, params)
+        rates.append(-float(update) * (1 + 1e-8))
+    return np.array(rates)
+
+
+def test_a_stream_learning_rate_is_constant_or_restarts_warm():
+    constant = training.make_optimizer(0.1, None, clip_norm=None)
+    np.testing.assert_allclose(_learning_rates(constant, 6), 0.1, rtol=1e-6)
+    restarts = training.make_optimizer(0.1, None, restart_steps=4, clip_norm=None)
+    k = np.arange(10) % 4
+    expected = 0.1 * (0.01 + 0.99 * 0.5 * (1 + np.cos(np.pi * k / 4)))
+    np.testing.assert_allclose(_learning_rates(restarts, 10), expected, rtol=1e-6)
+    with pytest.raises(ValueError, match="not both"):
+        training.make_optimizer(0.1, 100, restart_steps=4)
+    assert isinstance(constant, optax.GradientTransformation)
+
+
+@pytest.mark.slow
+def test_a_stream_killed_and_resumed_continues_exactly(tmp_path):
+    """SIGKILL the stream in the middle of a chunk, resume it from its last
+    checkpoint: the model, the optimiser state, the buffers, the EWC penalty
+    and the carried states are bit for bit those of a stream never stopped."""
+    whole = stream(tmp_path / "whole")
+    script = os.path.join(os.path.dirname(__file__), "online_stream.py")
+    killed = tmp_path / "killed"
+    result = subprocess.run(
+        [sys.executable, script, str(killed), "--kill-after", "4"],
+        capture_output=True,
+        timeout=600,
+    )
+    assert result.returncode == -signal.SIGKILL
+    latest = training.list_checkpoints(killed)[-1]
+    assert latest.endswith(f"step-{5 * STREAMS:08d}")  # chunks 0 to 4 predicted
+    resumed = stream(killed)
+    assert whole.penalty is not None and len(whole.replay) == 5
+    for name in ("now", "predicted", "seen", "updates", "since_consolidation"):
+        assert getattr(resumed, name) == getattr(whole, name)
+    assert resumed.train.step == whole.train.step
+    parts = ("train", "penalty", "fisher_sum", "pending", "fresh", "replay", "carried")
+    for part in parts:
+        assert training.parameter_digest(getattr(resumed, part)) == (
+            training.parameter_digest(getattr(whole, part))
+        ), part
