@@ -799,6 +799,129 @@ def streams(m: dict, c: dict, run_dir: str) -> str:
     )
 
 
+def online(m: dict, c: dict, run_dir: str) -> str:
+    """The tables of `experiments.online` (held-out scores after the stream,
+    forgetting, adaptation, prequential scores, latency), as mean ± standard
+    deviation over its seeds, and `prequential.png` (the first seed)."""
+    env, runs = m["environment"], m["runs"]
+    regimes = len(runs[0]["stream"]["regime_windows"])
+    last = regimes - 1
+    by_strategy = {}
+    for run in runs:
+        for row in run["strategies"]:
+            by_strategy.setdefault(row["strategy"], []).append(row)
+
+    def held(row, after, regime, key):
+        return row["held_out"][after]["held_out"][regime][key]
+
+    def spread(values, scale=1.0, sign=""):
+        mean, std, _ = mean_std(values)
+        digits = 1 if scale > 1 else 3
+        return f"{scale * mean:{sign}.{digits}f} ± {scale * std:.{digits}f}"
+
+    def column(title, value, **options):
+        return (title, lambda rows: spread([value(row) for row in rows], **options))
+
+    summary = [dict(strategy=name, rows=rows) for name, rows in by_strategy.items()]
+
+    def table_of(title, *columns):
+        return table(
+            title,
+            summary,
+            ("strategy", "strategy"),
+            *[(t, lambda entry, f=f: f(entry["rows"])) for t, f in columns],
+        )
+
+    def scores(after, regime):
+        return [
+            column(
+                f"regime {regime} acc",
+                lambda row: held(row, after, regime, "accuracy"),
+            ),
+            column("AUROC", lambda row: held(row, after, regime, "auroc")),
+        ]
+
+    figure, axis = pyplot().subplots(figsize=(7, 3.6))
+    for row in runs[0]["strategies"]:
+        hours, accuracy = zip(*row["curve"], strict=True)
+        axis.plot(hours, accuracy, marker=".", label=row["strategy"])
+    for boundary in runs[0]["stream"]["boundaries_hours"]:
+        axis.axvline(boundary, color="grey", linestyle=":")
+    axis.set_xlabel("plant time (hours); dotted: a new regime begins")
+    axis.set_ylabel("prequential accuracy (half hours)")
+    axis.legend(fontsize=7, ncol=3)
+    save_figure(figure, os.path.join(run_dir, "prequential.png"))
+    stream, latency = runs[0]["stream"], m.get("latency")
+    retraining = [
+        seconds
+        for row in by_strategy.get("retrain", [])
+        for seconds in row["retrain_seconds"]
+    ]
+    return join(
+        f"A drifting plant ({c['sensors']} sensors), {len(runs)} seeds "
+        f"({', '.join(str(run['seed']) for run in runs)}): each streams "
+        f"{stream['windows']} windows of {c['window_seconds']:g} s over "
+        f"{stream['hours']:.1f} h in {regimes} regimes (new regimes at "
+        f"{', '.join(f'{h:g}' for h in stream['boundaries_hours'])} h); labels "
+        f'"fails within {c["horizon_seconds"]:g} s" arrive that long after '
+        f"each window ends ({stream['positive_share']:.0%} positive in the first "
+        f"seed). Warm-up: {stream['warmup_windows']} windows of regime 0. Held "
+        f"out per regime: {stream['test_windows'][0]} windows. "
+        f"{env['cpu_count']} CPU cores, {env['cpu']}; {m['seconds']:.0f} s in all; "
+        f"retrain's retraining took {mean_std(retraining)[0]:.1f} s on average.",
+        table_of(
+            f"Held-out machines after the whole stream: regimes 0 to {last - 1} "
+            f"(forgetting) and {last} (adaptation), mean ± sd over seeds",
+            *[entry for regime in range(regimes) for entry in scores(last, regime)],
+        ),
+        table_of(
+            "Forgetting: held-out accuracy on a regime at the end of that regime "
+            "minus at the end of the stream (points; lower is better)",
+            *[
+                column(
+                    f"regime {r}",
+                    lambda row, r=r: (
+                        held(row, r, r, "accuracy") - held(row, last, r, "accuracy")
+                    ),
+                    scale=100.0,
+                    sign="+",
+                )
+                for r in range(last)
+            ],
+        ),
+        table_of(
+            "Adaptation: held-out accuracy on each regime at the end of that regime",
+            *[
+                column(f"regime {r}", lambda row, r=r: held(row, r, r, "accuracy"))
+                for r in range(regimes)
+            ],
+        ),
+        table_of(
+            "Prequential (each window predicted when it ends, before its label): "
+            "accuracy by regime, and the seconds of a chunk's update (label and "
+            "train), median, and the most (compilations included)",
+            *[
+                column(
+                    f"regime {r}", lambda row, r=r: row["prequential"][r]["accuracy"]
+                )
+                for r in range(regimes)
+            ],
+            column("update s", lambda row: row["update_seconds_median"]),
+            column("max s", lambda row: row["update_seconds_max"]),
+        ),
+        ""
+        if latency is None
+        else (
+            f"Latency: one minute of {latency['sensors']} sensors "
+            f"({latency['channels']} channels, {latency['windows_per_minute']:g} "
+            f"windows a minute, median), ewc_replay's update: median "
+            f"{latency['update_seconds_median']:.3f} s, max "
+            f"{latency['update_seconds_max']:.3f} s over {latency['updates_timed']} "
+            "updates (after the first three, which compile)."
+        ),
+    )
+
+
 def _by_model(rows: list[dict]) -> list[dict]:
     """Per model (in first-seen order): `(mean, std)` of its rows' AUROC,
     accuracy and training seconds."""

@@ -176,13 +176,16 @@ class OnlineState(eqx.Module):
         its anchor and Fisher), or `None` before the first consolidation.
     - `fisher_sum`: the Fisher of the windows since the last consolidation,
         summed over them (a pytree of the model's parameters), or `None`.
-    - `pending`: windows predicted whose labels have not arrived.
+    - `pending`: windows predicted whose labels have not arrived (a window
+        whose label never comes stays here: drop such windows with
+        `state.replace(pending=state.pending.take(keep))`).
     - `fresh`: windows labelled and not yet trained on.
     - `replay`: the replay buffer.
     - `carried`: each stream's latest state ([`ltc_jax.training.CarriedState`][]).
     - `now`: the latest time the stream has reached (static float; `-inf`
         before the first chunk).
     - `predicted`: windows predicted so far (static int).
+    - `labelled`: labels received so far (static int).
     - `seen`: labelled windows trained on so far (static int).
     - `since_consolidation`: of those, the ones since the last consolidation.
     - `updates`: updates made (static int).
@@ -197,6 +200,7 @@ class OnlineState(eqx.Module):
     carried: CarriedState
     now: float = eqx.field(static=True, default=-np.inf)
     predicted: int = eqx.field(static=True, default=0)
+    labelled: int = eqx.field(static=True, default=0)
     seen: int = eqx.field(static=True, default=0)
     since_consolidation: int = eqx.field(static=True, default=0)
     updates: int = eqx.field(static=True, default=0)
@@ -293,6 +297,11 @@ class OnlineLearner(eqx.Module):
                 f"batch_size and passes must be positive; got {self.batch_size} "
                 f"and {self.passes}."
             )
+        if self.replay is not None and self.batch_size < 2:
+            raise ValueError(
+                "Replay needs batch_size >= 2: each batch holds at least one new "
+                f"window and one replayed; got batch_size={self.batch_size}."
+            )
         if self.task not in ("classes", "regression"):
             raise ValueError(
                 f"task must be 'classes' or 'regression'; got {self.task!r}."
@@ -343,15 +352,17 @@ class OnlineLearner(eqx.Module):
         **Returns:** `(outputs, state)`: `float[n, output_size]` (logits for
         classes), in the order given.
 
-        **Raises:** `ValueError` for windows off the learner's grid or of
-        another channel count, mismatched lengths, a window ending after `now`,
-        a `now` before the state's, or a window already predicted (the same
-        stream and end).
+        **Raises:** `ValueError` for no windows, windows off the learner's
+        grid or of another channel count, mismatched lengths, a window ending
+        after `now`, a `now` before the state's, a window given twice, or one
+        that does not end after its stream's latest predicted window.
         """
         xs = self._values(windows)
         stream = np.asarray(stream, np.int64).reshape(-1)
         end_time = np.asarray(end_time, np.float64).reshape(-1)
         n = xs.shape[0]
+        if n == 0:
+            raise ValueError("No windows to predict: give at least one.")
         if stream.shape != (n,) or end_time.shape != (n,):
             raise ValueError(
                 f"{n} windows need as many streams and end times; got "
@@ -365,12 +376,27 @@ class OnlineLearner(eqx.Module):
                 f"The window of stream {stream[i]} ending at {end_time[i]} has not "
                 f"ended at now={now}: predict windows once they have ended."
             )
-        known = state.pending.append(state.fresh)
-        if (
-            _matches(known, stream, end_time).any()
-            or len(set(zip(stream, end_time, strict=True))) < n
-        ):
-            raise ValueError("A window (its stream and end) was given twice.")
+        pairs = list(zip(stream.tolist(), end_time.tolist(), strict=True))
+        twice = [pair for pair in pairs if pairs.count(pair) > 1]
+        if twice:
+            raise ValueError(
+                f"The window of stream {twice[0][0]} ending at {twice[0][1]} is "
+                "given twice."
+            )
+        carried_end = dict(
+            zip(
+                state.carried.stream.tolist(),
+                state.carried.end_time.tolist(),
+                strict=True,
+            )
+        )
+        for s, t in pairs:
+            if s in carried_end and t <= carried_end[s]:
+                raise ValueError(
+                    f"The window of stream {s} ending at {t} does not end after "
+                    f"that stream's latest predicted window ({carried_end[s]}): "
+                    "predict each stream's windows once, in order."
+                )
         model = state.model
         outputs = np.zeros((n, model.output_size))
         y0 = np.zeros((n, model.hidden_size))
@@ -502,8 +528,9 @@ class OnlineLearner(eqx.Module):
         **Raises:** `ValueError` for a label that arrives before its window
         has ended (`now < end_time`: it would be known before its window's
         data), a window not pending (never predicted, or labelled already), a
-        class outside `[0, output_size)`, a target of another width, or a
-        `now` before the state's.
+        window labelled twice in the call, a class outside `[0, output_size)`,
+        a target of another shape or not finite, or a `now` before the
+        state's.
         """
         stream = np.asarray(stream, np.int64).reshape(-1)
         end_time = np.asarray(end_time, np.float64).reshape(-1)
@@ -527,11 +554,25 @@ class OnlineLearner(eqx.Module):
                 )
             labels = labels.astype(np.int32)
         else:
-            labels = np.asarray(labels, np.float64).reshape(-1, size)
+            labels = np.asarray(labels, np.float64)
+            if labels.shape != (stream.shape[0], size) or not np.all(
+                np.isfinite(labels)
+            ):
+                raise ValueError(
+                    f"Regression targets must be finite, ({stream.shape[0]}, "
+                    f"{size}) for {stream.shape[0]} windows; got {labels.shape}."
+                )
         if labels.shape[0] != stream.shape[0] or end_time.shape != stream.shape:
             raise ValueError(
                 f"{stream.shape[0]} windows need as many end times and labels; got "
                 f"{end_time.shape[0]} and {labels.shape[0]}."
+            )
+        pairs = list(zip(stream.tolist(), end_time.tolist(), strict=True))
+        twice = [pair for pair in pairs if pairs.count(pair) > 1]
+        if twice:
+            raise ValueError(
+                f"The window of stream {twice[0][0]} ending at {twice[0][1]} is "
+                "labelled twice in one call."
             )
         pending = state.pending
         where = []
@@ -549,7 +590,10 @@ class OnlineLearner(eqx.Module):
         keep = np.ones(len(pending), bool)
         keep[where] = False
         return state.replace(
-            pending=pending.take(keep), fresh=state.fresh.append(arrived), now=now
+            pending=pending.take(keep),
+            fresh=state.fresh.append(arrived),
+            now=now,
+            labelled=state.labelled + len(where),
         )
 
     # -- updates ------------------------------------------------------------
@@ -557,15 +601,17 @@ class OnlineLearner(eqx.Module):
     def update(self, state: OnlineState) -> tuple[OnlineState, dict[str, int | float]]:
         """Train on the windows labelled since the last update: `passes` passes
         in batches of `batch_size`, each batch its new windows plus, with
-        replay, `round(share * batch_size)` windows drawn from the buffer
+        replay, `round(share * batch_size)` windows (at least 1, at most
+        `batch_size - 1`) drawn from the buffer
         (without replacement, by `(seed, updates)`), weighted `replay.weight`.
         Then the new windows enter the replay buffer, and with EWC their Fisher
         is added to the running sum and, every `ewc.every` windows, consolidated
         into the penalty. Nothing happens without new windows.
 
-        **Returns:** `(state, record)`: `record` holds `windows` (new ones),
-        `steps`, `loss` (their mean data loss over the steps, `nan` without
-        any) and `penalty` (with EWC).
+        **Returns:** `(state, record)`: `record` holds `windows` (the new
+        ones), `steps`, `loss` (the data loss per unit of weight over the
+        steps' batches, replayed windows included; `nan` where no step
+        succeeded) and, with a penalty, `penalty` (its mean).
 
         **Raises:** what the failure policy raises; as the model's solve.
         """
@@ -574,10 +620,10 @@ class OnlineLearner(eqx.Module):
             return state, dict(windows=0, steps=0, loss=np.nan)
         draw = np.random.default_rng([self.seed, state.updates])
         replayed = 0
-        if self.replay is not None and len(state.replay):
-            replayed = min(
-                round(self.replay.share * self.batch_size), len(state.replay)
-            )
+        if self.replay is not None and self.replay.share > 0 and len(state.replay):
+            # At least one replayed window and one new one per batch.
+            wanted = round(self.replay.share * self.batch_size)
+            replayed = min(max(wanted, 1), self.batch_size - 1, len(state.replay))
         new_per_batch = self.batch_size - replayed
         objective = self.objective
         if state.penalty is not None:
@@ -613,7 +659,8 @@ class OnlineLearner(eqx.Module):
             loss=train.totals.get("loss", np.nan) / weight if weight else np.nan,
         )
         if state.penalty is not None:
-            record["penalty"] = train.totals.get("ewc_penalty", 0.0) / weight
+            penalty = train.totals.get("ewc_penalty", np.nan)
+            record["penalty"] = penalty / weight if weight else np.nan
         state = state.replace(
             train=train.replace(batch=0, best_model=train.model),  # no epochs
             fresh=fresh.take(np.zeros(0, np.int64)),
@@ -702,16 +749,6 @@ def _scaled(tree: PyTree, factor: float) -> PyTree:
     return jax.tree.map(lambda leaf: factor * np.asarray(leaf), tree)
 
 
-def _matches(buffer: WindowBuffer, stream, end_time) -> np.ndarray:
-    """Which of `(stream, end_time)` the buffer holds already."""
-    if not len(buffer):
-        return np.zeros(stream.shape, bool)
-    same = (buffer.stream[None] == stream[:, None]) & (
-        buffer.end_time[None] == end_time[:, None]
-    )
-    return same.any(axis=1)
-
-
 def _carry(carried: CarriedState, stream, end_time, final) -> CarriedState:
     """Carried states with these streams' replaced by their new ones."""
     keep = ~np.isin(carried.stream, stream)
@@ -725,14 +762,16 @@ def _carry(carried: CarriedState, stream, end_time, final) -> CarriedState:
 # -- checkpoints ------------------------------------------------------------
 
 _BUFFERS = ("pending", "fresh", "replay")
-_STATIC = ("now", "predicted", "seen", "since_consolidation", "updates")
+_STATIC = ("now", "predicted", "labelled", "seen", "since_consolidation", "updates")
 
 
 def save_online_state(
     directory: str | os.PathLike, state: OnlineState, **meta: Any
 ) -> str:
-    """Checkpoint an online learner's whole state as `step-<predicted>` (the
-    windows predicted so far) under `directory`, atomically and checksummed
+    """Checkpoint an online learner's whole state as `step-<n>` under
+    `directory`, `n` the windows predicted, the labels received and the
+    updates made so far (so a state that has changed is never saved under an
+    earlier name), atomically and checksummed
     ([`ltc_jax.training.save_checkpoint`][]): the model, the optimiser state,
     the EWC penalty and Fisher sum, every buffer and the carried states, and
     the stream's position. A stream resumed from it with
@@ -752,7 +791,11 @@ def save_online_state(
     )
     sizes = {name: len(getattr(state, name)) for name in (*_BUFFERS, "carried")}
     position = {name: getattr(state, name) for name in _STATIC}
-    position["step"] = train.step
+    position |= dict(
+        step=train.step,
+        failures_in_a_row=train.failures_in_a_row,
+        first_loss=train.first_loss,
+    )
     position["now"] = None if np.isinf(state.now) else state.now
     record = dict(
         meta,
@@ -763,7 +806,8 @@ def save_online_state(
             fisher_sum=state.fisher_sum is not None,
         ),
     )
-    return save_checkpoint(directory, state.predicted, arrays, record)
+    step = state.predicted + state.labelled + state.updates
+    return save_checkpoint(directory, step, arrays, record)
 
 
 def load_online_state(
@@ -781,8 +825,9 @@ def load_online_state(
     **Returns:** `(state, meta, skipped)`: the state, the checkpoint's metadata
     and a line for each damaged checkpoint passed over.
 
-    **Raises:** [`ltc_jax.CheckpointError`][] if no checkpoint is usable or the
-    newest intact one holds a model built with other options (each named).
+    **Raises:** [`ltc_jax.CheckpointError`][] if no checkpoint is usable, the
+    newest intact one is not an online learner's, holds a model built with
+    other options (each named), or an EWC penalty the learner has no EWC for.
     """
     remove_interrupted_saves(directory)
     fresh = learner.init(model)
@@ -798,6 +843,11 @@ def load_online_state(
         online = meta["online"]
         sizes = online["sizes"]
         penalty = None
+        if online["penalty"] and learner.ewc is None:
+            raise CheckpointError(
+                f"{folder} holds an EWC penalty and the learner has no EWC: "
+                "build the learner with the EWC it was saved with."
+            )
         if online["penalty"]:
             parameters = eqx.filter(model, eqx.is_inexact_array)
             penalty = QuadraticPenalty(model, parameters, learner.ewc.strength)
@@ -812,14 +862,15 @@ def load_online_state(
             **{name: fresh.pending.resized(sizes[name]) for name in _BUFFERS},
         )
         arrays = _restore(folder, meta, blob, like)
-        arrays = jax.tree.map(
-            lambda a: np.asarray(a) if isinstance(a, np.ndarray) else a, arrays
-        )
+        for name in (*_BUFFERS, "carried"):  # host arrays, as the learner keeps
+            arrays[name] = jax.tree.map(np.asarray, arrays[name])
         train = fresh.train.replace(
             model=arrays["model"],
             opt_state=arrays["opt_state"],
             best_model=arrays["model"],
             step=online["step"],
+            failures_in_a_row=online["failures_in_a_row"],
+            first_loss=online["first_loss"],
         )
         now = -np.inf if online["now"] is None else online["now"]
         state = OnlineState(
@@ -829,6 +880,7 @@ def load_online_state(
             carried=arrays["carried"],
             now=now,
             predicted=online["predicted"],
+            labelled=online["labelled"],
             seen=online["seen"],
             since_consolidation=online["since_consolidation"],
             updates=online["updates"],

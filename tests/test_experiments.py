@@ -465,3 +465,36 @@ def test_streams_benchmark_quick(tmp_path):
             seen = xs[i, :, c][~np.isnan(xs[i, :, c])]
             expected = [seen[-1], seen.mean(), seen.std(), seen.min(), seen.max()]
             np.testing.assert_allclose(features[i, c::2], expected)
+
+
+@pytest.mark.slow
+def test_online_quick(tmp_path):
+    """Smaller than `--quick`: every strategy streams every regime; the one
+    never updated ends with the model it began with (its held-out scores do not
+    move), the others update once per chunk with labels; each regime's windows
+    are all predicted before their labels; the report and figure render."""
+    from experiments import online
+
+    config = online.Config(
+        quick=True,
+        out=str(tmp_path / "run"),
+        machines_per_regime=2,
+        test_machines=1,
+        warmup_machines=2,
+        warmup_passes=1,
+        sensors=10,
+        latency_sensors=0,
+    )
+    (run,) = online.main(config)["runs"]
+    rows = {row["strategy"]: row for row in run["strategies"]}
+    assert list(rows) == list(online.STRATEGIES)
+    none = rows["none"]["held_out"]
+    assert none[0]["held_out"] == none[-1]["held_out"]
+    assert rows["none"]["updates"] == rows["retrain"]["updates"] == 0
+    assert len(rows["retrain"]["retrain_seconds"]) == online.REGIMES
+    assert rows["finetune"]["updates"] == rows["ewc_replay"]["updates"] > 0
+    counts = run["stream"]["regime_windows"]
+    for row in rows.values():
+        assert [p["windows"] for p in row["prequential"]] == counts
+    assert (tmp_path / "run" / "prequential.png").stat().st_size > 0
+    assert "Forgetting" in (tmp_path / "run" / "report.txt").read_text()

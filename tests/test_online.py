@@ -73,8 +73,12 @@ def test_labels_before_their_windows_end_and_other_bad_input_are_refused():
         learner.label(state, [0], [16.0], [1], now=16.0)
     with pytest.raises(ValueError, match="cannot go back"):
         learner.label(state, streams, ends, labels, now=4.0)
-    with pytest.raises(ValueError, match="given twice"):
+    with pytest.raises(ValueError, match="does not end after that stream's latest"):
         learner.predict(state, xs, streams, ends, now=9.0)
+    with pytest.raises(ValueError, match="stream 0 ending at 16.0 is given twice"):
+        learner.predict(state, xs[:2], [0, 0], [16.0, 16.0], now=16.0)
+    with pytest.raises(ValueError, match="labelled twice in one call"):
+        learner.label(state, [0, 0], [8.0, 8.0], [0, 1], now=9.0)
     with pytest.raises(ValueError, match=r"integers in \[0, 2\)"):
         learner.label(state, streams, ends, [0, 1, 2], now=9.0)
     with pytest.raises(ValueError, match=r"must be \(n, 8, channels\)"):
@@ -182,10 +186,12 @@ def test_a_stream_killed_and_resumed_continues_exactly(tmp_path):
     )
     assert result.returncode == -signal.SIGKILL
     latest = training.list_checkpoints(killed)[-1]
-    assert latest.endswith(f"step-{5 * STREAMS:08d}")  # chunks 0 to 4 predicted
+    # Chunks 0 to 4 predicted, 2 to 4 labelled and updated: 5 * 3 + 3 * 3 + 3.
+    assert latest.endswith(f"step-{8 * STREAMS + 3:08d}")
     resumed = stream(killed)
     assert whole.penalty is not None and len(whole.replay) == 5
-    for name in ("now", "predicted", "seen", "updates", "since_consolidation"):
+    names = ("now", "predicted", "labelled", "seen", "updates", "since_consolidation")
+    for name in names:
         assert getattr(resumed, name) == getattr(whole, name)
     assert resumed.train.step == whole.train.step
     parts = ("train", "penalty", "fisher_sum", "pending", "fresh", "replay", "carried")
@@ -193,3 +199,27 @@ def test_a_stream_killed_and_resumed_continues_exactly(tmp_path):
         assert training.parameter_digest(getattr(resumed, part)) == (
             training.parameter_digest(getattr(whole, part))
         ), part
+
+
+@pytest.mark.slow
+def test_the_docs_example_learns_from_a_stream(tmp_path):
+    """The "Learning online" example of the docs' sensor-streams page, as
+    written (float32, in its own process): every window it predicts is labelled
+    and trained on once, replay and EWC are engaged, and its newest checkpoint
+    resumes to the state it ended in."""
+    import pathlib
+    import re
+
+    page = pathlib.Path(__file__).parents[1] / "docs" / "concepts" / "streams.md"
+    section = page.read_text().split("## Learning online", 1)[1]
+    example = re.findall(r"```python\n(.*?)```", section, re.S)[0]
+    check = (
+        "\nassert state.seen == state.predicted == len(data) > 0\n"
+        "assert len(state.replay) == state.seen and state.penalty is not None\n"
+        "back, *_ = training.load_online_state('online-checkpoints', learner, model)\n"
+        "assert training.parameter_digest(back.train.model) == "
+        "training.parameter_digest(state.train.model)\n"
+    )
+    script = tmp_path / "example.py"
+    script.write_text(example + check)
+    subprocess.run([sys.executable, str(script)], check=True, timeout=600, cwd=tmp_path)

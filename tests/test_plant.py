@@ -168,9 +168,10 @@ def test_recalibration_changes_one_sensors_gain_and_offset_from_its_time():
 
 def test_a_leaking_machine_shows_its_wear_in_pressure_not_vibration():
     """The second failure mode, against the same machines failing by the
-    first: vibration reads the load alone, pressure falls faster by a
-    per-sensor k in [1, 2] times the wear, and temperature and alarms are
-    unchanged (noise 0, so the readings are exact)."""
+    first: vibration reads the load alone; pressure falls faster with wear,
+    its sensitivity k in [1, 2] in place of the first mode's in [0, 0.5], so
+    the two readings differ by a per-sensor constant in [0.5, 2] times the
+    wear; temperature and alarms are unchanged (noise 0: exact readings)."""
     kwargs = dict(machines=2, sensors=10, rates_hz=SLOW, noise=0.0, seed=1)
     kwargs["horizon_seconds"] = HOUR
     worn = simulate_plant(**kwargs)

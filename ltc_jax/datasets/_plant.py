@@ -18,8 +18,8 @@ _VIBRATION_WEAR = (0.5, 3.0)
 _PRESSURE_WEAR = (0.0, 0.5)
 _TEMPERATURE_WEAR = (0.0, 1.0)
 _GAIN_RANGE = (0.5, 2.0)  # log-uniform
-# The second failure mode (a leak): pressure falls this much more per unit of
-# wear, and vibration does not respond.
+# The second failure mode (a leak): pressure's wear sensitivity is drawn in this
+# range instead of `_PRESSURE_WEAR`, and vibration does not respond.
 _LEAK_PRESSURE_WEAR = (1.0, 2.0)
 _SECONDS_PER_HOUR = 3600.0
 
