@@ -2,7 +2,7 @@
 strategies, measured prequentially (predict each window when it ends, train on
 it when its label arrives).
 
-    python -m experiments.online            # about 17 minutes on 2 cores
+    python -m experiments.online            # about 18 minutes on 2 cores
     python -m experiments.online --quick    # under 3 minutes
 
 **The stream.** The simulated plant (`ltc_jax.datasets.simulate_plant`, 20
