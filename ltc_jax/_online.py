@@ -71,7 +71,7 @@ class WindowBuffer(eqx.Module):
 
     def resized(self, n: int) -> "WindowBuffer":
         """A buffer of `n` zero rows of these shapes (a template to load into)."""
-        return jax.tree.map(lambda a: np.zeros((n, *a.shape[1:]), a.dtype), self)
+        return _zero_rows(self, n)
 
 
 class CarriedState(eqx.Module):
@@ -91,7 +91,7 @@ class CarriedState(eqx.Module):
 
     def resized(self, n: int) -> "CarriedState":
         """A template of `n` zero rows."""
-        return jax.tree.map(lambda a: np.zeros((n, *a.shape[1:]), a.dtype), self)
+        return _zero_rows(self, n)
 
 
 class Replay(eqx.Module):
@@ -269,8 +269,13 @@ class OnlineLearner(eqx.Module):
     - `seed`: the replay's draws, which depend on `(seed, updates)` alone, so a
         resumed stream draws what an uninterrupted one would.
 
-    **Raises:** `ValueError` for a `batch_size` below 1, `passes` below 1, an
-    unknown `task`, or a `ts` that is not increasing.
+    **Raises:** `ValueError` for a `batch_size` below 1 (below 2 with replay),
+    `passes` below 1, an unknown `task`, or a `ts` that is not increasing.
+
+    Source: prequential evaluation (Dawid 1984, "Present position and
+    potential developments: the prequential approach", JRSS A 147(2));
+    replay by reservoir sampling (Vitter 1985); online EWC (Kirkpatrick et al.
+    2017; Schwarz et al. 2018).
     """
 
     ts: np.ndarray = eqx.field(converter=lambda ts: np.asarray(ts, np.float64))
@@ -376,13 +381,7 @@ class OnlineLearner(eqx.Module):
                 f"The window of stream {stream[i]} ending at {end_time[i]} has not "
                 f"ended at now={now}: predict windows once they have ended."
             )
-        pairs = list(zip(stream.tolist(), end_time.tolist(), strict=True))
-        twice = [pair for pair in pairs if pairs.count(pair) > 1]
-        if twice:
-            raise ValueError(
-                f"The window of stream {twice[0][0]} ending at {twice[0][1]} is "
-                "given twice."
-            )
+        pairs = _distinct_windows(stream, end_time, "given twice")
         carried_end = dict(
             zip(
                 state.carried.stream.tolist(),
@@ -567,13 +566,7 @@ class OnlineLearner(eqx.Module):
                 f"{stream.shape[0]} windows need as many end times and labels; got "
                 f"{end_time.shape[0]} and {labels.shape[0]}."
             )
-        pairs = list(zip(stream.tolist(), end_time.tolist(), strict=True))
-        twice = [pair for pair in pairs if pairs.count(pair) > 1]
-        if twice:
-            raise ValueError(
-                f"The window of stream {twice[0][0]} ending at {twice[0][1]} is "
-                "labelled twice in one call."
-            )
+        _distinct_windows(stream, end_time, "labelled twice in one call")
         pending = state.pending
         where = []
         for s, t in zip(stream, end_time, strict=True):
@@ -742,6 +735,25 @@ def _outputs_and_final(model, path, y0, integrator):
     ys = trajectory.ys
     final = ys if ys.ndim == 2 else ys[:, -1]
     return model.outputs(ys), final
+
+
+def _zero_rows(tree: PyTree, n: int) -> PyTree:
+    """`tree` with every array replaced by `n` zero rows of its row shape."""
+    return jax.tree.map(lambda a: np.zeros((n, *a.shape[1:]), a.dtype), tree)
+
+
+def _distinct_windows(stream, end_time, what: str) -> list[tuple[int, float]]:
+    """The windows' `(stream, end)` pairs.
+
+    **Raises:** `ValueError` naming the first window that appears twice, as
+    `what` says."""
+    pairs = list(zip(stream.tolist(), end_time.tolist(), strict=True))
+    twice = [pair for pair in pairs if pairs.count(pair) > 1]
+    if twice:
+        raise ValueError(
+            f"The window of stream {twice[0][0]} ending at {twice[0][1]} is {what}."
+        )
+    return pairs
 
 
 def _scaled(tree: PyTree, factor: float) -> PyTree:
