@@ -182,7 +182,7 @@ def training(config: Config, run: _run.Run) -> list[dict]:
     for seed in config.seeds:
         for model, adjoint in variants:
             label = "CfC" if model == "cfc" else f"LTC {adjoint}"
-            options = dict(model=model, adjoint=adjoint, seed=seed)
+            options = dict(model=model, adjoint=adjoint, seed=seed, memory_table=True)
             options["out"] = run.path("runs", f"{model}-{adjoint}-{seed}")
             if config.epochs is not None:
                 options["epochs"] = config.epochs

@@ -125,7 +125,7 @@ def main(config: Config) -> dict:
         runs = []
         for seed in config.seeds:
             options = dict(data=train_file, test_data=test_file, seed=seed)
-            options.update(out=run.path(name, f"seed{seed}"), memory_table=False)
+            options.update(out=run.path(name, f"seed{seed}"))
             options.update({k: v for k, v in overrides.items() if v is not None})
             runs.append(
                 ltc_jax.measure.call_in_subprocess(

@@ -40,7 +40,16 @@ def _evaluates_as_the_run_tested(capsys, metrics, *args):
 
 def test_cli_on_any_ts_pair(tmp_path, capsys):
     train, test, out, metrics = _train_toy(
-        tmp_path, 24, 10, "--hidden-size", "4", "--epochs", "2", "--batch-size", "8"
+        tmp_path,
+        24,
+        10,
+        "--hidden-size",
+        "4",
+        "--epochs",
+        "2",
+        "--batch-size",
+        "8",
+        "--memory-table",
     )
     printed = capsys.readouterr().out
     assert "test accuracy" in printed and "backsolve" in printed
@@ -110,11 +119,14 @@ def test_cli_on_any_ts_pair(tmp_path, capsys):
     assert (out / "history.png").stat().st_size > 0
 
 
-def test_cli_validation_share_comes_from_the_training_file_only(tmp_path, monkeypatch):
+def test_cli_validation_share_comes_from_the_training_file_only(
+    tmp_path, monkeypatch, capsys
+):
     """A derived share (here with the floor lowered from 100 to 2 series) is
     stratified from the training file (10% of 24 toy series: 1 of each of the
     two classes, rounded from 1.2); the test file is whole, and the epoch kept
-    is the one of lowest validation loss."""
+    is the one of lowest validation loss. Without `--memory-table` no memory is
+    measured, and one line says how to ask for it."""
     monkeypatch.setattr("ltc_jax.app.settings.MIN_VALIDATION_SERIES", 2)
     _, _, out, metrics = _train_toy(
         tmp_path,
@@ -126,7 +138,6 @@ def test_cli_validation_share_comes_from_the_training_file_only(tmp_path, monkey
         "2",
         "--batch-size",
         "8",
-        "--no-memory-table",
     )
     sizes = metrics["dataset"]
     assert sizes["train_size"] == 22 and sizes["validation_size"] == 2
@@ -136,6 +147,10 @@ def test_cli_validation_share_comes_from_the_training_file_only(tmp_path, monkey
     assert "holds out 2, at least 2" in share["validation_fraction"]["reason"]
     losses = [h["validation_loss"] for h in metrics["history"]]
     assert metrics["best_epoch"] == losses.index(min(losses))
+    assert metrics["memory_bytes_by_mode"] is None
+    printed = capsys.readouterr().out
+    assert "run again with --memory-table" in printed
+    assert "compiled training-step memory" not in printed
 
 
 def _bad(tmp_path, capsys, *args):
@@ -238,7 +253,6 @@ def test_cli_biophysical_cell_with_fused_solver(tmp_path):
         "1",
         "--batch-size",
         "8",
-        "--no-memory-table",
     )
     assert metrics["cell"] == "biophysical" and metrics["wiring"] == "ncp"
     assert metrics["solver"] == "fused" and not metrics["adaptive"]
@@ -261,7 +275,6 @@ def test_cli_irregular_protocol_with_mask_and_time_channels(tmp_path):
         "1",
         "--batch-size",
         "8",
-        "--no-memory-table",
     )
     assert "50% of observations dropped" in metrics["dataset"]["train"]
     config = json.loads((out / "config.json").read_text())
@@ -301,7 +314,6 @@ def test_cli_mixed_precision_trains_and_reloads_in_bfloat16(tmp_path):
         "4",
         "--epochs",
         "1",
-        "--no-memory-table",
     )
     assert np.isfinite(metrics["test_loss"])
     _, model, _ = load_run(str(out))
@@ -332,6 +344,7 @@ def test_cli_cfc_trains_evaluates_and_records_one_memory_entry(tmp_path, capsys)
         "pooled",
         "--epochs",
         "2",
+        "--memory-table",
     )
     assert metrics["model"] == "cfc" and metrics["gradient_mode"] == "backprop"
     model = load_run(str(out))[1]
@@ -366,7 +379,6 @@ def test_cli_resumes_a_run_saved_before_readout_times_were_derived(tmp_path):
         "4",
         "--epochs",
         "2",
-        "--no-memory-table",
     )
     saved = json.loads((out / "config.json").read_text())
     del saved["readout_times"]
@@ -478,7 +490,6 @@ def test_cli_predicts_unlabelled_files_and_names_the_real_mismatch(tmp_path, cap
         "1",
         "--batch-size",
         "8",
-        "--no-memory-table",
     )
     # An unlabelled file gets the predictions of the same series labelled.
     unlabelled = _rewrite_ts(test, tmp_path / "new.ts", labelled=False)
@@ -527,9 +538,7 @@ def test_cli_trains_a_timestamped_file_at_unix_epoch_times(tmp_path):
     same file untimestamped (times from 0): the same test accuracy and
     predictions, so no rounding of absolute times reaches the solve."""
     options = ["--hidden-size", "4", "--epochs", "1", "--batch-size", "8"]
-    train, test, plain, metrics = _train_toy(
-        tmp_path, 16, 8, *options, "--no-memory-table"
-    )
+    train, test, plain, metrics = _train_toy(tmp_path, 16, 8, *options)
     start = 1_700_000_000
     stamped_train = _rewrite_ts(train, tmp_path / "stamped_train.ts", start=start)
     stamped_test = _rewrite_ts(test, tmp_path / "stamped_test.ts", start=start)
@@ -539,9 +548,7 @@ def test_cli_trains_a_timestamped_file_at_unix_epoch_times(tmp_path):
     assert data.ts[0, 0] == start and data.ts[0, 1] == start + 1
     stamped = tmp_path / "stamped"
     args = ["--data", stamped_train, "--test-data", stamped_test, "--out", str(stamped)]
-    assert (
-        cli.main(["train", *args, *options, "--no-progress", "--no-memory-table"]) == 0
-    )
+    assert cli.main(["train", *args, *options, "--no-progress"]) == 0
     stamped_metrics = json.loads((stamped / "metrics.json").read_text())
     assert stamped_metrics["test_accuracy"] == metrics["test_accuracy"]
     for run in (plain, stamped):
@@ -587,7 +594,7 @@ def test_cli_stream_trains_on_the_simulator_and_reads_a_log_as_it_cut_its_window
     options = ["--machines", "6", "--sensors", "6", "--simulated-seconds", "600"]
     options += ["--window-seconds", "60", "--horizon-seconds", "300"]
     options += ["--epochs", "2", "--hidden-size", "4", "--seed", "3"]
-    assert cli.main(["stream", *options, "--no-memory-table", "--no-progress",
+    assert cli.main(["stream", *options, "--no-progress",
                      "--out", str(out)]) == 0  # fmt: skip
     metrics = json.loads((out / "metrics.json").read_text())
     stream = json.loads((out / "data.json").read_text())["settings"]["stream"]

@@ -163,7 +163,6 @@ def _train_command(*args):
         "ltc_jax",
         "train",
         "--no-progress",
-        "--no-memory-table",
         *args,
     ]
 
@@ -235,7 +234,7 @@ def test_x64_switch(tmp_path):
         "import jax, json, sys; from ltc_jax import app; "
         "m = app.train_and_evaluate(app.TrainConfig(data=sys.argv[1], "
         "test_data=sys.argv[2], out=sys.argv[3], epochs=1, hidden_size=4, "
-        "batch_size=4, progress=False, memory_table=False, x64=sys.argv[4] == '1')); "
+        "batch_size=4, progress=False, x64=sys.argv[4] == '1')); "
         "print(json.dumps([m['environment']['x64'], jax.numpy.zeros(()).dtype.name]))"
     )
     results = []

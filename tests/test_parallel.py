@@ -163,7 +163,7 @@ def test_the_main_job_on_two_devices_and_on_two_processes(tmp_path):
     train = toy_ts_file(tmp_path / "train.ts", 32, 0)
     test = toy_ts_file(tmp_path / "test.ts", 16, 1)
     common = ["--data", train, "--test-data", test, "--hidden-size", "4"]
-    common += ["--epochs", "2", "--no-memory-table"]
+    common += ["--epochs", "2"]
     _finished(_cli([*common, "--out", str(tmp_path / "one")]))
     _finished(_cli([*common, "--devices", "2", "--out", str(tmp_path / "two")], 2))
     port = _free_port()

@@ -39,7 +39,12 @@ def print_report(metrics: dict) -> None:
             "batch)"
         )
     memory = metrics["memory_bytes_by_mode"]
-    if memory:
+    if not memory:
+        print(
+            "\nthe compiled memory of a training step under each gradient mode: "
+            "run again with --memory-table"
+        )
+    else:
         print(
             "\ncompiled training-step memory (MiB), gradient mode = "
             f"{metrics['gradient_mode']}:"

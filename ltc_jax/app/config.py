@@ -186,9 +186,10 @@ class TrainConfig:
     """Global gradient-norm clip."""
     warmup_steps: int = 0
     """Optimiser steps of linear learning-rate warm-up."""
-    memory_table: bool = True
-    """Measure the compiled training step's memory under every gradient mode
-    (compiles one step per mode after training)."""
+    memory_table: bool = False
+    """After training, measure the compiled training step's memory under every
+    gradient mode (XLA's memory analysis, nothing run: one compilation per mode,
+    which would add about 70% to the default run's time, so off unless asked)."""
     checkpoint_every: OptionalInt = None
     """Also checkpoint every N optimiser steps (always after each epoch)."""
     on_failure: Literal["raise", "skip"] = "raise"
