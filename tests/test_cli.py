@@ -3,6 +3,7 @@
 import csv
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 
@@ -218,6 +219,41 @@ def test_cli_out_that_is_a_file_and_debug(tmp_path, capsys, monkeypatch):
         "--out",
         str(tmp_path / "predictions.csv"),
     )
+
+
+@pytest.mark.parametrize("command", ["train", "stream", "evaluate", "predict"])
+def test_cli_help_is_wrapped_to_the_terminal_one_paragraph_per_option(command):
+    """At 100 columns: no line wider, `train --help` within 120 lines, and each
+    option's help filled greedily: no line of it ends where the next line's
+    first word would still have fit (the breaks a docstring's own line breaks
+    would leave)."""
+    env = dict(os.environ, COLUMNS="100")
+    printed = subprocess.run(
+        [sys.executable, "-m", "ltc_jax", command, "--help"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    assert max(len(line) for line in printed) <= 100
+    if command == "train":
+        assert len(printed) <= 120
+    boxed = [line[1:-1] for line in printed if line.startswith("│")]
+    rows = [row.rstrip() for row in boxed]
+    starts = [len(row) - len(row.lstrip()) for row in rows if row.strip()]
+    column = max(starts)  # where every continuation of a help text starts
+    width = len(boxed[0]) - 1 - column  # the text's room, less the padding
+    helps: list[list[str]] = []
+    for row in rows:
+        if row.lstrip().startswith("-"):
+            helps.append([])
+        if helps and len(row) > column and not row[column - 2 : column].strip():
+            helps[-1].append(row[column:])
+    assert sum(len(text) for text in helps) > len(helps)  # some help wraps
+    assert max(len(line) for text in helps for line in text) <= width
+    for text in helps:
+        for line, following in zip(text, text[1:], strict=False):
+            assert len(line) + 1 + len(following.split()[0]) > width, (line, following)
 
 
 def test_cli_version(capsys):

@@ -2,16 +2,19 @@
 and prints."""
 
 import dataclasses
+import functools
+import inspect
+import operator
 import os
 import sys
-from typing import Annotated
+from typing import Annotated, Any, ClassVar
 
 import equinox as eqx
 import tyro
 
 import ltc_jax
 
-from .config import File, StreamConfig, TrainConfig
+from .config import File, StreamConfig, TrainConfig, docstrings_as_help
 from .job import RunInterrupted, train_and_evaluate
 from .runs import evaluate_run, predict_run
 
@@ -63,12 +66,17 @@ def print_report(metrics: dict) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
+@docstrings_as_help
 class EvaluateConfig:
-    """Evaluate a finished run's model on a labelled .ts file (or, for a run of
-    ltc-jax stream, a sensor log and its failure table), read and standardised
-    as its training data was."""
+    """Evaluate a finished run's model on new labelled data.
 
-    run_dir: tyro.conf.Positional[str]
+    The data: a labelled .ts file, or for a run of ltc-jax stream a sensor log
+    and its failure table, read and standardised as the run's training data
+    was."""
+
+    command: ClassVar[str] = "evaluate"
+
+    run_dir: Annotated[tyro.conf.Positional[str], tyro.conf.arg(metavar="RUN_DIR")]
     """The run folder of ltc-jax train or ltc-jax stream."""
     data: Annotated[str, tyro.conf.arg(metavar="FILE")]
     """The labelled .ts file (its labels among the run's classes); an
@@ -80,11 +88,16 @@ class EvaluateConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+@docstrings_as_help
 class PredictConfig:
-    """Write a finished run's predictions for the series of a .ts file (or the
-    windows of a sensor log, for a run of ltc-jax stream) as CSV."""
+    """Write a finished run's predictions as CSV, a row per series or window.
 
-    run_dir: tyro.conf.Positional[str]
+    The data: a .ts file's series, or for a run of ltc-jax stream the windows
+    of a sensor log, read and standardised as the run's training data was."""
+
+    command: ClassVar[str] = "predict"
+
+    run_dir: Annotated[tyro.conf.Positional[str], tyro.conf.arg(metavar="RUN_DIR")]
     """The run folder of ltc-jax train or ltc-jax stream."""
     data: Annotated[str, tyro.conf.arg(metavar="FILE")]
     """A .ts file with the run's channels, labelled or not (@classLabel false);
@@ -150,15 +163,27 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         # Building a TrainConfig validates its options, so parsing can fail too.
-        config = tyro.extras.subcommand_cli_from_dict(
-            {
-                "train": TrainConfig,
-                "stream": StreamConfig,
-                "evaluate": EvaluateConfig,
-                "predict": PredictConfig,
-            },
+        config = tyro.cli(
+            functools.reduce(
+                operator.or_,
+                (
+                    Annotated[
+                        Any,
+                        tyro.conf.subcommand(
+                            name=config_class.command,
+                            constructor=config_class,
+                            # The summary alone: tyro keeps a docstring's line
+                            # breaks wherever a line starts with a symbol.
+                            description=_summary(config_class),
+                        ),
+                    ]
+                    for config_class in _COMMANDS
+                ),
+            ),
             args=args,
             prog="ltc-jax",
+            # One flag per boolean, the one that changes its default.
+            config=(tyro.conf.FlagCreatePairsOff,),
             description=(
                 "Liquid Time-Constant networks in JAX. --version prints the "
                 "version; --debug shows tracebacks."
@@ -181,6 +206,16 @@ def main(argv: list[str] | None = None) -> int:
             raise
         _say(f"ltc-jax: error: {_one_line(error)} (--debug shows the traceback)")
         return 2
+
+
+_COMMANDS = (TrainConfig, StreamConfig, EvaluateConfig, PredictConfig)
+
+
+def _summary(config_class: type) -> str:
+    """The first paragraph of a command's docstring, on one line."""
+    return " ".join(
+        inspect.cleandoc(config_class.__doc__ or "").split("\n\n")[0].split()
+    )
 
 
 def _one_line(error: BaseException) -> str:

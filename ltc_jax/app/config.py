@@ -1,7 +1,10 @@
 """The main job's options: one frozen dataclass, which the command line parses with
 tyro and the tests and notebooks build directly."""
 
+import ast
 import dataclasses
+import inspect
+import textwrap
 from typing import Annotated, Any, ClassVar, Literal, get_args, get_origin
 
 import tyro
@@ -19,14 +22,49 @@ DEFAULT_ATOL = 1e-4
 
 def _optional(type_: Any, metavar: str | None = None) -> Any:
     """`type_ | None` for an option whose help text says what leaving it out
-    does: shown as `metavar` (a Literal's choices by default) and "(optional)",
-    not as tyro's `{None}|...` and "(default: None)"."""
+    does: shown as `metavar` (a Literal's choices by default), not as tyro's
+    `{None}|...` and "(default: None)"."""
     if metavar is None:
         assert get_origin(type_) is Literal, "name the metavar of a non-Literal"
         metavar = "{" + ",".join(get_args(type_)) + "}"
     return Annotated[
-        type_ | None, tyro.conf.arg(metavar=metavar, help_behavior_hint="(optional)")
+        type_ | None, tyro.conf.arg(metavar=metavar, help_behavior_hint="")
     ]
+
+
+def docstrings_as_help(cls: type) -> type:
+    """Give each option of `cls` (a class about to become a dataclass) its
+    field docstring as help text, each paragraph on one line for the terminal
+    to wrap, and no "(default: False)" beside a boolean's flag.
+
+    tyro 1.0 keeps a docstring's line break wherever the next line is indented,
+    which is every line after the first in a class body, so its help came out
+    ragged; an explicit `tyro.conf.arg(help=...)` is used as given.
+    """
+    body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0]
+    assert isinstance(body, ast.ClassDef)
+    annotations = dict(cls.__annotations__)
+    for statement, following in zip(body.body, body.body[1:], strict=False):
+        if not (
+            isinstance(statement, ast.AnnAssign)
+            and isinstance(statement.target, ast.Name)
+            and isinstance(following, ast.Expr)
+            and isinstance(following.value, ast.Constant)
+            and isinstance(following.value.value, str)
+        ):
+            continue
+        name = statement.target.id
+        if get_origin(annotations[name]) is ClassVar:
+            continue
+        paragraphs = inspect.cleandoc(following.value.value).split("\n\n")
+        help_ = "\n\n".join(" ".join(part.split()) for part in paragraphs)
+        # A boolean is one flag (FlagCreatePairsOff): its help says what it does.
+        hint = "" if annotations[name] is bool else None
+        annotations[name] = Annotated[
+            annotations[name], tyro.conf.arg(help=help_, help_behavior_hint=hint)
+        ]
+    cls.__annotations__ = annotations
+    return cls
 
 
 File = _optional(str, "FILE")
@@ -37,6 +75,7 @@ OptionalSolver = _optional(SolverName)
 
 
 @dataclasses.dataclass(frozen=True)
+@docstrings_as_help
 class TrainConfig:
     """Train an LTC classifier (or regressor) on a `.ts` train/test pair.
 
@@ -60,8 +99,8 @@ class TrainConfig:
     seed: int = 0
     """Seeds parameter initialisation and data order."""
     model: Literal["ltc", "cfc"] = "ltc"
-    """ltc: the LTC, solved as an ODE; cfc: the closed-form continuous-time cell
-    (Hasani et al. 2022), no ODE solve (the solver options do not apply)."""
+    """ltc: the LTC, an ODE; cfc: the closed-form continuous-time cell (Hasani et
+    al. 2022), no solve (the solver options do not apply)."""
     hidden_size: int = 64
     """Units of the LTC or the CfC."""
     cfc_mode: Literal["default", "no_gate", "pure"] = "default"
@@ -75,21 +114,18 @@ class TrainConfig:
     """ltc: the simplified LTC (Hasani et al. 2021, Eq. 1); biophysical: the original
     authors' cell on a sparse wiring."""
     wiring: Literal["fc", "random", "ncp"] = "fc"
-    """Wiring of the biophysical cell: fully connected, random, or NCP."""
+    """The biophysical cell's wiring: all-to-all, random or NCP."""
     solver: OptionalSolver = None
-    """ODE solver; fused is the original authors' semi-implicit step. Default:
-    fused (one step per observation interval, stable whatever the time
-    constants); tsit5 where tolerances, --dtmin or --tighten-at are given, or
-    with --adjoint backsolve or windowed."""
+    """ODE solver (fused: the original authors' semi-implicit step). Default: fused,
+    one step per observation interval; tsit5 with tolerances, --dtmin, --tighten-at,
+    or --adjoint backsolve or windowed."""
     ode_unfolds: int = 6
     """Sub-steps per step of the fused solver."""
     adjoint: AdjointName = "checkpoint"
-    """Gradient mode: checkpoint, full, backsolve, windowed or direct."""
+    """Gradient mode (see the docs' gradient modes)."""
     dt0: OptionalFloat = None
-    """Fixed step (time units) when no tolerances are given; else the first step.
-    Default for the fixed-step solvers (euler, rk4, fused): derived from the
-    data (one step per median observation interval, within the solver's
-    stability bound)."""
+    """Fixed step, or the first with tolerances (time units). Default for euler, rk4
+    and fused: the median observation interval, as stability permits."""
     rtol: OptionalFloat = None
     """Relative tolerance (adaptive steps; giving it makes the default solver
     tsit5). Default 1e-3 for an adaptive solver without --dt0."""
@@ -106,78 +142,63 @@ class TrainConfig:
     tight_atol: float = 1e-7
     """Absolute tolerance after --tighten-at."""
     seminorm: bool = False
-    """With --adjoint backsolve or windowed and adaptive steps: the reverse
-    solve's error control ignores the parameter-cotangent channels (diffrax's
-    adjoint_rms_seminorm)."""
+    """Backsolve or windowed with adaptive steps: the reverse solve's error control
+    skips the parameter cotangents (diffrax's adjoint_rms_seminorm)."""
     max_steps: OptionalInt = None
-    """Most adaptive steps per solve. Default: derived from the data (16 per
-    observation of the longest sequence, at least 256); fixed steps: exactly the
-    steps the longest sequence needs."""
+    """Most steps per solve. Default: 16 per observation of the longest sequence, at
+    least 256; for fixed steps, exactly those it needs."""
     checkpoints: OptionalInt = None
     """Checkpoints for --adjoint checkpoint (default: diffrax's choice)."""
     windows: OptionalInt = None
-    """Windows for --adjoint windowed (default: derived from the time constants
-    and the longest sequence)."""
+    """Windows for --adjoint windowed (default: from the time constants)."""
     backward_solver: OptionalSolver = None
     """Reverse-solve solver for --adjoint backsolve or windowed (default: the
     forward one; needed with --solver fused)."""
     batching: _optional(Batching) = None
-    """Solve the batch as one state (batched) or per sequence (vmap). Default:
-    derived from the data: vmap for adaptive steps with a linear input where a
-    batched solve would stop more than twice as often as a sequence needs steps
-    alone, and for the implicit kvaerno5; batched otherwise."""
+    """Solve the batch as one state (batched) or per sequence (vmap). Default: vmap
+    where a batched adaptive solve would stop over twice as often as one sequence
+    needs, and for kvaerno5."""
     interpolation: Interpolation = "linear"
-    """Input path between observations: linear, cubic (Hermite), or hold (the
-    last observation until the next: causal, nothing read before it arrives)."""
+    """Input path between observations: linear, cubic (Hermite) or hold (the last
+    observation until the next: causal)."""
     observation_mask: bool = False
     """Add a 0/1 channel per input channel: observed (1) or NaN (0)."""
     time_since_observation: bool = False
     """Add a channel per input channel: time since its previous observation."""
     drop_rate: float = 0.0
-    """Drop this fraction of each sequence's observations at random (train and
-    test, seeded by --seed): the irregular-sampling protocol of Kidger et al. 2020."""
+    """Drop this fraction of each sequence's observations at random, train and test
+    (Kidger et al. 2020's irregular-sampling protocol)."""
     tau_min: OptionalFloat = None
-    """Floor on every time constant tau (time units). Default: derived from the
-    data, a hundredth of the median observation interval (0 turns it off)."""
+    """Floor on every time constant tau (time units; 0: none). Default: a hundredth
+    of the median observation interval."""
     tau_init: _optional(tuple[float, float], "LOW HIGH") = None
-    """Range the time constants are drawn from, log-uniformly (time units).
-    Default: derived from the data, from a tenth of the median observation
-    interval to the longest sequence's duration."""
+    """Range of the initial time constants, log-uniform (time units). Default: a
+    tenth of the median observation interval to the longest duration."""
     gate_bias_init: _optional(GateBiasInit) = None
-    """The LTC gate's initial bias: chrono, logit(min(1/2, 1/tau)) per unit, so
-    that each unit's memory at initialisation follows its tau (Tallec &
-    Ollivier 2018); zero: the original write-up's, where every unit forgets
-    within about two time units. Default: chrono. For --cell ltc only (the
-    biophysical cell and the CfC have no such gate)."""
+    """The LTC gate's initial bias (--cell ltc only): chrono (default),
+    logit(min(1/2, 1/tau)) per unit, each unit's memory following its tau (Tallec &
+    Ollivier 2018); zero, the original write-up's."""
     readout_times: OptionalInt = None
-    """The readout sees the states at this many evenly spread times of each
-    sequence (1: the final state only). Default: derived from the data, the
-    median sequence's observations, at most 16, or 64 with --readout-features
-    pooled (1 for the biophysical cell)."""
+    """The readout sees the states at this many evenly spread times (1: the final
+    state). Default: the median sequence's observations, at most 16 (64 pooled, 1
+    for the biophysical cell)."""
     readout_features: _optional(ReadoutFeatures) = None
-    """What the readout reads of the states at the readout times: states, side
-    by side; pooled, their final state, mean and maximum (standardised), the
-    same features wherever in a series a pattern lies; both, the two side by
-    side. Default: both (states for the biophysical cell, which reads its
-    final state). Pooled alone helps where the class does not lie at fixed
-    positions and hurts where it does (see the docs' benchmark page)."""
+    """What the readout reads: the states at the readout times side by side
+    (states), their final, mean and maximum (pooled), or both (default; states for
+    the biophysical cell)."""
     epochs: OptionalInt = None
     """Passes over the training set (at most, with a validation share). Default:
-    derived from the training set's size and the batch size, about 4,000
-    optimiser steps."""
+    about 4,000 optimiser steps."""
     batch_size: OptionalInt = None
-    """Sequences per optimiser step (the last batch is filled with weight-0
-    copies). Default: derived from the training set's size (about 16 steps per
-    epoch, a power of two in [8, 64])."""
+    """Sequences per optimiser step (the last batch padded with weight-0 copies).
+    Default: about 16 steps per epoch, a power of two in [8, 64]."""
     validation_fraction: OptionalFloat = None
-    """Share of each class of the training set held out to choose the epoch
-    (stratified, seeded by --seed); 0: none, train on the whole training set for
-    --epochs and keep the last epoch. The test set is never used. Default:
-    derived, 0.1 where that holds out at least 100 series, else 0."""
+    """Share of each class of the training set held out to choose the epoch (0:
+    none, train for --epochs and keep the last). Default: 0.1 where that holds out
+    100 series or more, else 0."""
     patience: Annotated[int | None, tyro.conf.arg(metavar="INT")] = 20
-    """Stop after this many epochs without a lower validation loss, and keep the
-    best epoch's model (ignored without a validation share; None: never stop
-    early)."""
+    """Stop after this many epochs without a lower validation loss and keep the best
+    epoch (None: never stop early)."""
     learning_rate: float = 1e-2
     """Peak learning rate of Adam (cosine decay to 1% of it)."""
     weight_decay: float = 0.0
@@ -187,38 +208,34 @@ class TrainConfig:
     warmup_steps: int = 0
     """Optimiser steps of linear learning-rate warm-up."""
     memory_table: bool = False
-    """After training, measure the compiled training step's memory under every
-    gradient mode (XLA's memory analysis, nothing run: one compilation per mode,
-    which would add about 70% to the default run's time, so off unless asked)."""
+    """After training, print the compiled memory of a training step under every
+    gradient mode (XLA's analysis, one compilation per mode)."""
     checkpoint_every: OptionalInt = None
     """Also checkpoint every N optimiser steps (always after each epoch)."""
     on_failure: Literal["raise", "skip"] = "raise"
     """On a failed solve or non-finite loss: stop (raise) or drop the update (skip)."""
     max_consecutive_failures: int = 10
-    """With --on-failure skip: stop after this many failed steps in a row."""
+    """With --on-failure skip: stop after this many in a row."""
     devices: OptionalInt = None
-    """Devices to split each batch over (data parallelism; the batch size must
-    be a multiple). Default: every device of the backend, over all processes
-    with --coordinator."""
+    """Devices to split each batch over (the batch size a multiple). Default: every
+    device of the backend, of all processes with --coordinator."""
     coordinator: _optional(str, "HOST:PORT") = None
-    """Several hosts: the address of process 0, where jax.distributed meets;
-    with --num-processes and --process-id (and --out, the same on every host).
-    Only process 0 writes the run folder."""
+    """Several hosts: process 0's address, where jax.distributed meets; every host
+    also gives its --process-id, the --num-processes and one --out."""
     num_processes: OptionalInt = None
     """Several hosts: how many processes train together."""
     process_id: OptionalInt = None
     """Several hosts: this process's index, 0 to --num-processes - 1."""
     precision: Literal["float32", "bf16"] = "float32"
-    """bf16: mixed precision, the LTC gate's matrix products in bfloat16 (the
-    state, solver, loss and optimiser stay in float32, or float64 with --x64)."""
+    """bf16: the LTC gate's matrix products in bfloat16 (the rest in float32, or
+    float64 with --x64)."""
     x64: bool = False
     """Run everything in float64."""
     resume: Folder = None
-    """Continue the run in this folder from its newest good checkpoint, with its
-    saved configuration (other options must match it, except --progress and
-    where it runs: --devices and the several-host options)."""
+    """Continue the run in this folder from its newest good checkpoint and saved
+    options (others must match, except --progress and where it runs)."""
     progress: bool = True
-    """Show a progress bar."""
+    """Show a progress bar (--no-progress: none)."""
 
     def check(self) -> None:
         """Check every option's value (the main job does, before anything is
@@ -337,10 +354,12 @@ class TrainConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+@docstrings_as_help
 class StreamConfig(TrainConfig):
-    """Train an LTC to predict failures from sensor streams: windows on a slow
-    clock (`ltc_jax.datasets.stream_windows`), labelled "fails within
-    --horizon-seconds of the window's end", split by machine.
+    """Train an LTC to predict failures from sensor streams, split by machine.
+
+    The windows lie on a slow clock (`ltc_jax.datasets.stream_windows`), each
+    labelled "fails within --horizon-seconds of the window's end".
 
     Default: a simulated plant (`ltc_jax.datasets.simulate_plant`, seeded by
     --seed); or a historian's long-format log (--log, CSV or Parquet: time,
@@ -367,8 +386,11 @@ class StreamConfig(TrainConfig):
     """Failure table for --log, CSV or Parquet: machine and time columns, one
     row per machine that failed (the others are censored at their last
     sample). Required with --log."""
-    event_tags: tuple[str, ...] = ()
-    """Tags of --log whose samples are events (alarms): counted per frame."""
+    event_tags: Annotated[
+        tuple[str, ...], tyro.conf.arg(metavar="TAG ...", help_behavior_hint="")
+    ] = ()
+    """Tags of --log whose samples are events (alarms): counted per frame
+    (default: none)."""
     machines: int = 48
     """Simulated machines (without --log)."""
     sensors: int = 20
