@@ -414,6 +414,16 @@ class LTC(AbstractSequenceModel):
     [`ltc_jax.integrate`][]); each sequence still runs on its own time interval and
     the result equals solving it alone.
 
+    **The plain model, and the main job's.** The constructor's defaults are the
+    plain model of the original write-up: a zero gate bias, `tau_init` of
+    (0.1, 10) in the unit of the timestamps, no floor on tau, and a readout of
+    the final state alone. The main job (`ltc-jax train`) sets more from the data
+    and the model, and prints each choice with its reason: `tau_init` and
+    `tau_min` from [`ltc_jax.training.derive_defaults`][], the chrono gate bias,
+    up to 16 readout times, and `readout_features="both"`. From code,
+    `ltc_jax.app.settings.resolve_settings` and `ltc_jax.app.settings.make_model`
+    build that model from an `ltc_jax.app.TrainConfig`.
+
     **Fields:** `cell` (the vector field), `encoder` (`None` or a module applied to
     $x(t)$ inside the vector field), `readout`, and static ints `input_size`,
     `hidden_size`, `output_size`, `readout_times`, and the static str
