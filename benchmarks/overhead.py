@@ -1,32 +1,49 @@
 """What ltc_jax's training step costs beyond a hand-written equinox + diffrax +
 optax step of the same model, measured side by side in one process.
 
-The hand-written step is what a diffrax user would write for this batch: the
-sequences share one time grid, so the batch is one `(batch, hidden_size)` state,
-the input is one `diffrax.LinearInterpolation` over the knots (in the solve's
-`args`), and the loss reads the final state. ltc_jax's step is
-`ltc_jax.training.make_train_step` on an `ltc_jax.InputPath` of the same knots.
-Both take the same fixed RK4 steps over the same model's vector field, with the
-same gradient mode and Adam, so any difference is ltc_jax's machinery: the
-per-sequence clock, the two-level interval search of the input path, the
-finite-update guard and the metrics.
+The hand-written step shares no code with ltc_jax: it is what a diffrax user
+would write for this batch, from the papers.
+
+- Its own LTC field (Hasani et al. 2021, Eq. 1, `dh/dt = -(1/tau + f) h + f A`
+  with `f = sigmoid(W_in x + W_rec h + b)` and `tau = softplus(tau_raw) +
+  tau_min`), an equinox module holding a copy of the ltc_jax model's
+  parameters, so the two compute the same loss.
+- Its own RK4, a `diffrax.AbstractERK` from the Butcher tableau.
+- `t0 = 0.0` and `t1 = 1.0` as Python floats: the sequences share one grid, so
+  the batch is one `(batch, hidden_size)` state.
+- The input as one `diffrax.LinearInterpolation` of the knots, in `args`.
+- The gradient modes as diffrax's own adjoints: `checkpoint` is
+  `RecursiveCheckpointAdjoint()`, `full` the same with a checkpoint per step,
+  `direct` is `DirectAdjoint()`, `backsolve` is `BacksolveAdjoint()`, and
+  `windowed` is `BacksolveAdjoint()` with the state saved at the ends of the
+  same equal windows (diffrax restarts the reverse reconstruction at every
+  saved time).
+
+ltc_jax's step is `ltc_jax.training.make_train_step` on an `ltc_jax.InputPath` of
+the same knots. Both take the same fixed RK4 steps, with the same gradient mode
+and Adam, so any difference is ltc_jax's machinery: the per-sequence clock with
+traced times, the input path's interval search, the finite-update guard and the
+metrics.
 
     python -m benchmarks.overhead           # the original write-up's size
     python -m benchmarks.overhead --quick   # seconds
 
-Prints compile seconds and the median step seconds (steps of the two alternated,
-so that a shared machine's load falls on both), their ratio and its spread over
-the repeats, and writes `results/overhead/<run>/` (`metrics.json`, and
-`report.txt` with the table by `experiments._report`).
+Prints compile seconds (the first call: tracing, compiling and one step) and the
+median step seconds (steps of the two alternated, so that a shared machine's
+load falls on both), their ratio and its spread over the repeats, and writes
+`results/overhead/<run>/` (`metrics.json`, and `report.txt` with the table by
+`experiments._report`).
 """
 
 import dataclasses
-from typing import Literal
+from collections.abc import Callable
+from typing import ClassVar, Literal
 
 import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 import tyro
 
@@ -35,7 +52,7 @@ from benchmarks import _side_by_side
 from experiments import _problems
 
 
-Mode = Literal["checkpoint", "full", "backsolve"]
+Mode = Literal["checkpoint", "full", "backsolve", "windowed", "direct"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +64,9 @@ class Config(_problems.RandomClassification):
 
     steps: int = 1000
     """RK4 steps over [0, 1]."""
-    modes: tuple[Mode, ...] = ("checkpoint", "full", "backsolve")
+    modes: tuple[Mode, ...] = ("checkpoint", "full", "backsolve", "windowed", "direct")
+    windows: int = 10
+    """Windows of `windowed` (a divisor of `steps`)."""
     repeats: int = 10
     """Timed steps of each implementation (alternated), after one warm-up."""
 
@@ -64,29 +83,86 @@ def make_problem(config: Config):
     return model, *(jnp.asarray(x) for x in batch)
 
 
+# --- the hand-written step: equinox, diffrax and optax only -------------------
+
+
+class PlainRK4(diffrax.AbstractERK):
+    """The classic fourth-order Runge-Kutta method, from its Butcher tableau."""
+
+    tableau: ClassVar[diffrax.ButcherTableau] = diffrax.ButcherTableau(
+        c=np.array([0.5, 0.5, 1.0]),
+        b_sol=np.array([1 / 6, 1 / 3, 1 / 3, 1 / 6]),
+        b_error=np.zeros(4),
+        a_lower=(np.array([0.5]), np.array([0.0, 0.5]), np.array([0.0, 0.0, 1.0])),
+    )
+    interpolation_cls: ClassVar[Callable[..., diffrax.AbstractLocalInterpolation]] = (
+        diffrax.ThirdOrderHermitePolynomialInterpolation.from_k
+    )
+
+    def order(self, terms):
+        return 4
+
+
+class PlainLTC(eqx.Module):
+    """An LTC field, and the weights of its linear readout of the final state."""
+
+    weight_in: jax.Array
+    weight_rec: jax.Array
+    bias: jax.Array
+    A: jax.Array
+    tau_raw: jax.Array
+    tau_min: float = eqx.field(static=True)
+    readout_weight: jax.Array
+    readout_bias: jax.Array
+
+    def __call__(self, t, h, path):
+        # h: (batch, hidden); the parameters' rows broadcast over the batch.
+        pre = path.evaluate(t) @ self.weight_in.T + h @ self.weight_rec.T
+        f = jax.nn.sigmoid(pre + self.bias[None])
+        tau = jax.nn.softplus(self.tau_raw) + self.tau_min
+        return -(1 / tau[None] + f) * h + f * self.A[None]
+
+
+def plain_copy(model: ltc_jax.LTC) -> PlainLTC:
+    """The hand-written model with `model`'s parameter values."""
+    cell = model.cell
+    return PlainLTC(
+        *(jnp.array(getattr(cell, name)) for name in ("weight_in", "weight_rec")),
+        *(jnp.array(getattr(cell, name)) for name in ("bias", "A", "tau_raw")),
+        float(cell.tau_min),
+        jnp.array(model.readout.weight),
+        jnp.array(model.readout.bias),
+    )
+
+
 def hand_written_step(config: Config, mode: Mode, optimizer):
     """The training step of a plain equinox + diffrax + optax program."""
     adjoint = {
         "checkpoint": diffrax.RecursiveCheckpointAdjoint(),
         "full": diffrax.RecursiveCheckpointAdjoint(checkpoints=config.steps),
         "backsolve": diffrax.BacksolveAdjoint(),
+        "windowed": diffrax.BacksolveAdjoint(),
+        "direct": diffrax.DirectAdjoint(),
     }[mode]
+    windows = config.windows if mode == "windowed" else 1
+    saveat = diffrax.SaveAt(ts=[(k + 1) / windows for k in range(windows)])
 
     def loss(model, ts, xs, labels):
         # ys of shape (knots, batch, input_size): evaluate(t) is (batch, input_size).
         path = diffrax.LinearInterpolation(ts, jnp.swapaxes(xs, 0, 1))
         solution = diffrax.diffeqsolve(
-            diffrax.ODETerm(model.cell),
-            ltc_jax.RK4(),
-            t0=ts[0],
-            t1=ts[-1],
-            dt0=(ts[-1] - ts[0]) / config.steps,
+            diffrax.ODETerm(model),
+            PlainRK4(),
+            t0=0.0,
+            t1=1.0,
+            dt0=1.0 / config.steps,
             y0=jnp.zeros((xs.shape[0], config.hidden_size), xs.dtype),
             args=path,
+            saveat=saveat,
             adjoint=adjoint,
             max_steps=config.steps,
         )
-        logits = model.readout(solution.ys[-1])
+        logits = solution.ys[-1] @ model.readout_weight.T + model.readout_bias[None]
         return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
 
     @eqx.filter_jit
@@ -100,26 +176,34 @@ def hand_written_step(config: Config, mode: Mode, optimizer):
     return step
 
 
+# --- ltc_jax's step -----------------------------------------------------------
+
+
 def ltc_jax_step(config: Config, mode: Mode, optimizer):
     """`ltc_jax.training.make_train_step`, compiled with `eqx.filter_jit`."""
+    windows = dict(windows=config.windows) if mode == "windowed" else {}
     integrator = ltc_jax.make_integrator(
-        "rk4", mode, dt0=1.0 / config.steps, max_steps=config.steps
+        "rk4", mode, dt0=1.0 / config.steps, max_steps=config.steps, **windows
     )
     return eqx.filter_jit(ltc_jax.training.make_train_step(optimizer, integrator))
 
 
 def measure_mode(config: Config, mode: Mode) -> dict:
     model, ts, xs, labels = make_problem(config)
+    plain = plain_copy(model)
     optimizer = optax.adam(1e-3)
-    opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
     batch = ltc_jax.Batch(
         ltc_jax.InputPath(ts, xs), labels, jnp.ones(config.batch_size, ts.dtype)
     )
+
+    def start(model):
+        return model, optimizer.init(eqx.filter(model, eqx.is_inexact_array))
+
     calls = {
-        "ltc_jax": (ltc_jax_step(config, mode, optimizer), (model, opt_state, batch)),
+        "ltc_jax": (ltc_jax_step(config, mode, optimizer), (*start(model), batch)),
         "hand-written": (
             hand_written_step(config, mode, optimizer),
-            (model, opt_state, ts, xs, labels),
+            (*start(plain), ts, xs, labels),
         ),
     }
     ratio = ("ltc_jax", "hand-written")

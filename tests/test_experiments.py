@@ -2,6 +2,7 @@
 a temporary folder, writes the records it promises; and the one report renders
 them."""
 
+import inspect
 import json
 import math
 import os
@@ -255,7 +256,8 @@ def test_shared_grid_quick(tmp_path):
 
 def test_overhead_benchmark_quick(tmp_path):
     """The two training steps compute the same loss (the benchmark checks it) and
-    each mode's row holds a timing of each per repeat."""
+    each mode's row holds a timing of each per repeat; the hand-written step
+    imports nothing of ltc_jax's."""
     from benchmarks import overhead
 
     out = tmp_path / "run"
@@ -264,6 +266,8 @@ def test_overhead_benchmark_quick(tmp_path):
         "checkpoint",
         "full",
         "backsolve",
+        "windowed",
+        "direct",
     ]
     for row in metrics["rows"]:
         loss = row["loss"]
@@ -275,6 +279,13 @@ def test_overhead_benchmark_quick(tmp_path):
         json.loads((out / "metrics.json").read_text())["rows"][0]["mode"]
         == "checkpoint"
     )
+    hand_written = (
+        overhead.PlainRK4,
+        overhead.PlainLTC.__call__,
+        overhead.hand_written_step,
+    )
+    for part in hand_written:
+        assert "ltc_jax" not in inspect.getsource(part)
 
 
 def test_divergence_sweep_quick(tmp_path):
