@@ -21,9 +21,11 @@ would write for this batch, from the papers.
 
 ltc_jax's step is `ltc_jax.training.make_train_step` on an `ltc_jax.InputPath` of
 the same knots. Both take the same fixed RK4 steps, with the same gradient mode
-and Adam, so any difference is ltc_jax's machinery: the per-sequence clock with
-traced times, the input path's interval search, the finite-update guard and the
-metrics.
+and Adam; the script checks that their losses agree to 1e-5 and their gradients
+to `GRADIENT_RTOL`. In the exact modes, the difference in time is ltc_jax's
+machinery: the per-sequence clock with traced times, the input path's interval
+search, the finite-update guard and the metrics. In `windowed` it is also how
+each restarts the reverse solve.
 
     python -m benchmarks.overhead           # the original write-up's size
     python -m benchmarks.overhead --quick   # seconds
@@ -103,8 +105,8 @@ class PlainRK4(diffrax.AbstractERK):
         return 4
 
 
-class PlainLTC(eqx.Module):
-    """An LTC field, and the weights of its linear readout of the final state."""
+class PlainField(eqx.Module):
+    """The LTC field, `dh/dt = -(1/tau + f) h + f A`."""
 
     weight_in: jax.Array
     weight_rec: jax.Array
@@ -112,8 +114,6 @@ class PlainLTC(eqx.Module):
     A: jax.Array
     tau_raw: jax.Array
     tau_min: float = eqx.field(static=True)
-    readout_weight: jax.Array
-    readout_bias: jax.Array
 
     def __call__(self, t, h, path):
         # h: (batch, hidden); the parameters' rows broadcast over the batch.
@@ -123,20 +123,32 @@ class PlainLTC(eqx.Module):
         return -(1 / tau[None] + f) * h + f * self.A[None]
 
 
+class PlainLTC(eqx.Module):
+    """The field, and the weights of its linear readout of the final state."""
+
+    field: PlainField
+    readout_weight: jax.Array
+    readout_bias: jax.Array
+
+
+PARAMETERS = ("weight_in", "weight_rec", "bias", "A", "tau_raw")
+"""The field's parameters, named as in `ltc_jax.LTCVectorField` and `PlainField`."""
+
+
 def plain_copy(model: ltc_jax.LTC) -> PlainLTC:
     """The hand-written model with `model`'s parameter values."""
     cell = model.cell
+    field = PlainField(
+        *(jnp.array(getattr(cell, name)) for name in PARAMETERS), float(cell.tau_min)
+    )
     return PlainLTC(
-        *(jnp.array(getattr(cell, name)) for name in ("weight_in", "weight_rec")),
-        *(jnp.array(getattr(cell, name)) for name in ("bias", "A", "tau_raw")),
-        float(cell.tau_min),
-        jnp.array(model.readout.weight),
-        jnp.array(model.readout.bias),
+        field, jnp.array(model.readout.weight), jnp.array(model.readout.bias)
     )
 
 
-def hand_written_step(config: Config, mode: Mode, optimizer):
-    """The training step of a plain equinox + diffrax + optax program."""
+def hand_written_loss(config: Config, mode: Mode):
+    """The loss of a plain equinox + diffrax + optax program, as
+    `loss(model, ts, xs, labels)`."""
     adjoint = {
         "checkpoint": diffrax.RecursiveCheckpointAdjoint(),
         "full": diffrax.RecursiveCheckpointAdjoint(checkpoints=config.steps),
@@ -144,14 +156,18 @@ def hand_written_step(config: Config, mode: Mode, optimizer):
         "windowed": diffrax.BacksolveAdjoint(),
         "direct": diffrax.DirectAdjoint(),
     }[mode]
-    windows = config.windows if mode == "windowed" else 1
-    saveat = diffrax.SaveAt(ts=[(k + 1) / windows for k in range(windows)])
+    if mode == "windowed":  # diffrax restarts the reverse solve at saved times
+        saveat = diffrax.SaveAt(
+            ts=[(k + 1) / config.windows for k in range(config.windows)]
+        )
+    else:
+        saveat = diffrax.SaveAt(t1=True)
 
     def loss(model, ts, xs, labels):
         # ys of shape (knots, batch, input_size): evaluate(t) is (batch, input_size).
         path = diffrax.LinearInterpolation(ts, jnp.swapaxes(xs, 0, 1))
         solution = diffrax.diffeqsolve(
-            diffrax.ODETerm(model),
+            diffrax.ODETerm(model.field),
             PlainRK4(),
             t0=0.0,
             t1=1.0,
@@ -164,6 +180,13 @@ def hand_written_step(config: Config, mode: Mode, optimizer):
         )
         logits = solution.ys[-1] @ model.readout_weight.T + model.readout_bias[None]
         return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+
+    return loss
+
+
+def hand_written_step(config: Config, mode: Mode, optimizer):
+    """The training step of a plain equinox + diffrax + optax program."""
+    loss = hand_written_loss(config, mode)
 
     @eqx.filter_jit
     def step(model, opt_state, ts, xs, labels):
@@ -188,13 +211,61 @@ def ltc_jax_step(config: Config, mode: Mode, optimizer):
     return eqx.filter_jit(ltc_jax.training.make_train_step(optimizer, integrator))
 
 
+GRADIENT_RTOL = 1e-3
+"""How far the two steps' gradients may differ (relative, over all parameters):
+float32 round-off of the same arithmetic in another order, which a continuous
+adjoint's reverse reconstruction of the state amplifies (1.8e-4 for `windowed`
+at `--quick`; a wrong gradient differs at order 1)."""
+
+
+def gradient_difference(
+    config: Config, mode: Mode, model, plain, batch, ts, xs, labels
+):
+    """`|g_ltc_jax - g_hand| / |g_hand|` over every parameter, in the same order."""
+    integrator = ltc_jax.make_integrator(
+        "rk4", mode, dt0=1.0 / config.steps, max_steps=config.steps,
+        **(dict(windows=config.windows) if mode == "windowed" else {}),
+    )  # fmt: skip
+    ours = ltc_jax.measure.loss_gradient(model, batch, integrator)
+    theirs = eqx.filter_jit(eqx.filter_grad(hand_written_loss(config, mode)))(
+        plain, ts, xs, labels
+    )
+    cell = ours.cell
+    ours = [
+        *(getattr(cell, name) for name in PARAMETERS),
+        ours.readout.weight,
+        ours.readout.bias,
+    ]
+    theirs = [
+        *(getattr(theirs.field, name) for name in PARAMETERS),
+        theirs.readout_weight,
+        theirs.readout_bias,
+    ]
+    return ltc_jax.measure.gradient_relative_error(ours, theirs)
+
+
 def measure_mode(config: Config, mode: Mode) -> dict:
+    """Time both steps in `mode` and compare their gradients.
+
+    **Raises:** `ValueError` if `windows` does not divide `steps` (the two
+    windowed adjoints would restart at different times); `RuntimeError` if the
+    losses or gradients differ beyond round-off."""
+    if mode == "windowed" and config.steps % config.windows:
+        raise ValueError(
+            f"--windows {config.windows} must divide --steps {config.steps}."
+        )
     model, ts, xs, labels = make_problem(config)
     plain = plain_copy(model)
     optimizer = optax.adam(1e-3)
     batch = ltc_jax.Batch(
         ltc_jax.InputPath(ts, xs), labels, jnp.ones(config.batch_size, ts.dtype)
     )
+    difference = gradient_difference(config, mode, model, plain, batch, ts, xs, labels)
+    if not difference <= GRADIENT_RTOL:
+        raise RuntimeError(
+            f"{mode}: the gradients differ by {difference:.2e} (relative), more "
+            f"than {GRADIENT_RTOL:g}."
+        )
 
     def start(model):
         return model, optimizer.init(eqx.filter(model, eqx.is_inexact_array))
@@ -208,7 +279,7 @@ def measure_mode(config: Config, mode: Mode) -> dict:
     }
     ratio = ("ltc_jax", "hand-written")
     figures = _side_by_side.compare(calls, config.repeats, ratio, rtol=1e-5)
-    return dict(mode=mode, **figures)
+    return dict(mode=mode, gradient_difference=difference, **figures)
 
 
 def main(config: Config) -> dict:

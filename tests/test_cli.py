@@ -475,15 +475,15 @@ def test_the_main_job_builds_the_chrono_gate_and_both_readouts():
 
 
 def test_help_names_the_choices_of_options_left_to_the_data(capsys):
-    """Options whose default is derived show their choices and "(optional)", not
-    tyro's `None` choice and "(default: None)"."""
+    """Options whose default is derived show their choices, not tyro's `None`
+    choice and "(default: None)"."""
     with pytest.raises(SystemExit) as exit_:
         cli.main(["train", "--help"])
     assert exit_.value.code == 0
     text = " ".join(capsys.readouterr().out.split())  # unwrap the help's lines
     assert "(default: None)" not in text and "None," not in text
     assert "--gate-bias-init {zero,chrono}" in text
-    assert "never stop early). (default: 20)" in text  # a default that is not None
+    assert "validation share). (default: 20)" in text  # a default that is not None
     assert "--readout-features {states,pooled,both}" in text
     assert "--solver {" + ",".join(ltc_jax.SOLVER_NAMES) + "}" in text
 

@@ -272,6 +272,7 @@ def test_overhead_benchmark_quick(tmp_path):
     for row in metrics["rows"]:
         loss = row["loss"]
         assert loss["ltc_jax"] == pytest.approx(loss["hand-written"], rel=1e-5)
+        assert row["gradient_difference"] <= overhead.GRADIENT_RTOL
         assert {len(v) for v in row["step_seconds"].values()} == {
             overhead.QUICK["repeats"]
         }
@@ -281,7 +282,9 @@ def test_overhead_benchmark_quick(tmp_path):
     )
     hand_written = (
         overhead.PlainRK4,
-        overhead.PlainLTC.__call__,
+        overhead.PlainField,
+        overhead.PlainLTC,
+        overhead.hand_written_loss,
         overhead.hand_written_step,
     )
     for part in hand_written:

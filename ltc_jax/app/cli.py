@@ -23,8 +23,9 @@ def _mib(value: int | None) -> str:
     return "n/a" if value is None else f"{value / 2**20:,.2f}"
 
 
-def print_report(metrics: dict) -> None:
-    """Print the main job's summary: accuracy, time, steps and the memory table."""
+def print_report(metrics: dict, memory_hint: bool = True) -> None:
+    """Print the main job's summary: accuracy, time, steps and the memory table,
+    or, without one and with `memory_hint`, how to ask for it."""
     print(f"test accuracy      {metrics['test_accuracy']:.4f}")
     print(f"train wall time    {metrics['train_seconds']:.1f} s")
     if metrics.get("windows"):
@@ -42,12 +43,12 @@ def print_report(metrics: dict) -> None:
             "batch)"
         )
     memory = metrics["memory_bytes_by_mode"]
-    if not memory:
+    if not memory and memory_hint:
         print(
             "\nthe compiled memory of a training step under each gradient mode: "
             "run again with --memory-table"
         )
-    else:
+    elif memory:
         print(
             "\ncompiled training-step memory (MiB), gradient mode = "
             f"{metrics['gradient_mode']}:"
@@ -119,7 +120,8 @@ def _say(message: str) -> None:
 def _run(config) -> int:
     """Run one parsed subcommand; return the exit status."""
     if isinstance(config, TrainConfig):
-        print_report(train_and_evaluate(config, say=_say))
+        metrics = train_and_evaluate(config, say=_say)
+        print_report(metrics, memory_hint=not config.memory_table)
     elif isinstance(config, EvaluateConfig):
         result = evaluate_run(config.run_dir, config.data, config.failures)
         print(f"accuracy   {result['accuracy']:.4f}")

@@ -44,6 +44,10 @@ def docstrings_as_help(cls: type) -> type:
     body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0]
     assert isinstance(body, ast.ClassDef)
     annotations = dict(cls.__annotations__)
+    assert not any(isinstance(a, str) for a in annotations.values()), (
+        "docstrings_as_help needs evaluated annotations (no `from __future__ "
+        "import annotations`)"
+    )
     for statement, following in zip(body.body, body.body[1:], strict=False):
         if not (
             isinstance(statement, ast.AnnAssign)
@@ -54,14 +58,20 @@ def docstrings_as_help(cls: type) -> type:
         ):
             continue
         name = statement.target.id
-        if get_origin(annotations[name]) is ClassVar:
+        annotation = annotations[name]
+        if annotation is ClassVar or get_origin(annotation) is ClassVar:
             continue
         paragraphs = inspect.cleandoc(following.value.value).split("\n\n")
         help_ = "\n\n".join(" ".join(part.split()) for part in paragraphs)
         # A boolean is one flag (FlagCreatePairsOff): its help says what it does.
-        hint = "" if annotations[name] is bool else None
+        plain = (
+            get_args(annotation)[0]
+            if get_origin(annotation) is Annotated
+            else annotation
+        )
+        hint = "" if plain is bool else None
         annotations[name] = Annotated[
-            annotations[name], tyro.conf.arg(help=help_, help_behavior_hint=hint)
+            annotation, tyro.conf.arg(help=help_, help_behavior_hint=hint)
         ]
     cls.__annotations__ = annotations
     return cls
@@ -166,8 +176,8 @@ class TrainConfig:
     time_since_observation: bool = False
     """Add a channel per input channel: time since its previous observation."""
     drop_rate: float = 0.0
-    """Drop this fraction of each sequence's observations at random, train and test
-    (Kidger et al. 2020's irregular-sampling protocol)."""
+    """Drop this fraction of each sequence's observations at random, train and test,
+    seeded by --seed (Kidger et al. 2020's protocol)."""
     tau_min: OptionalFloat = None
     """Floor on every time constant tau (time units; 0: none). Default: a hundredth
     of the median observation interval."""
@@ -179,9 +189,8 @@ class TrainConfig:
     logit(min(1/2, 1/tau)) per unit, each unit's memory following its tau (Tallec &
     Ollivier 2018); zero, the original write-up's."""
     readout_times: OptionalInt = None
-    """The readout sees the states at this many evenly spread times (1: the final
-    state). Default: the median sequence's observations, at most 16 (64 pooled, 1
-    for the biophysical cell)."""
+    """The readout sees the states at this many evenly spread times. Default: the
+    median sequence's observations, at most 16 (64 for a pooled readout alone)."""
     readout_features: _optional(ReadoutFeatures) = None
     """What the readout reads: the states at the readout times side by side
     (states), their final, mean and maximum (pooled), or both (default; states for
@@ -194,11 +203,11 @@ class TrainConfig:
     Default: about 16 steps per epoch, a power of two in [8, 64]."""
     validation_fraction: OptionalFloat = None
     """Share of each class of the training set held out to choose the epoch (0:
-    none, train for --epochs and keep the last). Default: 0.1 where that holds out
-    100 series or more, else 0."""
+    none, train for --epochs and keep the last; never the test set). Default: 0.1
+    where that holds out 100 series or more, else 0."""
     patience: Annotated[int | None, tyro.conf.arg(metavar="INT")] = 20
-    """Stop after this many epochs without a lower validation loss and keep the best
-    epoch (None: never stop early)."""
+    """Stop after this many epochs without a lower validation loss, keeping the best
+    (None: never; needs a validation share)."""
     learning_rate: float = 1e-2
     """Peak learning rate of Adam (cosine decay to 1% of it)."""
     weight_decay: float = 0.0
@@ -220,8 +229,8 @@ class TrainConfig:
     """Devices to split each batch over (the batch size a multiple). Default: every
     device of the backend, of all processes with --coordinator."""
     coordinator: _optional(str, "HOST:PORT") = None
-    """Several hosts: process 0's address, where jax.distributed meets; every host
-    also gives its --process-id, the --num-processes and one --out."""
+    """Several hosts: process 0's address for jax.distributed; each host gives its
+    --process-id, the --num-processes and one --out (process 0 writes)."""
     num_processes: OptionalInt = None
     """Several hosts: how many processes train together."""
     process_id: OptionalInt = None
@@ -233,9 +242,10 @@ class TrainConfig:
     """Run everything in float64."""
     resume: Folder = None
     """Continue the run in this folder from its newest good checkpoint and saved
-    options (others must match, except --progress and where it runs)."""
+    options (others must match, except --no-progress, --memory-table, --devices and
+    the several-host options)."""
     progress: bool = True
-    """Show a progress bar (--no-progress: none)."""
+    """Whether to show a progress bar; --no-progress hides it."""
 
     def check(self) -> None:
         """Check every option's value (the main job does, before anything is
@@ -375,6 +385,7 @@ class StreamConfig(TrainConfig):
 
     data: tyro.conf.Suppress[str | None] = None  # a .ts file: ltc-jax train's
     test_data: tyro.conf.Suppress[str | None] = None
+    drop_rate: tyro.conf.Suppress[float] = 0.0  # the sensors' own gaps instead
     out: Folder = None
     """Run folder. Default: runs/stream/<date>-<time>. An existing non-empty
     folder is never overwritten."""

@@ -164,9 +164,16 @@ def memory_by_mode(
     return table
 
 
-PLACEMENT = ("progress", "devices", "coordinator", "num_processes", "process_id")
-"""The options of where and how a run shows and runs, which a resumed run takes
-from its new command line."""
+PLACEMENT = (
+    "progress",
+    "memory_table",
+    "devices",
+    "coordinator",
+    "num_processes",
+    "process_id",
+)
+"""The options of where and how a run shows, reports and runs, which a resumed
+run takes from its new command line."""
 
 
 def _resumed_config(config: TrainConfig) -> tuple[TrainConfig, dict[str, Any]]:
