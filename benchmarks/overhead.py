@@ -202,12 +202,18 @@ def hand_written_step(config: Config, mode: Mode, optimizer):
 # --- ltc_jax's step -----------------------------------------------------------
 
 
-def ltc_jax_step(config: Config, mode: Mode, optimizer):
-    """`ltc_jax.training.make_train_step`, compiled with `eqx.filter_jit`."""
+def ltc_jax_integrator(config: Config, mode: Mode) -> ltc_jax.Integrator:
+    """`config.steps` fixed RK4 steps over [0, 1] in `mode` (with
+    `config.windows` windows for `windowed`)."""
     windows = dict(windows=config.windows) if mode == "windowed" else {}
-    integrator = ltc_jax.make_integrator(
+    return ltc_jax.make_integrator(
         "rk4", mode, dt0=1.0 / config.steps, max_steps=config.steps, **windows
     )
+
+
+def ltc_jax_step(config: Config, mode: Mode, optimizer):
+    """`ltc_jax.training.make_train_step`, compiled with `eqx.filter_jit`."""
+    integrator = ltc_jax_integrator(config, mode)
     return eqx.filter_jit(ltc_jax.training.make_train_step(optimizer, integrator))
 
 
@@ -222,10 +228,7 @@ def gradient_difference(
     config: Config, mode: Mode, model, plain, batch, ts, xs, labels
 ):
     """`|g_ltc_jax - g_hand| / |g_hand|` over every parameter, in the same order."""
-    integrator = ltc_jax.make_integrator(
-        "rk4", mode, dt0=1.0 / config.steps, max_steps=config.steps,
-        **(dict(windows=config.windows) if mode == "windowed" else {}),
-    )  # fmt: skip
+    integrator = ltc_jax_integrator(config, mode)
     ours = ltc_jax.measure.loss_gradient(model, batch, integrator)
     theirs = eqx.filter_jit(eqx.filter_grad(hand_written_loss(config, mode)))(
         plain, ts, xs, labels

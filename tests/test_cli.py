@@ -39,17 +39,16 @@ def _evaluates_as_the_run_tested(capsys, metrics, *args):
     assert f"loss       {metrics['test_loss']:.4f}" in printed
 
 
+SMALL_RUN = ("--hidden-size", "4", "--epochs", "2", "--batch-size", "8")
+"""A few units, two epochs, batches of 8: a run of the toy data in seconds."""
+
+
 def test_cli_on_any_ts_pair(tmp_path, capsys):
     train, test, out, metrics = _train_toy(
         tmp_path,
         24,
         10,
-        "--hidden-size",
-        "4",
-        "--epochs",
-        "2",
-        "--batch-size",
-        "8",
+        *SMALL_RUN,
         "--memory-table",
     )
     printed = capsys.readouterr().out
@@ -133,12 +132,7 @@ def test_cli_validation_share_comes_from_the_training_file_only(
         tmp_path,
         24,
         10,
-        "--hidden-size",
-        "4",
-        "--epochs",
-        "2",
-        "--batch-size",
-        "8",
+        *SMALL_RUN,
     )
     sizes = metrics["dataset"]
     assert sizes["train_size"] == 22 and sizes["validation_size"] == 2

@@ -40,6 +40,12 @@ def docstrings_as_help(cls: type) -> type:
     tyro 1.0 keeps a docstring's line break wherever the next line is indented,
     which is every line after the first in a class body, so its help came out
     ragged; an explicit `tyro.conf.arg(help=...)` is used as given.
+
+    **Returns:** `cls`, each documented annotation wrapped in
+    `Annotated[..., tyro.conf.arg(help=...)]`.
+
+    **Raises:** `AssertionError` for string annotations (`from __future__ import
+    annotations`), whose `ClassVar`s and booleans it could not tell apart.
     """
     body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0]
     assert isinstance(body, ast.ClassDef)
