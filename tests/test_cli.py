@@ -669,3 +669,42 @@ def test_cli_stream_trains_on_the_simulator_and_reads_a_log_as_it_cut_its_window
     assert "--simulated-seconds must exceed" in _bad(
         tmp_path, capsys, "stream", "--simulated-seconds", "2000"
     )
+
+
+@pytest.mark.parametrize("model", ["ltc", "cfc"])
+def test_prepare_builds_what_the_cli_trains(tmp_path, model):
+    """`ltc_jax.app.prepare` on the data the main job reads gives the CLI's
+    config, derived settings and schedule, and after one epoch at the same seed
+    the same parameters."""
+    options = ("--hidden-size", "4", "--epochs", "1", "--model", model)
+    train_file, test_file, out, metrics = _train_toy(tmp_path, 24, 10, *options)
+    train = ltc_jax.datasets.read_ts(train_file)
+    test = ltc_jax.datasets.read_ts(test_file, class_names=train.class_names)
+    train, test = ltc_jax.datasets.standardize(train, test)
+
+    config = app.TrainConfig(hidden_size=4, epochs=1, model=model)
+    job = app.prepare(config, train, others=(test,))
+    saved = json.loads((out / "config.json").read_text())
+    share = metrics["derived"]["validation_fraction"]  # the job's split, not prepare's
+    derived = json.loads(json.dumps(job.derived))  # tuples as JSON saves them
+    assert saved.pop("derived") == derived | {"validation_fraction": share}
+    ours = dataclasses.asdict(job.config)
+    for name in ("data", "test_data", "out", "progress"):  # where, not what
+        ours.pop(name), saved.pop(name)
+    assert ours == saved
+    assert job.batch_size == 8 and job.steps_per_epoch == 3 and job.epochs == 1
+    assert job.batch_size == metrics["derived"]["batch_size"]["value"]
+
+    trained, _ = ltc_jax.fit(
+        job.model,
+        train,
+        integrator=job.integrator,
+        optimizer=job.optimizer,
+        epochs=job.epochs,
+        batch_size=job.batch_size,
+        seed=job.seed,
+        path=job.path,
+    )
+    assert ltc_jax.training.parameter_digest(trained) == metrics["parameters_sha256"]
+    result = ltc_jax.evaluate(trained, test, integrator=job.final_integrator)
+    assert result["accuracy"] == metrics["test_accuracy"]

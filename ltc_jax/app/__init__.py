@@ -6,6 +6,15 @@ from .cli import main as main
 from .config import StreamConfig as StreamConfig, TrainConfig as TrainConfig
 from .job import train_and_evaluate as train_and_evaluate
 from .runs import make_run_dir as make_run_dir
+from .settings import JobSetup as JobSetup, prepare as prepare
 
 
-__all__ = ["StreamConfig", "TrainConfig", "main", "make_run_dir", "train_and_evaluate"]
+__all__ = [
+    "JobSetup",
+    "StreamConfig",
+    "TrainConfig",
+    "main",
+    "make_run_dir",
+    "prepare",
+    "train_and_evaluate",
+]

@@ -2,7 +2,6 @@
 
 import dataclasses
 import json
-import math
 import os
 import time
 from collections.abc import Callable
@@ -29,18 +28,10 @@ from .config import StreamConfig, TrainConfig, _flag
 from .runs import (
     config_from_json,
     make_run_dir,
-    output_size_of,
     save_model,
     write_history,
 )
-from .settings import (
-    make_config_integrator,
-    make_model,
-    path_options,
-    resolve_settings,
-    training_schedule,
-    validation_share,
-)
+from .settings import make_config_integrator, prepare, validation_share
 from .streams import load_stream_data
 
 
@@ -273,7 +264,8 @@ def train_and_evaluate(
     data = load_data(config)
     train, validation, test = data["train"], data["validation"], data["test"]
     held = () if validation is None else (validation,)
-    settings = resolve_settings(config, train, (*held, test))
+    job = prepare(config, train, (*held, test))
+    config, settings = job.config, job.settings  # what was resolved
     if config.validation_fraction is None:
         settings["derived"]["validation_fraction"] = data["validation_fraction"]
     if "stream" in data:  # what reading a new log for the run needs
@@ -292,30 +284,10 @@ def train_and_evaluate(
             )
     if resume:  # what the run derived and kept (its solver, batch size) says why
         settings["derived"] = saved_derived | settings["derived"]
-    config = dataclasses.replace(  # the run folder records what was resolved
-        config,
-        solver=settings["solver"],
-        epochs=settings["epochs"],
-        readout_features=settings["readout_features"],
-        gate_bias_init=settings["gate_bias_init"],
-    )
     placement = training_placement(config, settings)
     for name, choice in settings["derived"].items():
         say(f"{name} = {choice['value']} ({choice['reason']})")
-    batch_size = settings["batch_size"]
-    integrator = make_config_integrator(config, settings)
-    schedule = training_schedule(config, integrator)
-    options = path_options(config)
-    train_path = ltc_jax.make_input_path(train, **options)
-    model = make_model(config, train_path.input_size, output_size_of(train), settings)
-    steps_per_epoch = math.ceil(len(train) / batch_size)
-    optimizer = ltc_jax.training.make_optimizer(
-        config.learning_rate,
-        config.epochs * steps_per_epoch,
-        warmup_steps=config.warmup_steps,
-        clip_norm=config.clip_norm,
-        weight_decay=config.weight_decay,
-    )
+    batch_size, optimizer, options = job.batch_size, job.optimizer, job.path_options
     # The options are checked above; only now is the run folder made.
     if not resume:
         if writer:
@@ -342,14 +314,14 @@ def train_and_evaluate(
     start = time.perf_counter()
     try:
         model, history = ltc_jax.fit(
-            model,
+            job.model,
             train,
-            integrator=integrator if schedule is None else schedule,
+            integrator=job.integrator,
             optimizer=optimizer,
-            epochs=config.epochs,
+            epochs=job.epochs,
             batch_size=batch_size,
-            seed=config.seed,
-            path=train_path,
+            seed=job.seed,
+            path=job.path,
             validation=validation,
             validation_path=None
             if validation is None
@@ -369,8 +341,7 @@ def train_and_evaluate(
     except KeyboardInterrupt:
         raise RunInterrupted(run_dir, config.command) from None
     part_seconds = time.perf_counter() - start
-    if schedule is not None:
-        integrator = schedule.final
+    integrator = job.final_integrator
     result = ltc_jax.evaluate(
         model,
         test,
@@ -387,7 +358,7 @@ def train_and_evaluate(
                 f"{len(ltc_jax.ADJOINT_NAMES)} gradient modes (one compilation "
                 "each) ..."
             )
-        batch = next(ltc_jax.batches(train, batch_size, path=train_path))
+        batch = next(ltc_jax.batches(train, batch_size, path=job.path))
         memory = memory_by_mode(
             model, optimizer, batch, config, settings, (train, *held, test)
         )

@@ -20,6 +20,7 @@ from .config import StreamConfig, TrainConfig
 from .settings import (
     make_config_integrator,
     make_model,
+    output_size_of,
     path_options,
     training_schedule,
 )
@@ -47,11 +48,6 @@ def make_run_dir(out: str | None, parent: str) -> str:
         )
     os.makedirs(out, exist_ok=True)
     return out
-
-
-def output_size_of(train: SequenceDataset) -> int:
-    """The model's outputs for a training set: its classes, or its targets."""
-    return train.num_classes if train.is_classification else train.labels.shape[1]
 
 
 def save_model(

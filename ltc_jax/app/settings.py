@@ -3,11 +3,14 @@ derived from the training set (solver, step, batch size, time constants, readout
 times), those the model sets (readout features, gate bias), and the integrator
 and model they give."""
 
+import dataclasses
+import math
 from typing import Any
 
 import diffrax
 import jax
 import jax.random as jr
+import optax
 
 import ltc_jax
 from ltc_jax.datasets import SequenceDataset, stratified_split
@@ -313,6 +316,11 @@ def training_schedule(
     )
 
 
+def output_size_of(train: SequenceDataset) -> int:
+    """The model's outputs for a training set: its classes, or its targets."""
+    return train.num_classes if train.is_classification else train.labels.shape[1]
+
+
 def make_model(
     config: TrainConfig, input_size: int, output_size: int, settings: dict[str, Any]
 ) -> ltc_jax.LTC | ltc_jax.CfC:
@@ -348,4 +356,130 @@ def make_model(
         matmul_dtype="bfloat16" if config.precision == "bf16" else None,
         **gate,
         **shared,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class JobSetup:
+    """What the main job trains, built from a config and the data by
+    [`prepare`][ltc_jax.app.prepare]: the same model, integrator, optimiser and
+    schedule as `ltc-jax train` with the same options and data.
+
+    **Fields:** `config`, the config with what the data and the model chose
+    filled in (`solver`, `epochs`, `readout_features`, `gate_bias_init`);
+    `settings`, every resolved setting (`ltc_jax.app.settings.resolve_settings`),
+    with `derived`, each setting the data or the model chose and why; `model`,
+    the freshly initialised [`ltc_jax.LTC`][] or [`ltc_jax.CfC`][]; `integrator`,
+    an [`ltc_jax.Integrator`][], or a [`ltc_jax.training.ToleranceSchedule`][]
+    with `--tighten-at` (either is `fit`'s `integrator`); `optimizer`, from
+    [`ltc_jax.training.make_optimizer`][] over `epochs * steps_per_epoch` steps;
+    `path`, the training set's [`ltc_jax.InputPath`][]; `path_options`, the
+    options of [`ltc_jax.make_input_path`][] that built it (for the other sets);
+    `steps_per_epoch`, `ceil(len(train) / batch_size)`.
+    """
+
+    config: TrainConfig
+    settings: dict[str, Any]
+    model: ltc_jax.LTC | ltc_jax.CfC
+    integrator: ltc_jax.Integrator | ltc_jax.training.ToleranceSchedule
+    optimizer: optax.GradientTransformation
+    path: ltc_jax.InputPath
+    path_options: dict[str, Any]
+    steps_per_epoch: int
+
+    @property
+    def epochs(self) -> int:
+        """Epochs to train (at most, with a validation share and `patience`)."""
+        return self.config.epochs
+
+    @property
+    def batch_size(self) -> int:
+        """Sequences per batch."""
+        return self.settings["batch_size"]
+
+    @property
+    def seed(self) -> int:
+        """The run's seed: the model's initialisation and the batches' order."""
+        return self.config.seed
+
+    @property
+    def derived(self) -> dict[str, dict[str, Any]]:
+        """Each setting the data or the model chose: `{name: {"value", "reason"}}`."""
+        return self.settings["derived"]
+
+    @property
+    def final_integrator(self) -> ltc_jax.Integrator:
+        """The integrator after training (a schedule's last), to evaluate with."""
+        if isinstance(self.integrator, ltc_jax.training.ToleranceSchedule):
+            return self.integrator.final
+        return self.integrator
+
+
+def prepare(
+    config: TrainConfig,
+    train: SequenceDataset,
+    others: tuple[SequenceDataset, ...] = (),
+) -> JobSetup:
+    """The main job's model, integrator, optimiser and schedule for the data,
+    as `ltc-jax train` builds them: one call for a library user who wants what
+    the command line trains.
+
+    ```python
+    job = ltc_jax.app.prepare(ltc_jax.app.TrainConfig(), train, others=(test,))
+    model, history = ltc_jax.fit(
+        job.model, train, integrator=job.integrator, optimizer=job.optimizer,
+        epochs=job.epochs, batch_size=job.batch_size, seed=job.seed, path=job.path,
+    )
+    ```
+
+    The data are used as given: the main job standardises them with the
+    training set's statistics ([`ltc_jax.datasets.standardize`][]) and holds
+    out a validation share only from 1,000 training series
+    ([`validation_share`][ltc_jax.app.settings.validation_share]); do both
+    first to match it. With the same config, data and seed, the parameters
+    after training equal the command line's (a test checks after one epoch).
+
+    **Arguments:** `config`: the options, as on the command line (its `data`,
+    `out` and reporting options are not used here); `train`: the training set
+    (labelled), from which the settings are derived; `others`: every other set
+    the model will be solved on (a validation share, the test set), which only
+    widen `max_steps` so that every solve fits.
+
+    **Returns:** a [`JobSetup`][ltc_jax.app.JobSetup].
+
+    **Raises:** `ValueError` for a bad or inconsistent option
+    ([`ltc_jax.app.TrainConfig.check`][]), or as
+    [`ltc_jax.training.derive_defaults`][] for data it cannot derive from.
+    """
+    config.check()
+    settings = resolve_settings(config, train, others)
+    config = dataclasses.replace(
+        config,
+        solver=settings["solver"],
+        epochs=settings["epochs"],
+        readout_features=settings["readout_features"],
+        gate_bias_init=settings["gate_bias_init"],
+    )
+    integrator = make_config_integrator(config, settings)
+    schedule = training_schedule(config, integrator)
+    options = path_options(config)
+    path = ltc_jax.make_input_path(train, **options)
+    model = make_model(config, path.input_size, output_size_of(train), settings)
+    steps_per_epoch = math.ceil(len(train) / settings["batch_size"])
+    optimizer = ltc_jax.training.make_optimizer(
+        config.learning_rate,
+        config.epochs * steps_per_epoch,
+        warmup_steps=config.warmup_steps,
+        clip_norm=config.clip_norm,
+        weight_decay=config.weight_decay,
+    )
+    return JobSetup(
+        config=config,
+        settings=settings,
+        model=model,
+        integrator=integrator if schedule is None else schedule,
+        optimizer=optimizer,
+        path=path,
+        path_options=options,
+        steps_per_epoch=steps_per_epoch,
     )
