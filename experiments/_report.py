@@ -731,21 +731,30 @@ def uea_benchmark(m: dict, c: dict, run_dir: str) -> str:
         for name, value in overrides.items()
         if value is not None
     )
+    what = (
+        "The baselines alone"
+        if c.get("baselines_only")
+        else f"The main job's defaults ({options})"
+    )
     return table(
-        f"The main job's defaults ({options}), {len(c['seeds'])} seed(s) "
-        f"({env['backend']}, {env['cpu_count']} CPUs):",
+        f"{what}, {len(c['seeds'])} seed(s) ({env['backend']}, "
+        f"{env['cpu_count']} CPUs):",
         m["rows"],
         ("dataset", "dataset"),
         ("train/test", lambda r: f"{r['train_size']}/{r['test_size']}"),
         "length:longest",
-        (
-            f"{overrides['model'].upper()} accuracy",
-            lambda r: f"{r['accuracy_mean']:.3f} +- {r['accuracy_std']:.3f}",
-        ),
+        (f"{overrides['model'].upper()} accuracy", "accuracy", _mean_std),
         "train s:train_seconds_mean:.0f | steps/seq:steps_per_sequence:.0f | "
         "1-NN ED here:euclidean_1nn:.3f | 1-NN ED publ.:published.euclidean:.3f | "
         "1-NN DTW publ.:published.dtw:.3f",
+        ("MiniRocket", "minirocket", _mean_std),
+        "MiniRocket s (median):minirocket_seconds:.1f",
     )
+
+
+def _mean_std(value: dict | None) -> str:
+    """`mean +- std` to 3 places, `-` for `None`."""
+    return "-" if value is None else f"{value['mean']:.3f} +- {value['std']:.3f}"
 
 
 def shared_grid(m: dict, c: dict, run_dir: str) -> str:

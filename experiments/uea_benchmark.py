@@ -18,10 +18,16 @@ next to:
   a check on the loading and on the transcription of the next column;
 - the archives' published 1-NN Euclidean and 1-NN DTW (full window) accuracies:
   the UCR archive's summary table (Dau et al. 2019) for the univariate sets, the
-  UEA archive paper's Table 4 (Bagnall et al. 2018, DTW_D) for JapaneseVowels.
+  UEA archive paper's Table 4 (Bagnall et al. 2018, DTW_D) for JapaneseVowels;
+- MiniRocket (Dempster et al. 2021; aeon's `MiniRocketClassifier`, its 10,000
+  features into a cross-validated ridge classifier) over the same seeds, with
+  its fit-and-predict seconds, where the `baselines` extra is installed
+  (`pip install ".[experiments,baselines]"` without the constraints file:
+  aeon needs a numba that needs numpy < 2.4); `-` otherwise.
 
     python -m experiments.uea_benchmark            # 4 datasets x 3 seeds (hours)
     python -m experiments.uea_benchmark --quick    # 2 datasets, 1 seed, 2 epochs
+    python -m experiments.uea_benchmark --baselines-only   # no LTC: a minute
 
 Writes `results/uea_benchmark/<run>/`: `config.json`, each run's folder,
 `metrics.json` and `report.txt` with the table (`experiments._report`), and
@@ -31,6 +37,7 @@ prints the table.
 import dataclasses
 import os
 import statistics
+import time
 from typing import Literal
 
 import numpy as np
@@ -87,6 +94,8 @@ class Config(_run.RunConfig):
     """The main job's --gate-bias-init (default: its own)."""
     ode_unfolds: int | None = None
     """The main job's --ode-unfolds (default: its own)."""
+    baselines_only: bool = False
+    """Run the baselines alone (1-NN Euclidean, MiniRocket), not the main job."""
 
 
 QUICK = dict(seeds=(0,), epochs=2, hidden_size=8)
@@ -111,6 +120,52 @@ def euclidean_1nn(train, test) -> float | None:
     return float(np.mean(predicted == test.labels))
 
 
+MINIROCKET_SHORTEST = 9
+"""MiniRocket's shortest series: its kernels are 9 samples long."""
+
+
+def equal_length(data, length: int) -> np.ndarray:
+    """`data`'s values as one array `(series, channels, length)`, as MiniRocket
+    takes them: a missing value is the channel's last observed one (its first,
+    before any), and each series is held at its last value up to `length`."""
+    out = np.empty((len(data), data.num_channels, length))
+    for i, (xs, n) in enumerate(zip(data.xs, data.lengths, strict=True)):
+        for c in range(data.num_channels):
+            values = xs[:n, c]
+            seen = ~np.isnan(values)
+            last = np.maximum.accumulate(np.where(seen, np.arange(n), -1))
+            first = np.argmax(seen)  # every channel has an observation
+            held = values[np.where(last < 0, first, last)]
+            out[i, c, :n], out[i, c, n:] = held, held[-1]
+    return out
+
+
+def minirocket(train, test, seed: int) -> dict | None:
+    """MiniRocket's test accuracy and its fit-and-predict seconds at `seed`,
+    on the series held to the longest length of both sets (at least
+    `MINIROCKET_SHORTEST`); `None` where aeon is not installed."""
+    try:
+        from aeon.classification.convolution_based import MiniRocketClassifier
+    except ImportError:
+        return None
+    length = max(MINIROCKET_SHORTEST, int(train.lengths.max()), int(test.lengths.max()))
+    start = time.perf_counter()
+    classifier = MiniRocketClassifier(random_state=seed)
+    classifier.fit(equal_length(train, length), train.labels)
+    predicted = classifier.predict(equal_length(test, length))
+    return dict(
+        accuracy=float(np.mean(predicted == test.labels)),
+        seconds=time.perf_counter() - start,
+    )
+
+
+def summary(values: list[float]) -> dict | None:
+    """Mean and population standard deviation (`None` for no values)."""
+    if not values:
+        return None
+    return dict(mean=statistics.mean(values), std=statistics.pstdev(values))
+
+
 def main(config: Config) -> dict:
     """Run every dataset and seed; return (and write) the rows."""
     config, run = _run.start_run(config, "uea_benchmark", QUICK)
@@ -122,17 +177,19 @@ def main(config: Config) -> dict:
         train_file, test_file = files.split(",")
         train = read_ts(train_file)
         test = read_ts(test_file, class_names=train.class_names)
-        runs = []
+        runs, rocket = [], []
         for seed in config.seeds:
             options = dict(data=train_file, test_data=test_file, seed=seed)
             options.update(out=run.path(name, f"seed{seed}"))
             options.update({k: v for k, v in overrides.items() if v is not None})
-            runs.append(
-                ltc_jax.measure.call_in_subprocess(
-                    "experiments._problems:main_job", dict(options=options)
+            if not config.baselines_only:
+                runs.append(
+                    ltc_jax.measure.call_in_subprocess(
+                        "experiments._problems:main_job", dict(options=options)
+                    )
                 )
-            )
-        accuracies = [r["test_accuracy"] for r in runs]
+            result = minirocket(train, test, seed)
+            rocket += [] if result is None else [result]
         rows.append(
             dict(
                 dataset=name,
@@ -140,14 +197,23 @@ def main(config: Config) -> dict:
                 test_size=len(test),
                 longest=int(train.lengths.max()),
                 runs=runs,
-                accuracy_mean=statistics.mean(accuracies),
-                accuracy_std=statistics.pstdev(accuracies),
-                train_seconds_mean=statistics.mean(r["train_seconds"] for r in runs),
+                accuracy=summary([r["test_accuracy"] for r in runs]),
+                train_seconds_mean=statistics.mean(r["train_seconds"] for r in runs)
+                if runs
+                else None,
                 steps_per_sequence=statistics.mean(
                     r["steps_per_sequence"] for r in runs
-                ),
+                )
+                if runs
+                else None,
                 euclidean_1nn=euclidean_1nn(train, test),
                 published=PUBLISHED.get(name),
+                minirocket_runs=rocket,
+                minirocket=summary([r["accuracy"] for r in rocket]),
+                # the median: the first fit also compiles aeon's numba kernels
+                minirocket_seconds=statistics.median(r["seconds"] for r in rocket)
+                if rocket
+                else None,
             )
         )
     return run.finish(dict(rows=rows, overrides=overrides))

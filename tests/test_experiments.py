@@ -356,6 +356,60 @@ def test_devices_benchmark_quick(tmp_path):
         assert len(row["step_seconds"]) == 3 and row["median_step_seconds"] > 0
 
 
+def test_minirocket_input_holds_the_last_value():
+    """MiniRocket's equal-length input, by hand: a gap takes the channel's last
+    observed value (its first before any), and a short series is held at its
+    last value to the common length."""
+    from experiments.uea_benchmark import equal_length
+
+    nan = np.nan
+    xs = np.array(
+        [
+            [[1.0, nan], [nan, 5.0], [3.0, 6.0]],
+            [[7.0, 8.0], [9.0, nan], [nan, nan]],
+        ]
+    )
+    data = ltc_jax.datasets.SequenceDataset(
+        ts=np.tile(np.arange(3.0), (2, 1)),
+        xs=xs,
+        lengths=np.array([3, 2]),
+        labels=np.array([0, 1]),
+    )
+    expected = np.array(
+        [
+            [[1, 1, 3, 3, 3], [5, 5, 6, 6, 6]],
+            [[7, 9, 9, 9, 9], [8, 8, 8, 8, 8]],
+        ],
+        dtype=float,
+    )
+    np.testing.assert_array_equal(equal_length(data, 5), expected)
+
+
+def test_minirocket_separates_rising_from_falling_series():
+    """aeon's MiniRocket, where the `baselines` extra is installed, on series
+    whose class is their direction (of different lengths): near 1."""
+    pytest.importorskip("aeon")
+    from experiments.uea_benchmark import minirocket
+
+    rng = np.random.default_rng(0)
+
+    def data(n):
+        labels = np.arange(n) % 2
+        lengths = rng.integers(12, 20, n)
+        ramp = np.linspace(-1, 1, 20)
+        xs = np.where(labels[:, None] == 0, ramp, -ramp) + 0.3 * rng.normal(
+            size=(n, 20)
+        )
+        xs[np.arange(20)[None] >= lengths[:, None]] = np.nan
+        ts = np.tile(np.arange(20.0), (n, 1))
+        return ltc_jax.datasets.SequenceDataset(
+            ts=ts, xs=xs[..., None], lengths=lengths, labels=labels
+        )
+
+    result = minirocket(data(40), data(40), seed=0)
+    assert result["accuracy"] >= 0.9 and result["seconds"] > 0
+
+
 @pytest.mark.slow
 def test_uea_benchmark_quick(tmp_path):
     """Each dataset's runs are the main job's (their run folders exist), and the
