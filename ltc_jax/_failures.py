@@ -174,8 +174,24 @@ def _solver_failure_message(
     )
 
 
-def non_finite_message(epoch: int, index: int, integrator: Integrator) -> str:
+def non_finite_message(
+    epoch: int, index: int, integrator: Integrator, model=None
+) -> str:
+    """Why a training step's loss or gradient was not finite, and what to try:
+    for a model that solves no ODE (`model.solves_ode` false, the CfC), its
+    recurrence; otherwise the gradient mode and steps of `integrator`."""
     solver = type(integrator.solver).__name__
+    where = f"at epoch {epoch}, batch {index}"
+    if not getattr(model, "solves_ode", True):
+        return (
+            f"The training loss or its gradient became NaN or infinite {where} "
+            f"({type(model).__name__}, no ODE solve). The parameters were not "
+            "updated with it. A likely cause is the recurrence: once the weights "
+            "make an update expansive, the gradient through a sequence's updates "
+            "grows like a power of their number and overflows. Lower the learning "
+            "rate, add weight decay, shorten the sequences, or skip such steps "
+            "(on_failure=SkipFailures(...), --on-failure skip)."
+        )
     if isinstance(integrator.adjoint, WindowedBacksolveAdjoint):
         cause = (
             "With adjoint='windowed' a likely cause is the reverse solve within a "
@@ -205,7 +221,6 @@ def non_finite_message(epoch: int, index: int, integrator: Integrator) -> str:
             "adaptive steps (rtol/atol), a smaller dt0, or a larger tau_min."
         )
     return (
-        f"The training loss or its gradient became NaN or infinite at epoch {epoch}, "
-        f"batch {index} (solver {solver}). The parameters were not updated with it. "
-        + cause
+        f"The training loss or its gradient became NaN or infinite {where} "
+        f"(solver {solver}). The parameters were not updated with it. " + cause
     )

@@ -115,7 +115,7 @@ def _step(
         )
         metrics, finite = placement.to_host((metrics, finite))
         if not bool(finite):
-            text = non_finite_message(state.epoch, state.batch, integrator)
+            text = non_finite_message(state.epoch, state.batch, integrator, state.model)
             failure = StepFailure(NonFiniteLossError, text)
     except eqx.EquinoxRuntimeError as error:
         kind, text = classify_failure(

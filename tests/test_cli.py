@@ -88,7 +88,8 @@ def test_cli_on_any_ts_pair(tmp_path, capsys):
         "readout_times",
         "validation_fraction",
     }
-    assert set(derived) == from_data | {"readout_features", "gate_bias_init"}
+    from_model = {"readout_features", "gate_bias_init", "learning_rate"}
+    assert set(derived) == from_data | from_model
     assert derived["solver"]["value"] == "fused" and derived["dt0"]["value"] == 1.0
     assert derived["tau_min"]["value"] == 0.01  # a hundredth of the unit spacing
     assert derived["readout_features"]["value"] == "both"
@@ -352,8 +353,8 @@ def test_cli_mixed_precision_trains_and_reloads_in_bfloat16(tmp_path):
 
 
 def test_cli_cfc_trains_evaluates_and_records_one_memory_entry(tmp_path, capsys):
-    """`--model cfc`: no ODE, so only the batch size and readout times are
-    derived (the epochs are given), the memory table has the one `backprop`
+    """`--model cfc`: no ODE, so only the batch size, readout times and the
+    CfC's learning rate are derived (the epochs are given), the memory table has the one `backprop`
     entry, and `evaluate` reproduces the run's test accuracy from the saved
     model, pooled readout (`--readout-features pooled`) included."""
     from ltc_jax.app.runs import load_run
@@ -381,12 +382,14 @@ def test_cli_cfc_trains_evaluates_and_records_one_memory_entry(tmp_path, capsys)
     assert model.readout_features == "pooled"
     assert model.readout.weight.shape == (2, 3 * 4)
     assert set(metrics["memory_bytes_by_mode"]) == {"backprop"}
-    # No ODE solve: only the batches, the readout and the validation share.
+    # No ODE solve: only the batches, the readout, the rate and the share.
     assert set(metrics["derived"]) == {
         "batch_size",
         "readout_times",
+        "learning_rate",
         "validation_fraction",
     }
+    assert metrics["derived"]["learning_rate"]["value"] == 1e-3
     assert "cell updates" in capsys.readouterr().out
     assert cli.main(["evaluate", str(out), "--data", test]) == 0
     printed = capsys.readouterr().out

@@ -247,10 +247,11 @@ def test_the_main_job_steps_within_the_stability_bound_of_a_given_tau_init():
     assert given["epochs"] == 3 and "epochs" not in given["derived"]
 
 
-def test_the_main_job_records_the_readout_and_gate_it_chose():
-    """Left out, the readout's features and the gate's bias are recorded with
-    their reasons: both and chrono for the LTC, the states and no bias for the
-    biophysical cell, no bias for the CfC; given, they are not derived."""
+def test_the_main_job_records_the_readout_gate_and_rate_it_chose():
+    """Left out, the readout's features, the gate's bias and the learning rate
+    are recorded with their reasons: both, chrono and 1e-2 for the LTC, the
+    states and no bias for the biophysical cell, no bias and 1e-3 for the CfC;
+    given, they are not derived."""
     from ltc_jax.app import TrainConfig
     from ltc_jax.app.settings import resolve_settings
 
@@ -258,14 +259,19 @@ def test_the_main_job_records_the_readout_and_gate_it_chose():
 
     def derived(**options):
         chosen = resolve_settings(TrainConfig(**options), data)["derived"]
-        names = {"readout_features", "gate_bias_init"} & set(chosen)
+        names = {"readout_features", "gate_bias_init", "learning_rate"}
+        names &= set(chosen)
         assert all(chosen[name]["reason"] for name in names)
         return {name: chosen[name]["value"] for name in names}
 
-    assert derived() == dict(readout_features="both", gate_bias_init="chrono")
-    assert derived(cell="biophysical") == dict(readout_features="states")
-    assert derived(model="cfc") == dict(readout_features="both")
-    assert derived(readout_features="pooled", gate_bias_init="zero") == {}
+    ltc = dict(readout_features="both", gate_bias_init="chrono", learning_rate=1e-2)
+    assert derived() == ltc
+    assert derived(cell="biophysical") == dict(
+        readout_features="states", learning_rate=1e-2
+    )
+    assert derived(model="cfc") == dict(readout_features="both", learning_rate=1e-3)
+    given = dict(readout_features="pooled", gate_bias_init="zero", learning_rate=0.1)
+    assert derived(**given) == {}
 
 
 @pytest.mark.parametrize(

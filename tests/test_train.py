@@ -102,6 +102,29 @@ def test_non_finite_step_leaves_parameters_unchanged(getkey):
     assert max_relative_error(new_model, model) == 0.0
 
 
+def test_a_cfc_non_finite_step_names_its_recurrence_not_a_solver(getkey):
+    """A CfC solves no ODE: its non-finite step is explained by its recurrence,
+    with no solver named."""
+    data = _long_sequences()
+    model = ltc_jax.CfC(data.num_channels, 4, data.num_classes, key=getkey())
+    integrator = ltc_jax.make_integrator("tsit5", rtol=1e-3, atol=1e-4)  # unused
+    # The first update moves every weight by about 1e308: the next sums overflow.
+    optimizer = ltc_jax.training.make_optimizer(1e308, None)
+    with pytest.raises(ltc_jax.NonFiniteLossError) as raised:
+        ltc_jax.fit(
+            model,
+            data,
+            integrator=integrator,
+            optimizer=optimizer,
+            epochs=2,
+            batch_size=8,
+            progress=ltc_jax.training.NoFitProgress(),
+        )
+    message = str(raised.value)
+    assert "CfC, no ODE solve" in message and "recurrence" in message
+    assert "solver" not in message and "Tsit5" not in message
+
+
 def test_checkpoint_round_trip_and_corruption(getkey, tmp_path):
     model = ltc_jax.LTC(3, 4, 2, key=getkey())
     other = ltc_jax.LTC(3, 4, 2, key=getkey())

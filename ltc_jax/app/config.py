@@ -214,8 +214,9 @@ class TrainConfig:
     patience: Annotated[int | None, tyro.conf.arg(metavar="INT")] = 20
     """Stop after this many epochs without a lower validation loss, keeping the best
     (None: never; needs a validation share)."""
-    learning_rate: float = 1e-2
-    """Peak learning rate of Adam (cosine decay to 1% of it)."""
+    learning_rate: OptionalFloat = None
+    """Peak learning rate of Adam (cosine decay to 1% of it). Default: 1e-2 for
+    the LTC, 1e-3 for the CfC."""
     weight_decay: float = 0.0
     """Decoupled weight decay of AdamW (0: Adam)."""
     clip_norm: float = 1.0

@@ -110,6 +110,19 @@ DEFAULT_READOUT_REASON = (
 """Why the main job reads `DEFAULT_READOUT_FEATURES`, recorded as its reason."""
 
 
+LEARNING_RATES = dict(ltc=1e-2, cfc=1e-3)
+"""The main job's peak learning rate for each `--model`."""
+
+LEARNING_RATE_REASONS = dict(
+    ltc="Adam's peak rate for the LTC, at which the development benchmark measured it",
+    cfc="Adam's peak rate for the CfC: its state is rebuilt from the backbone "
+    "at every observation, with no leak to damp a large update; at 1e-2 its "
+    "training loss jumped back up over hundreds of steps (the docs' benchmark "
+    "page)",
+)
+"""Why the main job uses `LEARNING_RATES`, recorded as its reason."""
+
+
 def gate_bias_init(config: TrainConfig) -> str | None:
     """The LTC gate's initial bias a config asks for: `config.gate_bias_init`,
     else `"chrono"` for the `ltc` cell of `--model ltc`; `None` where there is no
@@ -139,9 +152,9 @@ def resolve_settings(
     ([`default_solver`][ltc_jax.app.settings.default_solver] where the config names
     none), `dt0` (for fixed steps), `adaptive`, `max_steps`, `batch_size`,
     `epochs`, `tau_init`, and `derived`, naming each setting the data or the
-    model chose and why; also `batching`, `readout_times`, `readout_features` and
-    `gate_bias_init` (the last two from the model, not the data, with their
-    reasons under `derived` where the config leaves them)."""
+    model chose and why; also `batching`, `readout_times`, `readout_features`,
+    `gate_bias_init` and `learning_rate` (the last three from the model, not the
+    data, with their reasons under `derived` where the config leaves them)."""
     name, solver_reason = (
         (config.solver, None) if config.solver is not None else default_solver(config)
     )
@@ -196,7 +209,9 @@ def resolve_settings(
         readout_times=config.readout_times or readout_times,
         readout_features=readout_features(config),
         gate_bias_init=gate_bias_init(config),
+        learning_rate=config.learning_rate or LEARNING_RATES[config.model],
     )
+    reasons["learning_rate"] = LEARNING_RATE_REASONS[config.model]
     if config.tau_min is None and config.model == "ltc" and config.cell == "ltc":
         # Below the fastest time constant drawn (a given --tau-init too); the
         # CfC and the biophysical cell have no tau.
@@ -232,9 +247,16 @@ def resolve_settings(
         "readout_times",
         "readout_features",
         "gate_bias_init",
+        "learning_rate",
     )
-    if config.model == "cfc":  # no ODE solve: only the batches and the readout
-        names = ("batch_size", "epochs", "readout_times", "readout_features")
+    if config.model == "cfc":  # no ODE solve: the batches, readout and rate
+        names = (
+            "batch_size",
+            "epochs",
+            "readout_times",
+            "readout_features",
+            "learning_rate",
+        )
     derived = {
         name: dict(value=chosen[name], reason=reasons[name])
         for name in names
@@ -366,7 +388,8 @@ class JobSetup:
     schedule as `ltc-jax train` with the same options and data.
 
     **Fields:** `config`, the config with what the data and the model chose
-    filled in (`solver`, `epochs`, `readout_features`, `gate_bias_init`);
+    filled in (`solver`, `epochs`, `readout_features`, `gate_bias_init`,
+    `learning_rate`);
     `settings`, every resolved setting (`ltc_jax.app.settings.resolve_settings`),
     with `derived`, each setting the data or the model chose and why; `model`,
     the freshly initialised [`ltc_jax.LTC`][] or [`ltc_jax.CfC`][]; `integrator`,
@@ -459,6 +482,7 @@ def prepare(
         epochs=settings["epochs"],
         readout_features=settings["readout_features"],
         gate_bias_init=settings["gate_bias_init"],
+        learning_rate=settings["learning_rate"],
     )
     integrator = make_config_integrator(config, settings)
     schedule = training_schedule(config, integrator)
