@@ -127,14 +127,21 @@ MINIROCKET_SHORTEST = 9
 def equal_length(data, length: int) -> np.ndarray:
     """`data`'s values as one array `(series, channels, length)`, as MiniRocket
     takes them: a missing value is the channel's last observed one (its first,
-    before any), and each series is held at its last value up to `length`."""
+    before any), and each series is held at its last value up to `length`.
+
+    **Raises:** `ValueError` for a channel a series never observes."""
     out = np.empty((len(data), data.num_channels, length))
     for i, (xs, n) in enumerate(zip(data.xs, data.lengths, strict=True)):
         for c in range(data.num_channels):
             values = xs[:n, c]
             seen = ~np.isnan(values)
+            if not seen.any():
+                raise ValueError(
+                    f"Series {i} never observes channel {c}: MiniRocket needs a "
+                    "value in every channel."
+                )
             last = np.maximum.accumulate(np.where(seen, np.arange(n), -1))
-            first = np.argmax(seen)  # every channel has an observation
+            first = np.argmax(seen)
             held = values[np.where(last < 0, first, last)]
             out[i, c, :n], out[i, c, n:] = held, held[-1]
     return out

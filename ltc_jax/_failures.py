@@ -14,7 +14,7 @@ import numpy as np
 from ._adjoint import WindowedBacksolveAdjoint
 from ._errors import DivergenceError, SolverFailureError
 from ._integrator import Integrator
-from ._model import AbstractSequenceModel
+from ._model import AbstractSequenceModel, solves_ode
 from ._results import RESULTS
 from ._solve import Trajectory
 from ._vector_field import AbstractLTCField, LTCVectorField
@@ -175,14 +175,14 @@ def _solver_failure_message(
 
 
 def non_finite_message(
-    epoch: int, index: int, integrator: Integrator, model=None
+    epoch: int, index: int, integrator: Integrator, model: eqx.Module | None = None
 ) -> str:
     """Why a training step's loss or gradient was not finite, and what to try:
     for a model that solves no ODE (`model.solves_ode` false, the CfC), its
     recurrence; otherwise the gradient mode and steps of `integrator`."""
     solver = type(integrator.solver).__name__
     where = f"at epoch {epoch}, batch {index}"
-    if not getattr(model, "solves_ode", True):
+    if model is not None and not solves_ode(model):
         return (
             f"The training loss or its gradient became NaN or infinite {where} "
             f"({type(model).__name__}, no ODE solve). The parameters were not "

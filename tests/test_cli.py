@@ -354,9 +354,10 @@ def test_cli_mixed_precision_trains_and_reloads_in_bfloat16(tmp_path):
 
 def test_cli_cfc_trains_evaluates_and_records_one_memory_entry(tmp_path, capsys):
     """`--model cfc`: no ODE, so only the batch size, readout times and the
-    CfC's learning rate are derived (the epochs are given), the memory table has the one `backprop`
-    entry, and `evaluate` reproduces the run's test accuracy from the saved
-    model, pooled readout (`--readout-features pooled`) included."""
+    CfC's learning rate are derived (the epochs are given), the memory table
+    has the one `backprop` entry, and `evaluate` reproduces the run's test
+    accuracy from the saved model, pooled readout (`--readout-features pooled`)
+    included."""
     from ltc_jax.app.runs import load_run
 
     _, test, out, metrics = _train_toy(
@@ -676,9 +677,12 @@ def test_cli_stream_trains_on_the_simulator_and_reads_a_log_as_it_cut_its_window
 
 @pytest.mark.parametrize("model", ["ltc", "cfc"])
 def test_prepare_builds_what_the_cli_trains(tmp_path, model):
-    """`ltc_jax.app.prepare` on the data the main job reads gives the CLI's
-    config, derived settings and schedule, and after one epoch at the same seed
-    the same parameters."""
+    """`ltc_jax.app.prepare` on the data the main job reads, standardised as
+    the docs say, trains what the CLI trains: after one epoch at the same seed
+    the same parameters and test accuracy (which checks the data, the model,
+    the integrator, the optimiser and fit's arguments); the config and derived
+    settings the run saved are prepare's (one epoch is given: the derived
+    schedule of 24 series would be 1,334)."""
     options = ("--hidden-size", "4", "--epochs", "1", "--model", model)
     train_file, test_file, out, metrics = _train_toy(tmp_path, 24, 10, *options)
     train = ltc_jax.datasets.read_ts(train_file)
@@ -711,3 +715,23 @@ def test_prepare_builds_what_the_cli_trains(tmp_path, model):
     assert ltc_jax.training.parameter_digest(trained) == metrics["parameters_sha256"]
     result = ltc_jax.evaluate(trained, test, integrator=job.final_integrator)
     assert result["accuracy"] == metrics["test_accuracy"]
+
+
+def test_a_resumed_run_is_checked_with_its_folder_as_out(tmp_path):
+    """A run saved in the default folder (no --out), resumed on several
+    processes: the resumed options name its folder as --out, so the check that
+    a multi-process run has --out or --resume passes, as it did on the command
+    line."""
+    from ltc_jax.app.job import _resumed_config
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps(dataclasses.asdict(app.TrainConfig())))
+    config = app.TrainConfig(
+        resume=str(run), coordinator="localhost:1234", num_processes=2, process_id=0
+    )
+    config.check()
+    resumed, _ = _resumed_config(config)
+    assert resumed.out == str(run) and resumed.resume is None
+    assert resumed.coordinator == "localhost:1234" and resumed.num_processes == 2
+    resumed.check()

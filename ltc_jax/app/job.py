@@ -215,6 +215,9 @@ def _resumed_config(config: TrainConfig) -> tuple[TrainConfig, dict[str, Any]]:
         kept["readout_times"] = 1
     if saved.batching is None and "batching" not in derived:
         kept["batching"] = "vmap" if saved.solver == "kvaerno5" else "batched"
+    # The run's folder is its --out now, as the options' checks expect of a
+    # multi-process run (the first part may have used the default folder).
+    kept["out"] = saved.out or config.resume
     return dataclasses.replace(saved, resume=None, **here, **kept), derived
 
 
@@ -265,7 +268,9 @@ def train_and_evaluate(
     train, validation, test = data["train"], data["validation"], data["test"]
     held = () if validation is None else (validation,)
     job = prepare(config, train, (*held, test))
-    config, settings = job.config, job.settings  # what was resolved
+    # What was resolved; the run adds to its own copy of the derived record.
+    config, settings = job.config, dict(job.settings)
+    settings["derived"] = dict(settings["derived"])
     if config.validation_fraction is None:
         settings["derived"]["validation_fraction"] = data["validation_fraction"]
     if "stream" in data:  # what reading a new log for the run needs

@@ -15,6 +15,7 @@ import optax
 import ltc_jax
 from ltc_jax.datasets import SequenceDataset, stratified_split
 
+from .._batch import check_labelled
 from .._names import has_reverse_solve
 from .config import DEFAULT_ATOL, DEFAULT_RTOL, StreamConfig, TrainConfig
 
@@ -448,7 +449,9 @@ def prepare(
     the command line trains.
 
     ```python
-    job = ltc_jax.app.prepare(ltc_jax.app.TrainConfig(), train, others=(test,))
+    from ltc_jax.app import TrainConfig, prepare
+
+    job = prepare(TrainConfig(), train, others=(test,))
     model, history = ltc_jax.fit(
         job.model, train, integrator=job.integrator, optimizer=job.optimizer,
         epochs=job.epochs, batch_size=job.batch_size, seed=job.seed, path=job.path,
@@ -471,10 +474,11 @@ def prepare(
     **Returns:** a [`JobSetup`][ltc_jax.app.JobSetup].
 
     **Raises:** `ValueError` for a bad or inconsistent option
-    ([`ltc_jax.app.TrainConfig.check`][]), or as
+    ([`ltc_jax.app.TrainConfig.check`][]), an unlabelled `train`, or as
     [`ltc_jax.training.derive_defaults`][] for data it cannot derive from.
     """
     config.check()
+    check_labelled(train, "training")
     settings = resolve_settings(config, train, others)
     config = dataclasses.replace(
         config,
