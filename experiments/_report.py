@@ -757,6 +757,34 @@ def _mean_std(value: dict | None) -> str:
     return "-" if value is None else f"{value['mean']:.3f} +- {value['std']:.3f}"
 
 
+def rr_intervals(m: dict, c: dict, run_dir: str) -> str:
+    """The table of `experiments.rr_intervals`."""
+    b, env = m["baselines"], m["environment"]
+    seeds = len(c["seeds"])
+    rows = [
+        dict(
+            task="next interval longer than the median (accuracy)",
+            ltc=f"{m['accuracy_mean']:.3f} +- {m['accuracy_std']:.3f}",
+            persistence=f"{b['persistence_accuracy']:.3f}",
+            constant=f"{b['majority_accuracy']:.3f} (majority class)",
+        ),
+        dict(
+            task="next interval (RMSE, ms)",
+            ltc=f"{1000 * m['rmse_mean']:.1f} +- {1000 * m['rmse_std']:.1f}",
+            persistence=f"{1000 * b['persistence_rmse']:.1f}",
+            constant=f"{1000 * b['mean_rmse']:.1f} (training mean)",
+        ),
+    ]
+    return table(
+        f"RR intervals, windows of {c['beats']} beats every {c['stride']}: "
+        f"{m['train_size']} train / {m['test_size']} test, median "
+        f"{1000 * m['median']:.0f} ms; the main job's defaults, {seeds} seed(s) "
+        f"({env['backend']}, {env['cpu_count']} CPUs):",
+        rows,
+        "task:task | LTC:ltc | persistence:persistence | constant:constant",
+    )
+
+
 def shared_grid(m: dict, c: dict, run_dir: str) -> str:
     """The table of `experiments.shared_grid`."""
     return format_table(

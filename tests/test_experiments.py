@@ -410,6 +410,72 @@ def test_minirocket_separates_rising_from_falling_series():
     assert result["accuracy"] >= 0.9 and result["seconds"] > 0
 
 
+def test_rr_windows_and_baselines_by_hand():
+    """The RR windows of a made-up series: each window's times are the
+    cumulative sums of its own intervals from 0, its values the intervals, its
+    target the next interval (classified against the median of the training
+    part's beats); the test windows start after the last training target; the
+    baselines recomputed here."""
+    from experiments import rr_intervals
+
+    intervals = 0.8 + 0.1 * np.random.default_rng(0).standard_normal(100)
+    split = rr_intervals.rr_windows(intervals, beats=6, stride=3, train_share=0.5)
+    train, test = split["classification"]["train"], split["classification"]["test"]
+    r_train, r_test = split["regression"]["train"], split["regression"]["test"]
+    # Starts 0, 3, ..., 93 (a target must follow): 32; the first 16 train, and
+    # the test starts after the last training target, beat 45 + 6 = 51.
+    train_starts, test_starts = np.arange(0, 46, 3), np.arange(54, 94, 3)
+    assert (len(train), len(test)) == (16, 14)
+    median = np.median(intervals[:52])
+    assert split["median"] == median
+    for data, regression, starts in (
+        (train, r_train, train_starts),
+        (test, r_test, test_starts),
+    ):
+        for i, start in enumerate(starts):
+            beats = intervals[start : start + 6]
+            times = np.array([0.0, *np.cumsum(beats[1:])])
+            np.testing.assert_allclose(data.ts[i, :6], times, rtol=1e-12)
+            np.testing.assert_array_equal(data.xs[i, :6, 0], beats)
+            assert regression.labels[i, 0] == intervals[start + 6]
+            assert data.labels[i] == int(intervals[start + 6] > median)
+    assert train.class_names == ("not longer", "longer")
+
+    found = rr_intervals.baselines(split, median)
+    last, target = intervals[test_starts + 5], intervals[test_starts + 6]
+    majority = int(np.mean(intervals[train_starts + 6] > median) > 0.5)
+    assert found["persistence_accuracy"] == pytest.approx(
+        np.mean((last > median) == (target > median))
+    )
+    assert found["majority_accuracy"] == pytest.approx(
+        np.mean((target > median) == majority)
+    )
+    assert found["persistence_rmse"] == pytest.approx(
+        np.sqrt(np.mean((last - target) ** 2))
+    )
+    mean = np.mean(intervals[train_starts + 6])
+    assert found["mean_rmse"] == pytest.approx(np.sqrt(np.mean((mean - target) ** 2)))
+
+
+@pytest.mark.slow
+def test_rr_intervals_quick(tmp_path):
+    """Both tasks train with the main job's defaults (`--quick`) on the bundled
+    hour of intervals: 407 training and 171 test windows, a finite test error,
+    and persistence's accuracy recomputed from the raw file."""
+    from experiments import rr_intervals
+
+    out = tmp_path / "run"
+    metrics = rr_intervals.main(rr_intervals.Config(quick=True, out=str(out)))
+    assert (metrics["train_size"], metrics["test_size"]) == (407, 171)
+    raw = np.load(rr_intervals.INTERVALS) / 1000.0
+    starts = np.arange(0, len(raw) - 32, 8)[411:]  # after beat 406 * 8 + 32
+    median = np.median(raw[: 406 * 8 + 33])
+    persistence = np.mean((raw[starts + 31] > median) == (raw[starts + 32] > median))
+    assert metrics["baselines"]["persistence_accuracy"] == pytest.approx(persistence)
+    assert 0 <= metrics["accuracy_mean"] <= 1 and np.isfinite(metrics["rmse_mean"])
+    assert (out / "report.txt").exists()
+
+
 @pytest.mark.slow
 def test_uea_benchmark_quick(tmp_path):
     """Each dataset's runs are the main job's (their run folders exist), and the

@@ -1,0 +1,227 @@
+"""A small, real irregular-time task of the development benchmark: RR intervals.
+
+One hour of a heart's NN (RR) intervals (`experiments/data/rr_intervals/`, 4,684
+beats) is cut into windows of `beats` consecutive beats every `stride` beats.
+Each beat is an observation at its own time (seconds from the window's first
+beat, the cumulative sum of the intervals) whose value is its interval in
+seconds. The first `train_share` of the windows train; the test windows start
+after the last training window's target beat, so no beat is in both. Two tasks:
+
+- **classification:** is the next interval longer than the median interval of
+  the training part?
+- **regression:** the next interval, in seconds.
+
+Each is trained with the main job's defaults, as `ltc-jax train` would build
+them from the data (`ltc_jax.app.prepare`: the data standardised with the
+training statistics, no validation share on fewer than 1,000 series), against
+the baselines that matter on a slowly varying signal: persistence (the last
+interval, or whether it is longer than the median) and the majority class or the
+training targets' mean.
+
+    python -m experiments.rr_intervals            # 3 seeds, about 13 minutes
+    python -m experiments.rr_intervals --quick    # 1 seed, 2 epochs, 8 units
+
+Writes `results/rr_intervals/<run>/`: `config.json`, `metrics.json` and
+`report.txt` (`experiments._report`), and prints the table.
+"""
+
+import dataclasses
+import os
+import statistics
+import time
+
+import numpy as np
+import tyro
+
+import ltc_jax
+from experiments import _run
+from ltc_jax.app import TrainConfig, prepare
+from ltc_jax.datasets import SequenceDataset, standardize
+
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+INTERVALS = os.path.join(HERE, "data", "rr_intervals", "SampleNNISeriesLong.npy")
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(_run.RunConfig):
+    """The RR-interval tasks with the main job's defaults and their baselines.
+
+    `--quick`: smoke test: one seed, 2 epochs, 8 units.
+    """
+
+    beats: int = 32
+    """Beats per window."""
+    stride: int = 8
+    """Beats between the starts of consecutive windows."""
+    train_share: float = 0.7
+    """Share of the windows, in time order, that train."""
+    seeds: tuple[int, ...] = (0, 1, 2)
+    epochs: int | None = None
+    """Override the main job's epochs (default: its own)."""
+    hidden_size: int | None = None
+    """Override the main job's hidden size (default: its own)."""
+
+
+QUICK = dict(seeds=(0,), epochs=2, hidden_size=8)
+
+
+def load_intervals() -> np.ndarray:
+    """The hour of NN intervals, in seconds, `(4684,)` float64."""
+    return np.load(INTERVALS).astype(np.float64) / 1000.0
+
+
+def rr_windows(
+    intervals: np.ndarray, beats: int, stride: int, train_share: float
+) -> dict:
+    """The windows of both tasks, split in time.
+
+    **Returns:** `train` and `test` datasets for `classification` (classes
+    `"not longer"`, `"longer"`) and `regression` (the next interval), each
+    window's times and values from its own beats; and `median`, the training
+    part's median interval (seconds), over the beats of the training windows.
+
+    **Raises:** `ValueError` if no window fits on either side of the split.
+    """
+    starts = np.arange(0, len(intervals) - beats, stride)  # a target follows
+    count = int(train_share * len(starts))
+    train_starts = starts[:count]
+    if count == 0:
+        raise ValueError("No training window: raise train_share or shorten windows.")
+    last_target = train_starts[-1] + beats
+    test_starts = starts[starts > last_target]
+    if len(test_starts) == 0:
+        raise ValueError("No test window after the training part.")
+    median = float(np.median(intervals[: last_target + 1]))
+
+    def windows(chosen: np.ndarray, classify: bool, class_names=None):
+        ts, xs, labels = [], [], []
+        for start in chosen:
+            values = intervals[start : start + beats]
+            times = np.concatenate([[0.0], np.cumsum(values[1:])])
+            ts.append(times)
+            xs.append(values)
+            target = intervals[start + beats]
+            labels.append(
+                ("longer" if target > median else "not longer") if classify else target
+            )
+        kind = "classification" if classify else "regression"
+        return SequenceDataset.from_sequences(
+            ts,
+            xs,
+            labels if classify else np.asarray(labels),
+            class_names=class_names,
+            name=f"rr_intervals {kind}",
+        )
+
+    names = ("not longer", "longer")
+    return dict(
+        classification=dict(
+            train=windows(train_starts, True, names),
+            test=windows(test_starts, True, names),
+        ),
+        regression=dict(
+            train=windows(train_starts, False),
+            test=windows(test_starts, False),
+        ),
+        median=median,
+    )
+
+
+def last_values(data: SequenceDataset) -> np.ndarray:
+    """Each window's last interval (seconds), `(n,)`."""
+    return data.xs[np.arange(len(data)), data.lengths - 1, 0]
+
+
+def baselines(split: dict, median: float) -> dict:
+    """Persistence and the constant predictors on the test windows:
+    `persistence_accuracy` (the last interval longer than the median),
+    `majority_accuracy` (the training part's commonest class), and the
+    regression's root-mean-square errors in seconds, `persistence_rmse` (the
+    last interval) and `mean_rmse` (the training targets' mean)."""
+    train, test = split["classification"]["train"], split["classification"]["test"]
+    longer = (last_values(test) > median).astype(int)
+    majority = np.bincount(train.labels, minlength=2).argmax()
+    r_train, r_test = split["regression"]["train"], split["regression"]["test"]
+    target = r_test.labels[:, 0]
+
+    def rmse(predicted):
+        return float(np.sqrt(np.mean((predicted - target) ** 2)))
+
+    return dict(
+        persistence_accuracy=float(np.mean(longer == test.labels)),
+        majority_accuracy=float(np.mean(test.labels == majority)),
+        persistence_rmse=rmse(last_values(r_test)),
+        mean_rmse=rmse(np.full_like(target, r_train.labels.mean())),
+    )
+
+
+def train_main_job(train, test, config: Config, seed: int) -> dict:
+    """The main job's model and schedule for `train` (`prepare`), trained with
+    `fit` and evaluated on `test`: `loss` (cross-entropy, or mean squared error
+    in seconds squared), `accuracy` (`nan` for regression), `train_accuracy`
+    of the last epoch, `epochs` and `seconds`."""
+    train, test = standardize(train, test)
+    options = dict(seed=seed, epochs=config.epochs, hidden_size=config.hidden_size)
+    job = prepare(
+        TrainConfig(**{k: v for k, v in options.items() if v is not None}),
+        train,
+        others=(test,),
+    )
+    start = time.perf_counter()
+    model, history = ltc_jax.fit(
+        job.model,
+        train,
+        integrator=job.integrator,
+        optimizer=job.optimizer,
+        epochs=job.epochs,
+        batch_size=job.batch_size,
+        seed=job.seed,
+        path=job.path,
+        progress=ltc_jax.training.NoFitProgress(),
+    )
+    seconds = time.perf_counter() - start
+    result = ltc_jax.evaluate(model, test, integrator=job.final_integrator)
+    return dict(
+        loss=float(result["loss"]),
+        accuracy=float(result["accuracy"]),
+        train_accuracy=history[-1].get("accuracy"),
+        epochs=job.epochs,
+        seconds=seconds,
+    )
+
+
+def main(config: Config) -> dict:
+    """Both tasks at every seed, and the baselines; return (and write) them."""
+    config, run = _run.start_run(config, "rr_intervals", QUICK)
+    split = rr_windows(
+        load_intervals(), config.beats, config.stride, config.train_share
+    )
+    classification = [
+        train_main_job(*split["classification"].values(), config, seed)
+        for seed in config.seeds
+    ]
+    regression = [
+        train_main_job(*split["regression"].values(), config, seed)
+        for seed in config.seeds
+    ]
+    accuracies = [r["accuracy"] for r in classification]
+    errors = [float(np.sqrt(r["loss"])) for r in regression]
+    return run.finish(
+        dict(
+            train_size=len(split["classification"]["train"]),
+            test_size=len(split["classification"]["test"]),
+            median=split["median"],
+            baselines=baselines(split, split["median"]),
+            classification=classification,
+            regression=regression,
+            accuracy_mean=statistics.mean(accuracies),
+            accuracy_std=statistics.pstdev(accuracies),
+            rmse_mean=statistics.mean(errors),
+            rmse_std=statistics.pstdev(errors),
+        )
+    )
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Config))
