@@ -766,12 +766,14 @@ def rr_intervals(m: dict, c: dict, run_dir: str) -> str:
             task="next interval longer than the median (accuracy)",
             ltc=f"{m['accuracy_mean']:.3f} +- {m['accuracy_std']:.3f}",
             persistence=f"{b['persistence_accuracy']:.3f}",
+            linear=f"{b['ar_accuracy']:.3f}",
             constant=f"{b['majority_accuracy']:.3f} (majority class)",
         ),
         dict(
             task="next interval (RMSE, ms)",
             ltc=f"{1000 * m['rmse_mean']:.1f} +- {1000 * m['rmse_std']:.1f}",
             persistence=f"{1000 * b['persistence_rmse']:.1f}",
+            linear=f"{1000 * b['ar_rmse']:.1f}",
             constant=f"{1000 * b['mean_rmse']:.1f} (training mean)",
         ),
     ]
@@ -781,7 +783,8 @@ def rr_intervals(m: dict, c: dict, run_dir: str) -> str:
         f"{1000 * m['median']:.0f} ms; the main job's defaults, {seeds} seed(s) "
         f"({env['backend']}, {env['cpu_count']} CPUs):",
         rows,
-        "task:task | LTC:ltc | persistence:persistence | constant:constant",
+        "task:task | LTC:ltc | persistence:persistence | "
+        f"linear AR({b['ar_order']}):linear | constant:constant",
     )
 
 

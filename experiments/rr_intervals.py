@@ -5,18 +5,22 @@ beats) is cut into windows of `beats` consecutive beats every `stride` beats.
 Each beat is an observation at its own time (seconds from the window's first
 beat, the cumulative sum of the intervals) whose value is its interval in
 seconds. The first `train_share` of the windows train; the test windows start
-after the last training window's target beat, so no beat is in both. Two tasks:
+after the last training window's target beat, so no beat is in both (the few
+windows in between are dropped). Two tasks:
 
 - **classification:** is the next interval longer than the median interval of
   the training part?
 - **regression:** the next interval, in seconds.
 
 Each is trained with the main job's defaults, as `ltc-jax train` would build
-them from the data (`ltc_jax.app.prepare`: the data standardised with the
-training statistics, no validation share on fewer than 1,000 series), against
-the baselines that matter on a slowly varying signal: persistence (the last
-interval, or whether it is longer than the median) and the majority class or the
-training targets' mean.
+them from the data (the values standardised with the training statistics, as
+the main job does, then `ltc_jax.app.prepare`; no validation share on fewer
+than 1,000 series), against the baselines that matter on a slowly varying
+signal: persistence (the last interval, or whether it is longer than the
+median), a linear autoregression on the last `AR_ORDER` (8) intervals (least
+squares on the training windows; for the classification, whether its
+prediction is longer than the median), and the training part's majority class
+or its targets' mean.
 
     python -m experiments.rr_intervals            # 3 seeds, about 13 minutes
     python -m experiments.rr_intervals --quick    # 1 seed, 2 epochs, 8 units
@@ -65,6 +69,10 @@ class Config(_run.RunConfig):
 
 QUICK = dict(seeds=(0,), epochs=2, hidden_size=8)
 
+AR_ORDER = 8
+"""The linear baseline's intervals: each window's last 8 (all of a shorter
+window's), with an intercept."""
+
 
 def load_intervals() -> np.ndarray:
     """The hour of NN intervals, in seconds, `(4684,)` float64."""
@@ -76,13 +84,28 @@ def rr_windows(
 ) -> dict:
     """The windows of both tasks, split in time.
 
-    **Returns:** `train` and `test` datasets for `classification` (classes
-    `"not longer"`, `"longer"`) and `regression` (the next interval), each
-    window's times and values from its own beats; and `median`, the training
-    part's median interval (seconds), over the beats of the training windows.
+    **Arguments:** `intervals`: the NN intervals in seconds, `(beats_total,)`,
+    interval `k` ending at beat `k`; `beats`: beats per window; `stride`: beats
+    between window starts; `train_share`: the share of the windows, in time
+    order, that train.
 
-    **Raises:** `ValueError` if no window fits on either side of the split.
+    **Returns:** `classification` and `regression`, each with `train` and
+    `test` datasets of `n` windows: `ts` `(n, beats)` float64, seconds from the
+    window's first beat (the sums of its intervals after the first); `xs` `(n,
+    beats, 1)`, the intervals in seconds; labels the class indices (0 `"not
+    longer"`, 1 `"longer"` than the median) or the next interval `(n, 1)` in
+    seconds; and `median`, the median interval (seconds) of the training part,
+    beats 0 to the last training target.
+
+    **Raises:** `ValueError` unless `beats` and `stride` are at least 1 and
+    `train_share` lies in (0, 1), or if no window fits on either side of the
+    split.
     """
+    if beats < 1 or stride < 1 or not 0 < train_share < 1:
+        raise ValueError(
+            "beats and stride must be at least 1 and train_share in (0, 1); got "
+            f"{beats}, {stride}, {train_share}."
+        )
     starts = np.arange(0, len(intervals) - beats, stride)  # a target follows
     count = int(train_share * len(starts))
     train_starts = starts[:count]
@@ -133,34 +156,60 @@ def last_values(data: SequenceDataset) -> np.ndarray:
     return data.xs[np.arange(len(data)), data.lengths - 1, 0]
 
 
-def baselines(split: dict, median: float) -> dict:
-    """Persistence and the constant predictors on the test windows:
-    `persistence_accuracy` (the last interval longer than the median),
-    `majority_accuracy` (the training part's commonest class), and the
-    regression's root-mean-square errors in seconds, `persistence_rmse` (the
-    last interval) and `mean_rmse` (the training targets' mean)."""
+def last_intervals(data: SequenceDataset, k: int) -> np.ndarray:
+    """Each window's last `k` intervals (seconds), `(n, k)`, oldest first."""
+    index = data.lengths[:, None] - k + np.arange(k)[None]
+    return np.take_along_axis(data.xs[..., 0], index, axis=1)
+
+
+def baselines(split: dict) -> dict:
+    """The baselines on the test windows of `split` (from `rr_windows`):
+    accuracies of `persistence_accuracy` (the last interval longer than the
+    median), `ar_accuracy` (the autoregression's prediction longer than it)
+    and `majority_accuracy` (the training part's commonest class); and
+    root-mean-square errors in seconds of `persistence_rmse` (the last
+    interval), `ar_rmse` (a least-squares fit of the next interval on the last
+    `ar_order` intervals and an intercept, over the training windows) and
+    `mean_rmse` (the training targets' mean); and `ar_order`, `AR_ORDER` or
+    the windows' length if shorter."""
+    median = split["median"]
     train, test = split["classification"]["train"], split["classification"]["test"]
-    longer = (last_values(test) > median).astype(int)
     majority = np.bincount(train.labels, minlength=2).argmax()
     r_train, r_test = split["regression"]["train"], split["regression"]["test"]
     target = r_test.labels[:, 0]
+    order = min(AR_ORDER, int(r_train.lengths.min()), int(r_test.lengths.min()))
 
-    def rmse(predicted):
-        return float(np.sqrt(np.mean((predicted - target) ** 2)))
+    def design(data):
+        recent = last_intervals(data, order)
+        return np.concatenate([recent, np.ones((len(data), 1))], axis=1)
+
+    weights = np.linalg.lstsq(design(r_train), r_train.labels[:, 0], rcond=None)[0]
+    predicted = design(r_test) @ weights
+
+    def rmse(estimate):
+        return float(np.sqrt(np.mean((estimate - target) ** 2)))
+
+    def accuracy(estimate):
+        return float(np.mean((estimate > median).astype(int) == test.labels))
 
     return dict(
-        persistence_accuracy=float(np.mean(longer == test.labels)),
+        persistence_accuracy=accuracy(last_values(test)),
+        ar_accuracy=accuracy(predicted),
         majority_accuracy=float(np.mean(test.labels == majority)),
         persistence_rmse=rmse(last_values(r_test)),
+        ar_rmse=rmse(predicted),
         mean_rmse=rmse(np.full_like(target, r_train.labels.mean())),
+        ar_order=order,
     )
 
 
 def train_main_job(train, test, config: Config, seed: int) -> dict:
-    """The main job's model and schedule for `train` (`prepare`), trained with
-    `fit` and evaluated on `test`: `loss` (cross-entropy, or mean squared error
-    in seconds squared), `accuracy` (`nan` for regression), `train_accuracy`
-    of the last epoch, `epochs` and `seconds`."""
+    """The main job's model and schedule for the windows `train` (`prepare`,
+    after standardising both sets' values with `train`'s statistics), trained
+    with `fit` at `seed` and evaluated on `test`: `loss` (cross-entropy, or
+    mean squared error in seconds squared), `accuracy` (`nan` for regression),
+    `train_accuracy` of the last epoch (`None` for regression), `epochs` and
+    `seconds` of training."""
     train, test = standardize(train, test)
     options = dict(seed=seed, epochs=config.epochs, hidden_size=config.hidden_size)
     job = prepare(
@@ -181,7 +230,12 @@ def train_main_job(train, test, config: Config, seed: int) -> dict:
         progress=ltc_jax.training.NoFitProgress(),
     )
     seconds = time.perf_counter() - start
-    result = ltc_jax.evaluate(model, test, integrator=job.final_integrator)
+    result = ltc_jax.evaluate(
+        model,
+        test,
+        integrator=job.final_integrator,
+        path=ltc_jax.make_input_path(test, **job.path_options),
+    )
     return dict(
         loss=float(result["loss"]),
         accuracy=float(result["accuracy"]),
@@ -212,7 +266,7 @@ def main(config: Config) -> dict:
             train_size=len(split["classification"]["train"]),
             test_size=len(split["classification"]["test"]),
             median=split["median"],
-            baselines=baselines(split, split["median"]),
+            baselines=baselines(split),
             classification=classification,
             regression=regression,
             accuracy_mean=statistics.mean(accuracies),

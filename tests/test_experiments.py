@@ -418,7 +418,11 @@ def test_rr_windows_and_baselines_by_hand():
     baselines recomputed here."""
     from experiments import rr_intervals
 
-    intervals = 0.8 + 0.1 * np.random.default_rng(0).standard_normal(100)
+    # A heart that slows through the training part (whose targets are then
+    # mostly "longer" than its median) and then speeds up (mostly not).
+    rng = np.random.default_rng(0)
+    trend = np.concatenate([np.linspace(0.7, 0.9, 52), np.full(48, 0.72)])
+    intervals = trend + 0.03 * rng.standard_normal(100)
     split = rr_intervals.rr_windows(intervals, beats=6, stride=3, train_share=0.5)
     train, test = split["classification"]["train"], split["classification"]["test"]
     r_train, r_test = split["regression"]["train"], split["regression"]["test"]
@@ -436,25 +440,41 @@ def test_rr_windows_and_baselines_by_hand():
             beats = intervals[start : start + 6]
             times = np.array([0.0, *np.cumsum(beats[1:])])
             np.testing.assert_allclose(data.ts[i, :6], times, rtol=1e-12)
+            np.testing.assert_allclose(np.diff(data.ts[i, :6]), beats[1:], rtol=1e-12)
             np.testing.assert_array_equal(data.xs[i, :6, 0], beats)
             assert regression.labels[i, 0] == intervals[start + 6]
             assert data.labels[i] == int(intervals[start + 6] > median)
     assert train.class_names == ("not longer", "longer")
 
-    found = rr_intervals.baselines(split, median)
+    found = rr_intervals.baselines(split)
     last, target = intervals[test_starts + 5], intervals[test_starts + 6]
-    majority = int(np.mean(intervals[train_starts + 6] > median) > 0.5)
+    longer = target > median
+    assert np.mean(intervals[train_starts + 6] > median) > 0.5 > np.mean(longer)
+    assert found["majority_accuracy"] == pytest.approx(np.mean(longer))
     assert found["persistence_accuracy"] == pytest.approx(
-        np.mean((last > median) == (target > median))
-    )
-    assert found["majority_accuracy"] == pytest.approx(
-        np.mean((target > median) == majority)
+        np.mean((last > median) == longer)
     )
     assert found["persistence_rmse"] == pytest.approx(
         np.sqrt(np.mean((last - target) ** 2))
     )
     mean = np.mean(intervals[train_starts + 6])
     assert found["mean_rmse"] == pytest.approx(np.sqrt(np.mean((mean - target) ** 2)))
+    # The linear baseline: scikit-learn's least squares on the last intervals.
+    from sklearn.linear_model import LinearRegression
+
+    k = found["ar_order"]
+    assert k == 6  # the windows' length, under AR_ORDER
+    lags = lambda starts: np.stack([intervals[s + 6 - k : s + 6] for s in starts])  # noqa: E731
+    fitted = LinearRegression().fit(lags(train_starts), intervals[train_starts + 6])
+    predicted = fitted.predict(lags(test_starts))
+    assert found["ar_rmse"] == pytest.approx(
+        np.sqrt(np.mean((predicted - target) ** 2))
+    )
+    assert found["ar_accuracy"] == pytest.approx(
+        np.mean((predicted > median) == longer)
+    )
+    with pytest.raises(ValueError, match="train_share in"):
+        rr_intervals.rr_windows(intervals, beats=6, stride=3, train_share=-0.1)
 
 
 @pytest.mark.slow
