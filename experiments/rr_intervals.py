@@ -151,11 +151,6 @@ def rr_windows(
     )
 
 
-def last_values(data: SequenceDataset) -> np.ndarray:
-    """Each window's last interval (seconds), `(n,)`."""
-    return data.xs[np.arange(len(data)), data.lengths - 1, 0]
-
-
 def last_intervals(data: SequenceDataset, k: int) -> np.ndarray:
     """Each window's last `k` intervals (seconds), `(n, k)`, oldest first."""
     index = data.lengths[:, None] - k + np.arange(k)[None]
@@ -193,10 +188,10 @@ def baselines(split: dict) -> dict:
         return float(np.mean((estimate > median).astype(int) == test.labels))
 
     return dict(
-        persistence_accuracy=accuracy(last_values(test)),
+        persistence_accuracy=accuracy(last_intervals(test, 1)[:, 0]),
         ar_accuracy=accuracy(predicted),
         majority_accuracy=float(np.mean(test.labels == majority)),
-        persistence_rmse=rmse(last_values(r_test)),
+        persistence_rmse=rmse(last_intervals(r_test, 1)[:, 0]),
         ar_rmse=rmse(predicted),
         mean_rmse=rmse(np.full_like(target, r_train.labels.mean())),
         ar_order=order,
