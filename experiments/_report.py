@@ -788,6 +788,36 @@ def rr_intervals(m: dict, c: dict, run_dir: str) -> str:
     )
 
 
+def events(m: dict, c: dict, run_dir: str) -> str:
+    """The table of `experiments.events`."""
+    env = m["environment"]
+    rows = [
+        dict(
+            model=row["model"],
+            mae=f"{row['mae_minutes_mean']:.1f} +- {row['mae_minutes_std']:.1f}",
+            concordance=(
+                f"{row['concordance_mean']:.3f} +- {row['concordance_std']:.3f}"
+            ),
+            seconds=f"{row['train_seconds_mean']:.1f}",
+        )
+        for row in m["summary"]
+    ]
+    first = m["rows"][0]
+    trained, validating, held_out = c["machines"]
+    return table(
+        f"Time to failure on the simulated plant ({c['sensors']} sensors): "
+        f"{c['window_seconds']:g} s windows at {c['clock_hz']:g} Hz, follow-up "
+        f"{c['follow_up_seconds']:g} s; {trained} + {validating} + {held_out} "
+        f"machines (train, validation, held out), {first['test_windows']} held-out "
+        f"windows, {100 * first['observed_share']:.0f}% failing within the "
+        f"follow-up; {len(c['seeds'])} seed(s) ({env['backend']}, "
+        f"{env['cpu_count']} CPUs):",
+        rows,
+        "model:model | MAE (min, observed failures):mae | "
+        "concordance (all windows):concordance | train s:seconds",
+    )
+
+
 def shared_grid(m: dict, c: dict, run_dir: str) -> str:
     """The table of `experiments.shared_grid`."""
     return format_table(

@@ -6,7 +6,7 @@ import equinox as eqx
 import numpy as np
 
 from ._adjoint import resolve_windows
-from ._batch import batches, check_labels, make_input_path
+from ._batch import batches, make_input_path
 from ._integrator import Integrator
 from ._model import AbstractSequenceModel
 from ._objective import AbstractObjective, SupervisedLoss, jitted_objective
@@ -51,10 +51,12 @@ def evaluate(
     and the mean of any other metric the objective reports.
 
     **Raises:** as the solve; `ValueError` if `batch_size < 1`, unlabelled data
-    (every label `-1`), labels that do not fit the model's `output_size`, or a
+    (every label `-1`), labels the objective does not read (for the default,
+    labels that do not fit the model's `output_size`: see
+    [`ltc_jax.training.AbstractObjective`][]'s `check_data`), or a
     `batch_size` that does not divide over the placement.
     """
-    check_labels(model, data, "evaluation")
+    objective.check_data(model, data, "evaluation")
     placement.check_batch_size(batch_size)
     model = placement.place(model)
     totals: dict[str, float] = {}

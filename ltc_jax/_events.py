@@ -114,7 +114,11 @@ class Crossing(eqx.Module):
             # only in units of it. The root, and the event time's derivatives
             # (the implicit function theorem at the root), are unchanged.
             value = self.value(y[0])
-            return value / (1 + jnp.abs(self.threshold.astype(value.dtype)))
+            value = value / (1 + jnp.abs(self.threshold.astype(value.dtype)))
+            # In JAX's default float: diffrax's root finder selects between
+            # this and a Python 0.0 with `lax.cond`, whose branches must agree
+            # (a float32 solve under `jax_enable_x64` would not).
+            return value.astype(jnp.result_type(float))
 
         return diffrax.Event(
             condition,

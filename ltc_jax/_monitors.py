@@ -14,6 +14,7 @@ import jax
 
 from ._integrator import Integrator
 from ._model import solves_ode
+from ._objective import AbstractObjective, SupervisedLoss
 from ._parallel import AbstractPlacement, SingleDevice
 from ._paths import InputPath
 from ._train_state import TrainState, save_train_state
@@ -139,7 +140,9 @@ class Validation(AbstractMonitor):
 
     **Fields:** `data` (a [`ltc_jax.datasets.SequenceDataset`][]), `path` (its
     [`ltc_jax.InputPath`][]), `batch_size`, `patience` (`None`: never stop
-    early), `placement`.
+    early), `placement`, `objective` (the loss measured, training's own:
+    default [`ltc_jax.training.SupervisedLoss`][]; a penalty's term is not part
+    of `validation_loss`, which is the objective's data loss).
 
     **Raises:** `ValueError` for a `patience` below 1.
     """
@@ -149,6 +152,7 @@ class Validation(AbstractMonitor):
     batch_size: int = eqx.field(static=True)
     patience: int | None = eqx.field(static=True, default=None)
     placement: AbstractPlacement = SingleDevice()
+    objective: AbstractObjective = SupervisedLoss()
 
     def __check_init__(self):
         if self.patience is not None and self.patience < 1:
@@ -164,6 +168,7 @@ class Validation(AbstractMonitor):
             batch_size=self.batch_size,
             path=self.path,
             placement=self.placement,
+            objective=self.objective,
         )
         state = _with_last_record(
             state,

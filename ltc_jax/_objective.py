@@ -11,8 +11,9 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array, Float, PyTree
 
-from ._batch import Batch
+from ._batch import Batch, check_labels
 from ._integrator import Integrator
+from .datasets import SequenceDataset
 
 
 Metrics = dict[str, Array]
@@ -43,6 +44,21 @@ class AbstractObjective(eqx.Module):
         self, model: eqx.Module, batch: Batch, integrator: Integrator
     ) -> tuple[Float[Array, ""], Metrics]:
         """**Returns:** `(loss, metrics)` as the class docstring says."""
+
+    def check_data(self, model: eqx.Module, data: SequenceDataset, purpose: str):
+        """Check, on the host and before anything is compiled, that `data`'s
+        labels are what this objective reads, for `purpose` ("training",
+        "validation", "evaluation"). [`ltc_jax.fit`][] and
+        [`ltc_jax.evaluate`][] call it. The default checks class indices or
+        regression targets against the model's `output_size`
+        (as [`ltc_jax.training.SupervisedLoss`][] reads them); an objective
+        that reads labels of another form overrides it.
+
+        **Raises:** `ValueError` naming the problem: unlabelled data (every
+        label `-1`), a class index outside `[0, output_size)`, or regression
+        targets of another width.
+        """
+        check_labels(model, data, purpose)
 
 
 class SupervisedLoss(AbstractObjective):

@@ -12,7 +12,7 @@ import equinox as eqx
 import optax
 
 from ._adjoint import WindowedBacksolveAdjoint, resolve_windows
-from ._batch import Batch, batches, check_labels, epoch_order, make_input_path
+from ._batch import Batch, batches, epoch_order, make_input_path
 from ._errors import NonFiniteLossError
 from ._failures import classify_failure, non_finite_leaves, non_finite_message
 from ._integrator import Integrator
@@ -256,18 +256,20 @@ def fit(
     if patience is not None and validation is None:
         raise ValueError("patience needs validation data to stop on.")
     placement.check_batch_size(batch_size)
-    check_trainable(model, train)
+    check_trainable(model, train, objective)
     field = model.vector_field if isinstance(model, AbstractSequenceModel) else None
     if field is not None:
         check_stability(_epoch_integrator(integrator, 0), field, stacklevel=3)
     path = make_input_path(train) if path is None else path
     built_in = [StepBudget()]
     if validation is not None:
-        check_labels(model, validation, "validation")
+        objective.check_data(model, validation, "validation")
         if validation_path is None:
             validation_path = make_input_path(validation)
         built_in.append(
-            Validation(validation, validation_path, batch_size, patience, placement)
+            Validation(
+                validation, validation_path, batch_size, patience, placement, objective
+            )
         )
     built_in.append(LearningCheck())
     if checkpoint_dir is not None:
@@ -373,10 +375,14 @@ def _epoch_integrator(
     )
 
 
-def check_trainable(model: eqx.Module, data: SequenceDataset) -> None:
+def check_trainable(
+    model: eqx.Module,
+    data: SequenceDataset,
+    objective: AbstractObjective = SupervisedLoss(),
+) -> None:
     """**Raises:** `ValueError` for a model whose parameters hold NaN or
     infinity (naming them), unlabelled `data` (every label `-1`), or labels of
-    `data` that do not fit its `output_size`."""
+    `data` that `objective` does not read (`objective.check_data`)."""
     bad = non_finite_leaves(model)
     if bad:
         raise ValueError(
@@ -384,4 +390,4 @@ def check_trainable(model: eqx.Module, data: SequenceDataset) -> None:
             + ", ".join(bad)
             + ": no solve can succeed. Rebuild or reload the model."
         )
-    check_labels(model, data, "training")
+    objective.check_data(model, data, "training")

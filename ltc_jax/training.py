@@ -79,6 +79,11 @@ from ._solver.stability import (
     check_stability as check_stability,
     real_stability_bound as real_stability_bound,
 )
+from ._survival import (
+    DiscreteHazardLoss as DiscreteHazardLoss,
+    EventTimeLoss as EventTimeLoss,
+    check_event_labels as check_event_labels,
+)
 from ._tolerances import (
     ToleranceSchedule as ToleranceSchedule,
     with_tolerances as with_tolerances,
@@ -101,6 +106,10 @@ __all__ = [
     "consolidate",
     "make_train_step",
     "make_optimizer",
+    # Time to event
+    "EventTimeLoss",
+    "DiscreteHazardLoss",
+    "check_event_labels",
     # Learning online from a stream
     "OnlineLearner",
     "OnlineState",

@@ -219,3 +219,20 @@ def test_the_docs_example_runs_and_fires(tmp_path):
     script.write_text(example + check)
     # A fresh process: the page's example runs in JAX's default float32.
     subprocess.run([sys.executable, str(script)], check=True, timeout=300)
+
+
+def test_a_float32_solve_fires_under_x64():
+    """A float32 model and path with an event, in a process where JAX's default
+    float is float64 (the tests' setting): the condition is returned in the
+    default float, as diffrax's root finder needs, and the event time is the
+    float64 solve's to float32 precision."""
+    path, model, level = _problem()
+    integrator = INTEGRATORS["fused"]("checkpoint")
+    as32 = lambda tree: jax.tree.map(  # noqa: E731
+        lambda x: x.astype(jnp.float32) if eqx.is_inexact_array(x) else x, tree
+    )
+    event = ltc_jax.Crossing(level)
+    out64 = model.solve(path, integrator=integrator, event=event)
+    out32 = as32(model).solve(as32(path), integrator=integrator, event=event)
+    assert out32.ys.dtype == jnp.float32 and bool(jnp.all(out32.event_fired))
+    np.testing.assert_allclose(out32.t_reached, out64.t_reached, rtol=1e-4)

@@ -652,3 +652,62 @@ def test_online_quick(tmp_path):
         assert [p["windows"] for p in row["prequential"]] == counts
     assert (tmp_path / "run" / "prequential.png").stat().st_size > 0
     assert "Forgetting" in (tmp_path / "run" / "report.txt").read_text()
+
+
+def test_event_labels_and_concordance_by_hand():
+    """The time-to-failure labels count from each window's first frame and are
+    censored at the follow-up; the concordance index counts, pair by pair, the
+    pairs whose earlier time is an observed failure."""
+    from experiments import events
+
+    class Windows:  # the two fields event_labels reads
+        time_to_failure = np.array([100.0, 900.0, 2000.0])
+        dataset = ltc_jax.datasets.SequenceDataset(
+            ts=np.tile(np.arange(1.0, 61.0) * 5.0, (3, 1)),
+            xs=np.zeros((3, 60, 1)),
+            lengths=np.full(3, 60, np.int32),
+            labels=np.zeros(3, np.int32),
+        )
+
+    labels = events.event_labels(Windows, 1800.0)
+    np.testing.assert_array_equal(labels[:, 0], [395.0, 1195.0, 295.0 + 1800.0])
+    np.testing.assert_array_equal(labels[:, 1], [1.0, 1.0, 0.0])
+
+    time = np.array([1.0, 2.0, 3.0, 4.0, 2.5])
+    observed = np.array([1, 0, 1, 0, 1])
+    predicted = np.array([1.5, 1.0, 2.0, 2.0, 3.0])
+    right = ties = pairs = 0
+    for i in range(5):
+        for j in range(5):
+            if observed[i] and time[i] < time[j]:
+                pairs += 1
+                right += predicted[i] < predicted[j]
+                ties += predicted[i] == predicted[j]
+    expected = (right + 0.5 * ties) / pairs
+    assert events.concordance_index(time, observed, predicted) == pytest.approx(
+        expected
+    )
+    assert pairs == 7 and ties == 1  # times 3 and 4, predicted alike
+    # A constant prediction ranks no pair: one half.
+    assert events.concordance_index(time, observed, np.zeros(5)) == 0.5
+
+
+@pytest.mark.slow
+def test_events_quick(tmp_path):
+    """Both LTCs, the trees and the constant train and score on a small plant
+    (`--quick`): errors within the follow-up, concordance in [0, 1], and the
+    constant's error recomputed from its prediction."""
+    from experiments import events
+
+    metrics = events.main(events.Config(quick=True, out=str(tmp_path / "run")))
+    models = [row["model"] for row in metrics["rows"]]
+    assert models == [
+        "constant (training median)",
+        "gradient-boosted trees",
+        "LTC, crossing time",
+        "LTC, hazard",
+    ]
+    for row in metrics["rows"]:
+        assert 0 <= row["mae_minutes"] <= 30 and 0 <= row["concordance"] <= 1
+    assert metrics["rows"][0]["concordance"] == 0.5
+    assert (tmp_path / "run" / "report.txt").read_text().count("LTC") == 2

@@ -312,6 +312,45 @@ def drop_observations(
     )
 
 
+def hold_last(data: SequenceDataset, duration: float, knots: int) -> SequenceDataset:
+    """Each sequence followed by `duration` more time in which nothing new is
+    observed: `knots` observations at `t_last + duration * k / knots`, `k = 1,
+    ..., knots`, each a copy of the sequence's last observation (NaN where it
+    was NaN). A model solved on it runs on past the last real observation with
+    its inputs held, causally: the follow-up in which a time-to-event model
+    ([`ltc_jax.training.EventTimeLoss`][]) predicts its event. Labels are kept.
+
+    **Arguments:** `data`, a [`ltc_jax.datasets.SequenceDataset`][];
+    `duration`, the follow-up's length in the unit of its timestamps; `knots`,
+    the observations added (with fixed steps, `duration / knots` a multiple of
+    `dt0` keeps a step edge at each).
+
+    **Returns:** a new dataset of `knots` more observations per sequence.
+
+    **Raises:** `ValueError` for a `duration` that is not positive and finite,
+    or `knots` below 1.
+    """
+    if not (np.isfinite(duration) and duration > 0):
+        raise ValueError(f"duration must be positive and finite; got {duration}.")
+    if isinstance(knots, bool) or not (isinstance(knots, int) and knots >= 1):
+        raise ValueError(f"knots must be a positive int; got {knots!r}.")
+    rows = np.arange(len(data))
+    last = data.lengths - 1
+    times = data.ts[rows, last][:, None] + duration * np.arange(1, knots + 1) / knots
+    values = np.repeat(data.xs[rows, last][:, None], knots, axis=1)
+    sequences = zip(data.ts, data.xs, data.lengths, times, values, strict=True)
+    ts, xs, lengths = pad_sequences(
+        *zip(
+            *[
+                (np.concatenate([t[:n], u]), np.concatenate([x[:n], v]))
+                for t, x, n, u, v in sequences
+            ],
+            strict=True,
+        )
+    )
+    return dataclasses.replace(data, ts=ts, xs=xs, lengths=lengths)
+
+
 def stratified_split(
     data: SequenceDataset, fraction: float, *, seed: int = 0
 ) -> tuple[SequenceDataset, SequenceDataset]:
