@@ -41,6 +41,7 @@ from ._errors import (
 from ._evaluate import evaluate as evaluate
 from ._events import Crossing as Crossing
 from ._integrator import Integrator as Integrator, make_integrator as make_integrator
+from ._jump import JumpLTC as JumpLTC
 from ._model import (
     LTC as LTC,
     AbstractSequenceModel as AbstractSequenceModel,
@@ -77,6 +78,7 @@ __all__ = [
     "LTC",
     "CfC",
     "CfCCell",
+    "JumpLTC",
     "ltc_closed_form_step",
     "AbstractSequenceModel",
     "LinearReadout",

@@ -397,6 +397,38 @@ def test_cli_cfc_trains_evaluates_and_records_one_memory_entry(tmp_path, capsys)
     assert f"{metrics['test_accuracy']:.4f}" in printed
 
 
+def test_cli_jump_model_trains_reloads_and_derives_no_solver(tmp_path, capsys):
+    """`--model jump`: the LTC's time constants and gate are derived, no solver
+    setting (it calls none); gradient mode "backprop", one memory entry; the
+    saved model reloads to the run's own test accuracy and loss; the
+    biophysical cell is refused."""
+    _, test, out, metrics = _train_toy(
+        tmp_path,
+        24,
+        10,
+        "--model",
+        "jump",
+        "--substeps",
+        "2",
+        *SMALL_RUN[:4],
+        "--memory-table",
+    )
+    assert metrics["model"] == "jump" and metrics["gradient_mode"] == "backprop"
+    assert set(metrics["memory_bytes_by_mode"]) == {"backprop"}
+    derived = set(metrics["derived"])
+    assert {"tau_init", "tau_min", "gate_bias_init", "learning_rate"} <= derived
+    assert not {"solver", "dt0", "max_steps", "batching"} & derived
+    assert "GRU update" in capsys.readouterr().out
+    _evaluates_as_the_run_tested(capsys, metrics, str(out), "--data", test)
+    from ltc_jax.app.runs import load_run
+
+    config, model, _ = load_run(str(out))
+    assert isinstance(model, ltc_jax.JumpLTC) and model.substeps == 2
+    assert config.gate_bias_init == model.field.gate_bias_init == "chrono"
+    with pytest.raises(ValueError, match="--model jump"):
+        app.TrainConfig(model="jump", cell="biophysical").check()
+
+
 def test_cli_resumes_a_run_saved_before_readout_times_were_derived(tmp_path):
     """A `config.json` without `readout_times` (and without the derived
     readout times and batching) is an older run: it resumes reading its final

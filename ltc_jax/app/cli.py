@@ -36,6 +36,11 @@ def print_report(metrics: dict, memory_hint: bool = True) -> None:
     steps = metrics["steps_per_sequence"]
     if metrics.get("model") == "cfc":
         print(f"cell updates       {steps:.1f} per sequence (CfC: one per observation)")
+    elif metrics.get("model") == "jump":
+        print(
+            f"steps and updates  {steps:.1f} per sequence (fused steps, and a GRU "
+            "update at each observation)"
+        )
     else:
         print(
             f"solver steps       {steps:.1f} per sequence ({metrics['solver']}, "

@@ -114,11 +114,14 @@ class TrainConfig:
     never overwritten."""
     seed: int = 0
     """Seeds parameter initialisation and data order."""
-    model: Literal["ltc", "cfc"] = "ltc"
-    """ltc: the LTC, an ODE; cfc: the closed-form continuous-time cell (Hasani et
-    al. 2022), no solve (the solver options do not apply)."""
+    model: Literal["ltc", "cfc", "jump"] = "ltc"
+    """ltc: the LTC, an ODE; cfc: the closed-form cell (Hasani et al. 2022);
+    jump: a GRU update at each observation, the LTC alone between (no solver
+    options but --substeps)."""
     hidden_size: int = 64
-    """Units of the LTC or the CfC."""
+    """Units of the model."""
+    substeps: int = 1
+    """Fused steps per interval of --model jump."""
     cfc_mode: Literal["default", "no_gate", "pure"] = "default"
     """The CfC's variant: gated (default), without the gate, or the direct
     closed form of the LTC."""
@@ -191,12 +194,11 @@ class TrainConfig:
     """Range of the initial time constants, log-uniform (time units). Default: a
     tenth of the median observation interval to the longest duration."""
     gate_bias_init: _optional(GateBiasInit) = None
-    """The LTC gate's initial bias (--cell ltc only): chrono (default),
-    logit(min(1/2, 1/tau)) per unit, each unit's memory following its tau (Tallec &
-    Ollivier 2018); zero, the original write-up's."""
+    """The LTC gate's initial bias: chrono (default), logit(min(1/2, 1/tau)) per
+    unit (Tallec & Ollivier 2018); zero, the original's."""
     readout_times: OptionalInt = None
-    """The readout sees the states at this many evenly spread times. Default: the
-    median sequence's observations, at most 16 (64 for a pooled readout alone)."""
+    """The readout sees the states at this many spread times. Default: the median
+    sequence's observations, at most 16 (64 if pooled alone)."""
     readout_features: _optional(ReadoutFeatures) = None
     """What the readout reads: the states at the readout times side by side
     (states), their final, mean and maximum (pooled), or both (default; states for
@@ -215,8 +217,8 @@ class TrainConfig:
     """Stop after this many epochs without a lower validation loss, keeping the best
     (None: never; needs a validation share)."""
     learning_rate: OptionalFloat = None
-    """Peak learning rate of Adam (cosine decay to 1% of it). Default: 1e-2 for
-    the LTC, 1e-3 for the CfC."""
+    """Peak learning rate of Adam (cosine decay to 1% of it). Default: 1e-3 for
+    the CfC, else 1e-2."""
     weight_decay: float = 0.0
     """Decoupled weight decay of AdamW (0: Adam)."""
     clip_norm: float = 1.0
@@ -253,6 +255,12 @@ class TrainConfig:
     the several-host options)."""
     progress: bool = True
     """Whether to show a progress bar; --no-progress hides it."""
+
+    @property
+    def solves_ode(self) -> bool:
+        """Whether the model integrates an ODE with the solver options (the
+        LTC); the CfC and the jump model call no solver."""
+        return self.model == "ltc"
 
     def check(self) -> None:
         """Check every option's value (the main job does, before anything is
@@ -324,8 +332,15 @@ class TrainConfig:
                 "--backbone-layers must be zero or positive; got "
                 f"{self.backbone_layers}."
             )
-        if self.model == "cfc" and self.precision != "float32":
+        if self.model != "ltc" and self.precision != "float32":
             raise ValueError("--precision bf16 is an option of --model ltc.")
+        if self.model == "jump" and self.cell != "ltc":
+            raise ValueError(
+                f"--model jump evolves the ltc cell between observations; got "
+                f"--cell {self.cell}."
+            )
+        if self.substeps < 1:
+            raise ValueError(f"--substeps must be positive; got {self.substeps}.")
         if self.cell == "biophysical" and self.precision != "float32":
             raise ValueError(
                 "--precision bf16 is an option of --cell ltc; got --cell biophysical."

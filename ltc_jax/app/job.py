@@ -127,10 +127,11 @@ def memory_by_mode(
     """Compiled memory of one training step under every gradient mode (same model,
     batch and solver), from XLA's memory analysis; nothing is run. With the fused
     solver, the reverse solves use `config.backward_solver` or Heun; the windowed
-    adjoint has the windows the run derives (or `config.windows`). A CfC
-    solves no ODE: one entry, `"backprop"`, through its updates."""
+    adjoint has the windows the run derives (or `config.windows`). A model
+    that calls no ODE solver (the CfC, the jump model) has one entry,
+    `"backprop"`, through its updates."""
     opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
-    if config.model == "cfc":
+    if not config.solves_ode:
         integrator = make_config_integrator(config, settings)
         step = ltc_jax.training.make_train_step(optimizer, integrator)
         memory = ltc_jax.measure.compiled_memory(step, model, opt_state, batch)
@@ -312,6 +313,8 @@ def train_and_evaluate(
         + (
             f"CfC, {config.cfc_mode}"
             if config.model == "cfc"
+            else f"jump model, {config.substeps} fused step(s) per interval"
+            if config.model == "jump"
             else f"{config.solver}, {config.adjoint}"
         )
         + ") ..."
@@ -375,7 +378,7 @@ def train_and_evaluate(
         else part_seconds,
         train_seconds_this_part=part_seconds,
         model=config.model,
-        gradient_mode="backprop" if config.model == "cfc" else integrator.adjoint_name,
+        gradient_mode=integrator.adjoint_name if config.solves_ode else "backprop",
         windows=history[-1].get("windows") if history else None,
         solver=config.solver,
         rtol=_tolerance(integrator, "rtol"),

@@ -52,7 +52,7 @@ def make_run_dir(out: str | None, parent: str) -> str:
 
 def save_model(
     run_dir: str,
-    model: ltc_jax.LTC | ltc_jax.CfC,
+    model: ltc_jax.LTC | ltc_jax.CfC | ltc_jax.JumpLTC,
     train: SequenceDataset,
     statistics: tuple[np.ndarray, np.ndarray],
     settings: dict[str, Any],
@@ -116,7 +116,7 @@ def config_from_json(saved: dict) -> TrainConfig:
     if "readout_features" not in saved:  # saved before the option: its readout
         pooling = saved.pop("readout_pooling", False)
         saved["readout_features"] = "pooled" if pooling else "states"
-    if saved.get("model", "ltc") != "ltc" or saved.get("cell", "ltc") != "ltc":
+    if saved.get("model", "ltc") == "cfc" or saved.get("cell", "ltc") != "ltc":
         saved["gate_bias_init"] = None  # no LTC gate to set
     else:
         saved.setdefault("gate_bias_init", "zero")  # likewise: the zero bias it had
@@ -128,7 +128,9 @@ def config_from_json(saved: dict) -> TrainConfig:
     return TrainConfig(**saved)
 
 
-def load_run(run_dir: str) -> tuple[TrainConfig, ltc_jax.LTC | ltc_jax.CfC, dict]:
+def load_run(
+    run_dir: str,
+) -> tuple[TrainConfig, ltc_jax.LTC | ltc_jax.CfC | ltc_jax.JumpLTC, dict]:
     """The configuration, trained model and data statistics of a finished run.
 
     **Raises:** `FileNotFoundError` if `run_dir` lacks `config.json`, `model.eqx`
@@ -166,7 +168,7 @@ def read_for_run(
     run_dir: str, path: str, failures: str | None = None
 ) -> tuple[
     TrainConfig,
-    ltc_jax.LTC | ltc_jax.CfC,
+    ltc_jax.LTC | ltc_jax.CfC | ltc_jax.JumpLTC,
     SequenceDataset,
     dict[str, Any],
     dict[str, np.ndarray] | None,

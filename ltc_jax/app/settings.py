@@ -66,8 +66,8 @@ def default_solver(config: TrainConfig) -> tuple[str, str]:
       `atol`, `dtmin` or a tolerance schedule), or for a continuous adjoint
       (`backsolve`, `windowed`): the fused step cannot run backwards in time,
       and an explicit reverse solve at its one step per observation interval
-      would lie far outside its stability region. A CfC solves no ODE; it
-      gets `"tsit5"` too, unused.
+      would lie far outside its stability region. The CfC and the jump model
+      call no ODE solver; they get `"tsit5"` too, unused.
     - `"fused"` otherwise: the original authors' semi-implicit step (Hasani et
       al. 2021), one step per observation interval. The derived time constants
       reach down to a tenth of that interval, where an explicit solver's steps
@@ -75,8 +75,8 @@ def default_solver(config: TrainConfig) -> tuple[str, str]:
       any step: its decay sits in a denominator. The docs' training page
       gives the measured trade-off.
     """
-    if config.model == "cfc":
-        return "tsit5", "a CfC solves no ODE (unused)"
+    if not config.solves_ode:
+        return "tsit5", f"--model {config.model} calls no ODE solver (unused)"
     if (
         config.rtol is not None
         or config.atol is not None
@@ -111,7 +111,7 @@ DEFAULT_READOUT_REASON = (
 """Why the main job reads `DEFAULT_READOUT_FEATURES`, recorded as its reason."""
 
 
-LEARNING_RATES = dict(ltc=1e-2, cfc=1e-3)
+LEARNING_RATES = dict(ltc=1e-2, cfc=1e-3, jump=1e-2)
 """The main job's peak learning rate for each `--model`."""
 
 LEARNING_RATE_REASONS = dict(
@@ -120,6 +120,8 @@ LEARNING_RATE_REASONS = dict(
     "at every observation, with no leak to damp a large update; at 1e-2 its "
     "training loss jumped back up over hundreds of steps (the docs' benchmark "
     "page)",
+    jump="Adam's peak rate for the LTC, whose field and time constants the jump "
+    "model shares",
 )
 """Why the main job uses `LEARNING_RATES`, recorded as its reason."""
 
@@ -129,7 +131,7 @@ def gate_bias_init(config: TrainConfig) -> str | None:
     else `"chrono"` for the `ltc` cell of `--model ltc`; `None` where there is no
     such gate (the biophysical cell, the CfC)."""
     if config.model == "cfc" or config.cell != "ltc":
-        return None
+        return None  # the jump model's LTC field has the gate
     return config.gate_bias_init or "chrono"
 
 
@@ -213,7 +215,7 @@ def resolve_settings(
         learning_rate=config.learning_rate or LEARNING_RATES[config.model],
     )
     reasons["learning_rate"] = LEARNING_RATE_REASONS[config.model]
-    if config.tau_min is None and config.model == "ltc" and config.cell == "ltc":
+    if config.tau_min is None and config.model != "cfc" and config.cell == "ltc":
         # Below the fastest time constant drawn (a given --tau-init too); the
         # CfC and the biophysical cell have no tau.
         chosen["tau_min"] = min(defaults.tau_min, chosen["tau_init"][0] / 10)
@@ -258,6 +260,9 @@ def resolve_settings(
             "readout_features",
             "learning_rate",
         )
+    elif config.model == "jump":  # the LTC's field and gate, no solver
+        unused = ("solver", "dt0", "max_steps", "batching")
+        names = tuple(name for name in names if name not in unused)
     derived = {
         name: dict(value=chosen[name], reason=reasons[name])
         for name in names
@@ -346,9 +351,9 @@ def output_size_of(train: SequenceDataset) -> int:
 
 def make_model(
     config: TrainConfig, input_size: int, output_size: int, settings: dict[str, Any]
-) -> ltc_jax.LTC | ltc_jax.CfC:
-    """The freshly initialised LTC (or CfC) a config describes, with the
-    `tau_init` and `readout_times` of `settings` (from `resolve_settings`; a
+) -> ltc_jax.LTC | ltc_jax.CfC | ltc_jax.JumpLTC:
+    """The freshly initialised LTC (or CfC, or jump model) a config describes,
+    with the `tau_init` and `readout_times` of `settings` (from `resolve_settings`; a
     run saved before readout times existed reads its final state) and the
     config's `readout_features` and, for the `ltc` cell, `gate_bias_init`."""
     sizes = (input_size, config.hidden_size, output_size)
@@ -370,6 +375,15 @@ def make_model(
         if gate_bias_init(config) is None
         else dict(gate_bias_init=gate_bias_init(config))
     )
+    if config.model == "jump":
+        return ltc_jax.JumpLTC(
+            *sizes,
+            tau_init=tuple(settings["tau_init"]),
+            tau_min=settings.get("tau_min") or config.tau_min or 0.0,
+            substeps=config.substeps,
+            **gate,
+            **shared,
+        )
     return ltc_jax.LTC(
         *sizes,
         cell=config.cell,
@@ -393,8 +407,9 @@ class JobSetup:
     `learning_rate`);
     `settings`, every resolved setting (`ltc_jax.app.settings.resolve_settings`),
     with `derived`, each setting the data or the model chose and why; `model`,
-    the freshly initialised [`ltc_jax.LTC`][] or [`ltc_jax.CfC`][]; `integrator`,
-    an [`ltc_jax.Integrator`][], or a [`ltc_jax.training.ToleranceSchedule`][]
+    the freshly initialised [`ltc_jax.LTC`][], [`ltc_jax.CfC`][] or
+    [`ltc_jax.JumpLTC`][]; `integrator`, an [`ltc_jax.Integrator`][], or a
+    [`ltc_jax.training.ToleranceSchedule`][]
     with `--tighten-at` (either is `fit`'s `integrator`); `optimizer`, from
     [`ltc_jax.training.make_optimizer`][] over `epochs * steps_per_epoch` steps;
     `path`, the training set's [`ltc_jax.InputPath`][]; `path_options`, the
@@ -404,7 +419,7 @@ class JobSetup:
 
     config: TrainConfig
     settings: dict[str, Any]
-    model: ltc_jax.LTC | ltc_jax.CfC
+    model: ltc_jax.LTC | ltc_jax.CfC | ltc_jax.JumpLTC
     integrator: ltc_jax.Integrator | ltc_jax.training.ToleranceSchedule
     optimizer: optax.GradientTransformation
     path: ltc_jax.InputPath
