@@ -15,6 +15,7 @@ from ._adjoint import WindowedBacksolveAdjoint
 from ._errors import DivergenceError, SolverFailureError
 from ._integrator import Integrator
 from ._model import AbstractSequenceModel, solves_ode
+from ._names import has_reverse_solve
 from ._results import RESULTS
 from ._solve import Trajectory
 from ._vector_field import AbstractLTCField, LTCVectorField
@@ -138,10 +139,20 @@ def _solver_failure_message(
     epoch, index, model, batch, integrator, cause, trajectory
 ) -> str:
     """Where the solve failed and how far it got (the trajectory of the batch's
-    forward solve without raising), or that the reverse solve failed."""
+    forward solve without raising), or that the reverse solve failed, or (with
+    no reverse solve) that a solve the objective added failed."""
     where = f"at epoch {epoch}, batch {index}"
     result = trajectory.result
     failed = np.atleast_1d(np.asarray(result != RESULTS.successful))
+    if not failed.any() and not has_reverse_solve(integrator.adjoint_name):
+        # No reverse solve to blame: a solve the objective added failed, such
+        # as an event's root finder (an EventTimeLoss's crossing).
+        return (
+            f"A solve failed {where}: {failure_reason(cause)} The model's own "
+            "forward solve succeeds, so a solve the objective adds failed: with "
+            "an event (a Crossing, an EventTimeLoss), its root finder did not "
+            "converge; loosen its rtol and atol."
+        )
     if not failed.any():
         return (
             f"The backward (adjoint) solve failed {where}: {failure_reason(cause)} "

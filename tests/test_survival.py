@@ -267,3 +267,24 @@ def test_validation_measures_the_training_objective():
         model, data, integrator=_integrator(), objective=objective
     )
     np.testing.assert_allclose(history[-1]["validation_loss"], measured["loss"])
+
+
+def test_a_root_finder_that_cannot_converge_is_named():
+    """Tolerances no float64 readout can meet: training stops with a
+    `SolverFailureError` that names the event's root finder and what to
+    loosen, not a backward solve (there is none under `checkpoint`)."""
+    model = _model()
+    threshold = _threshold(_rises(model, _data(np.zeros((BATCH, 2))))[0])
+    labels = np.stack([np.array([1.0, 2.0, 3.0, 1.5]), np.array([1, 1, 0, 0.0])], 1)
+    objective = EventTimeLoss(scale=2.0, threshold=threshold, rtol=1e-300, atol=1e-300)
+    with pytest.raises(ltc_jax.SolverFailureError, match="root finder.*rtol and atol"):
+        ltc_jax.fit(
+            model,
+            _data(labels),
+            integrator=_integrator(),
+            optimizer=ltc_jax.training.make_optimizer(1e-3, 1),
+            epochs=1,
+            batch_size=BATCH,
+            objective=objective,
+            progress=ltc_jax.training.NoFitProgress(),
+        )
