@@ -37,7 +37,7 @@ failure comes within the follow-up (predictions capped to it), and Harrell's
 concordance index over every window (censored ones included: a pair is
 ranked where the earlier time is an observed failure).
 
-    python -m experiments.events            # 3 seeds, about 15 minutes
+    python -m experiments.events            # 3 seeds, about 9 minutes
     python -m experiments.events --quick    # 1 seed, a small plant, 3 epochs
 
 Writes `results/events/<run>/`: `config.json`, `metrics.json` and

@@ -42,7 +42,8 @@ class JumpLTC(AbstractSequenceModel):
     $$h^- = \Phi_{t_i - t_{i-1}}(h),\qquad h \leftarrow \text{GRU}(x(t_i), h^-)$$
 
     where $\Phi_\Delta$ is the LTC's own flow over the elapsed time $\Delta$
-    (no input: its field's one input channel is held at 0), taken in
+    (no input: its field's one input channel is held at 0, so the field's
+    input weights receive no gradient and never change), taken in
     `substeps` fused semi-implicit steps of $\Delta / \text{substeps}$
     (stable at any step: Hasani et al. 2021), and the GRU cell
     (`equinox.nn.GRUCell`) reads the observation's values. So the time between
@@ -164,7 +165,9 @@ class JumpLTC(AbstractSequenceModel):
         `(batch, n, hidden_size)` at the readout times (`readout_times=n > 1`),
         or `(batch, times, hidden_size)` after every observation
         (`save="observations"`); `stats["num_steps"]` counts the fused steps
-        and updates (`substeps + 1` per observation).
+        and updates (`substeps + 1` per observation). `y0` (`(batch,
+        hidden_size)`, default zero) is the state before the first
+        observation.
 
         **Raises:** `ValueError` if the inputs do not have `input_size` channels,
         if the parameters and the inputs have different float types, or for an

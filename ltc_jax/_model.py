@@ -195,7 +195,8 @@ def pooled_summary(
 
 
 class AbstractSequenceModel(eqx.Module):
-    """What the sequence models ([`ltc_jax.LTC`][], [`ltc_jax.CfC`][]) share:
+    """What the sequence models ([`ltc_jax.LTC`][], [`ltc_jax.CfC`][],
+    [`ltc_jax.JumpLTC`][]) share:
     their sizes and readout options, and `outputs`, their readout of states.
     The static fields are declared once, here; each model declares its modules
     (`readout` is abstract here), and its `__init__` sets them all. Subclasses
@@ -215,7 +216,8 @@ class AbstractSequenceModel(eqx.Module):
 
     solves_ode: eqx.AbstractClassVar[bool]
     """Whether the model integrates an ODE, whose solver steps training reports
-    and checks (the LTC), or not (the CfC, a closed form)."""
+    and checks (the LTC), or not (the CfC, a closed form; the jump model, a
+    scan of fused steps and updates)."""
 
     @property
     def vector_field(self) -> eqx.Module | None:

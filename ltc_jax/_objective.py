@@ -126,6 +126,10 @@ class Penalized(AbstractObjective):
     penalty: Callable[[eqx.Module], Float[Array, ""]]
     name: str = eqx.field(static=True, default="penalty")
 
+    def check_data(self, model, data, purpose):
+        """As the wrapped objective's: the penalty reads no labels."""
+        self.objective.check_data(model, data, purpose)
+
     def __call__(self, model, batch, integrator):
         loss, metrics = self.objective(model, batch, integrator)
         if self.name in metrics:

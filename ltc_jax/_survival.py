@@ -11,6 +11,7 @@ from jaxtyping import Array, Bool, Float
 from ._batch import check_labelled
 from ._events import Crossing
 from ._integrator import Integrator
+from ._model import AbstractSequenceModel, solves_ode
 from ._objective import AbstractObjective, Metrics
 from ._paths import InputPath
 from ._solve import _clock_dtype
@@ -106,10 +107,8 @@ class EventTimeLoss(AbstractObjective):
     - `output`: which of the model's outputs is read (static; default 0).
     - `rtol`, `atol`: the root finder's tolerances (static; see
         [`ltc_jax.Crossing`][]); default `None`: the square root of the
-        clock's float epsilon. Newton's method must also bring the readout to
-        within `atol` of the threshold; the 100 epsilons of a `Crossing`'s
-        own default are below the rounding of a trained float32 readout, so
-        the root finder could fail mid-training.
+        clock's float epsilon, well below a step and above the rounding of a
+        trained float32 readout.
 
     The model must be an [`ltc_jax.LTC`][] (or any model whose `solve` takes
     an `event`) with `readout_times=1`, starting from the zero state (or from
@@ -155,15 +154,35 @@ class EventTimeLoss(AbstractObjective):
         )
 
     def check_data(self, model, data, purpose):
-        """**Raises:** `ValueError` unless the labels are time-to-event rows
-        (`check_event_labels`), or if `output` is not one of the model's
-        outputs."""
+        """**Raises:** `NotImplementedError` for a model that solves no ODE (the
+        CfC, the jump model: no event can stop them); `ValueError` unless the
+        labels are time-to-event rows (`check_event_labels`), if a label's time
+        lies past its sequence's last observation (where no crossing can be
+        located: extend the follow-up with `hold_last`), or if `output` is not
+        one of the model's outputs."""
+        if not solves_ode(model):
+            raise NotImplementedError(
+                f"EventTimeLoss stops a solve at a crossing; {type(model).__name__} "
+                "solves no ODE. Train its time to event with DiscreteHazardLoss."
+            )
         check_event_labels(data, purpose)
-        size = getattr(model, "output_size", None)
-        if size is not None and not 0 <= self.output < size:
+        rows = np.arange(len(data))
+        duration = data.ts[rows, data.lengths - 1] - data.ts[:, 0]
+        late = np.asarray(data.labels)[:, 0] > duration * (1 + 1e-12)
+        if late.any():
+            i = int(np.argmax(late))
+            raise ValueError(
+                f"Row {i}'s event time {data.labels[i, 0]} lies past its "
+                f"sequence's last observation ({duration[i]} from its first): no "
+                "crossing can be located there. Extend each sequence over its "
+                "follow-up (ltc_jax.datasets.hold_last)."
+            )
+        if isinstance(model, AbstractSequenceModel) and not (
+            0 <= self.output < model.output_size
+        ):
             raise ValueError(
                 f"output {self.output} is not an output of a model with "
-                f"output_size={size}."
+                f"output_size={model.output_size}."
             )
 
     def predict(
@@ -217,7 +236,10 @@ class DiscreteHazardLoss(AbstractObjective):
     averaged; an event time before the sequence's end counts in bin 0.
 
     **Labels:** as [`ltc_jax.training.EventTimeLoss`][]: `float[n, 2]` rows
-    `(time, observed)`, the time from each sequence's first observation.
+    `(time, observed)`, the time from each sequence's first observation. The
+    bins start at each sequence's last observation: give it the sequences
+    without a follow-up (not through `hold_last`, which would move the bins
+    by the follow-up's length).
 
     **Fields:**
 
@@ -294,7 +316,8 @@ class DiscreteHazardLoss(AbstractObjective):
         after = batch.labels[:, 0].astype(logits.dtype) - end
         observed = batch.labels[:, 1] > 0.5
         k = jnp.floor(after / (self.horizon / bins))
-        inside = k < bins
+        # An event at the horizon itself is in the last bin, not past it.
+        inside = (k < bins) | (observed & (after <= self.horizon))
         k = jnp.clip(k, 0, bins - 1).astype(jnp.int32)
         index = jnp.arange(bins, dtype=jnp.int32)[None]
         # Survived every bin before k; and bin k too where the time is past

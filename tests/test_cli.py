@@ -427,6 +427,14 @@ def test_cli_jump_model_trains_reloads_and_derives_no_solver(tmp_path, capsys):
     assert config.gate_bias_init == model.field.gate_bias_init == "chrono"
     with pytest.raises(ValueError, match="--model jump"):
         app.TrainConfig(model="jump", cell="biophysical").check()
+    with pytest.raises(ValueError, match="--substeps"):
+        app.TrainConfig(substeps=2).check()
+    # A fixed step given to a model without a solve is unused, not an error.
+    data = ltc_jax.datasets.read_ts(test)
+    for model in ("jump", "cfc"):
+        config = app.TrainConfig(model=model, dt0=0.5, epochs=2)
+        settings = app.settings.resolve_settings(config, data)
+        assert "max_steps" not in settings["derived"]
 
 
 def test_cli_resumes_a_run_saved_before_readout_times_were_derived(tmp_path):

@@ -673,30 +673,27 @@ def test_event_labels_and_concordance_by_hand():
     np.testing.assert_array_equal(labels[:, 0], [395.0, 1195.0, 295.0 + 1800.0])
     np.testing.assert_array_equal(labels[:, 1], [1.0, 1.0, 0.0])
 
+    # Ranked pairs (the earlier time observed): (1, 2), (1, 3), (1, 4),
+    # (1, 2.5), (3, 4), (2.5, 3), (2.5, 4): 7; the censored 2 and 4 lead none.
     time = np.array([1.0, 2.0, 3.0, 4.0, 2.5])
     observed = np.array([1, 0, 1, 0, 1])
-    predicted = np.array([1.5, 1.0, 2.0, 2.0, 3.0])
-    right = ties = pairs = 0
-    for i in range(5):
-        for j in range(5):
-            if observed[i] and time[i] < time[j]:
-                pairs += 1
-                right += predicted[i] < predicted[j]
-                ties += predicted[i] == predicted[j]
-    expected = (right + 0.5 * ties) / pairs
-    assert events.concordance_index(time, observed, predicted) == pytest.approx(
-        expected
-    )
-    assert pairs == 7 and ties == 1  # times 3 and 4, predicted alike
-    # A constant prediction ranks no pair: one half.
-    assert events.concordance_index(time, observed, np.zeros(5)) == 0.5
+    concordance = events.concordance_index
+    assert concordance(time, observed, time) == 1.0
+    assert concordance(time, observed, -time) == 0.0
+    # Times 3 and 4 predicted alike (half a pair); the rest in order: 6.5 / 7.
+    tied = np.array([1.0, 2.0, 3.0, 3.0, 2.5])
+    assert concordance(time, observed, tied) == pytest.approx(13 / 14)
+    # (1, 2) and (1, 2.5) the wrong way round: 5 / 7.
+    swapped = np.array([3.0, 1.0, 4.0, 5.0, 2.0])
+    assert concordance(time, observed, swapped) == pytest.approx(5 / 7)
+    assert concordance(time, observed, np.zeros(5)) == 0.5
 
 
 @pytest.mark.slow
 def test_events_quick(tmp_path):
     """Both LTCs, the trees and the constant train and score on a small plant
     (`--quick`): errors within the follow-up, concordance in [0, 1], and the
-    constant's error recomputed from its prediction."""
+    constant, which ranks no pair, at one half."""
     from experiments import events
 
     metrics = events.main(events.Config(quick=True, out=str(tmp_path / "run")))

@@ -77,9 +77,9 @@ def test_jump_options_are_checked():
 
 
 def test_jump_model_learns_a_gap_it_only_sees_through_time():
-    """Two classes that differ only in when their single nonzero observation
-    comes: the jump model reads time through its flow between observations,
-    and fits them (training accuracy 1)."""
+    """Two classes whose observations are all 1 and differ only in their gaps
+    (0.5 against 2): the jump model reads time through its flow between
+    observations, and fits them (training accuracy 1)."""
     rng = np.random.default_rng(0)
     n, length = 32, 6
     labels = np.arange(n) % 2

@@ -2,6 +2,8 @@
 methods (a dense grid, NumPy transcriptions, finite differences; float64), the
 follow-up's held inputs, the label checks, and validation with an objective."""
 
+import dataclasses
+
 import equinox as eqx
 import jax
 import jax.flatten_util
@@ -151,10 +153,10 @@ def _numpy_hazard(logits, after, observed, horizon):
     nll, median = [], []
     for h, t, o in zip(hazard, after, observed, strict=True):
         k = int(np.floor(t / width))
-        if k >= bins:  # past the horizon: survived every bin
+        if k >= bins and not (o and t <= horizon):  # past: survived every bin
             nll.append(-np.sum(np.log(1 - h)))
-        else:
-            k = max(k, 0)
+        else:  # an event at the horizon itself is in the last bin
+            k = min(max(k, 0), bins - 1)
             value = -np.sum(np.log(1 - h[:k]))
             nll.append(value - (np.log(h[k]) if o else 0.0))
         survival, time = 1.0, horizon
@@ -170,12 +172,13 @@ def _numpy_hazard(logits, after, observed, horizon):
 
 def test_hazard_loss_and_median_match_their_transcription():
     """`DiscreteHazardLoss`: the censored negative log-likelihood (an event in
-    a bin, censored in one, and past the horizon) and the median predicted
-    time equal a term-by-term NumPy transcription."""
+    a bin, censored in one, past the horizon, before the sequence's end, and
+    at the horizon itself) and the median predicted time equal a term-by-term
+    NumPy transcription."""
     horizon, bins = 3.0, 6
     model = _model(bins)
     # Times from the first observation: the sequences end at 4.
-    labels = np.array([[4.2, 1.0], [5.9, 0.0], [7.5, 1.0], [4.0, 0.0]])
+    labels = np.array([[4.2, 1.0], [5.9, 0.0], [7.5, 1.0], [3.5, 1.0]])
     data = _data(labels)
     objective = DiscreteHazardLoss(horizon=horizon)
     batch = ltc_jax.make_batch(data)
@@ -184,6 +187,11 @@ def test_hazard_loss_and_median_match_their_transcription():
     nll, median = _numpy_hazard(logits, labels[:, 0] - 4.0, labels[:, 1], horizon)
     np.testing.assert_allclose(float(loss), nll.mean(), rtol=1e-9)
     np.testing.assert_allclose(float(metrics["loss"]), nll.sum(), rtol=1e-9)
+    at_horizon = ltc_jax.make_batch(_data(np.array([[7.0, 1.0]] * BATCH)))
+    loss = objective(model, at_horizon, _integrator())[0]
+    logits = np.asarray(model(at_horizon.path, integrator=_integrator()))
+    expected = _numpy_hazard(logits, np.full(BATCH, 3.0), np.ones(BATCH), horizon)[0]
+    np.testing.assert_allclose(float(loss), expected.mean(), rtol=1e-9)
 
     # A readout bias that makes the hazard high, so the median falls inside.
     model = eqx.tree_at(lambda m: m.readout.bias, model, jnp.full(bins, -0.5))
@@ -222,13 +230,15 @@ def test_hold_last_extends_each_sequence_with_its_last_observation():
         (np.zeros((BATCH, 1)), "shape"),
         (np.array([[1.0, 1.0], [-1.0, 1.0], [1.0, 0.0], [1.0, 0.0]]), "row 1"),
         (np.array([[1.0, 1.0], [1.0, 1.0], [1.0, 0.5], [1.0, 0.0]]), "row 2"),
+        (np.array([[1.0, 1.0], [1.0, 1.0], [1.0, 0.0], [4.5, 0.0]]), "Row 3.*past"),
     ],
 )
 def test_event_labels_are_checked_before_training(labels, match):
-    """Labels that are not `(time, observed)` rows, a negative time, or an
-    `observed` other than 0 or 1 are refused by `fit` before any compilation,
-    each naming the problem; event labels under the default loss are refused
-    as targets of the wrong width."""
+    """Labels that are not `(time, observed)` rows, a negative time, an
+    `observed` other than 0 or 1, or a time past the sequence's end (4) are
+    refused by `fit` before any compilation, each naming the problem; event
+    labels under the default loss are refused as targets of the wrong
+    width."""
     data = _data(labels)
     fit = dict(
         integrator=_integrator(),
@@ -288,3 +298,46 @@ def test_a_root_finder_that_cannot_converge_is_named():
             objective=objective,
             progress=ltc_jax.training.NoFitProgress(),
         )
+
+
+def test_label_checks_pass_through_a_penalty_and_refuse_models_without_events():
+    """`Penalized` checks the labels as the objective it wraps does (event rows
+    pass under a penalty on an `EventTimeLoss`, and are refused under one on
+    the default loss); a model that solves no ODE cannot take a crossing and
+    is refused with the hazard loss named."""
+    model = _model()
+    data = _data(np.ones((BATCH, 2)))
+    penalty = ltc_jax.training.QuadraticPenalty(model)
+    Penalized = ltc_jax.training.Penalized
+    Penalized(EventTimeLoss(scale=1.0), penalty).check_data(model, data, "training")
+    with pytest.raises(ValueError, match="output_size=1"):
+        Penalized(ltc_jax.training.SupervisedLoss(), penalty).check_data(
+            model, data, "training"
+        )
+    jump = ltc_jax.JumpLTC(CHANNELS, HIDDEN, 1, key=jr.key(0))
+    with pytest.raises(NotImplementedError, match="DiscreteHazardLoss"):
+        EventTimeLoss(scale=1.0).check_data(jump, data, "training")
+    DiscreteHazardLoss(horizon=1.0).check_data(jump, data, "training")
+
+
+def test_crossing_is_located_at_loose_adaptive_tolerances():
+    """At rtol = atol = 1e-3, Tsit5's steps are long and its dense output
+    within one curves enough that plain Newton (diffrax's usual root finder)
+    cycled and reported a failure, and without `throw` a time 0.15 late. The
+    bracketed Newton of `Crossing` finds every crossing, as the tight solve's
+    to 1e-3."""
+    model = _model()
+    rng = np.random.default_rng(0)
+    data = _data(np.zeros((BATCH, 2)))
+    data = dataclasses.replace(data, xs=rng.standard_normal(data.xs.shape))
+    path = ltc_jax.make_input_path(data)
+    objective = EventTimeLoss(scale=1.0, threshold=0.3)
+    times = {}
+    for tolerance in (1e-3, 1e-10):
+        integrator = ltc_jax.make_integrator(
+            "tsit5", "checkpoint", rtol=tolerance, atol=tolerance, dt0=0.01
+        )
+        solve = eqx.filter_jit(lambda m, p, i=integrator: objective.predict(m, p, i))
+        times[tolerance], fired = solve(model, path)
+        assert bool(jnp.all(fired))
+    np.testing.assert_allclose(times[1e-3], times[1e-10], atol=1e-3)

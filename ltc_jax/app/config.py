@@ -341,6 +341,10 @@ class TrainConfig:
             )
         if self.substeps < 1:
             raise ValueError(f"--substeps must be positive; got {self.substeps}.")
+        if self.substeps != 1 and self.model != "jump":
+            raise ValueError(
+                f"--substeps sets the steps of --model jump; got --model {self.model}."
+            )
         if self.cell == "biophysical" and self.precision != "float32":
             raise ValueError(
                 "--precision bf16 is an option of --cell ltc; got --cell biophysical."

@@ -128,10 +128,10 @@ LEARNING_RATE_REASONS = dict(
 
 def gate_bias_init(config: TrainConfig) -> str | None:
     """The LTC gate's initial bias a config asks for: `config.gate_bias_init`,
-    else `"chrono"` for the `ltc` cell of `--model ltc`; `None` where there is no
-    such gate (the biophysical cell, the CfC)."""
+    else `"chrono"` for the `ltc` cell of `--model ltc` and for `--model jump`;
+    `None` where there is no such gate (the biophysical cell, the CfC)."""
     if config.model == "cfc" or config.cell != "ltc":
-        return None  # the jump model's LTC field has the gate
+        return None
     return config.gate_bias_init or "chrono"
 
 
@@ -270,7 +270,7 @@ def resolve_settings(
         and chosen[name] is not None  # no gate bias without the LTC's gate
         and (name != "dt0" or not adaptive)
     }
-    if not adaptive and config.max_steps is None:
+    if not adaptive and "max_steps" in derived:  # none for a model without a solve
         derived["max_steps"]["reason"] = "the steps of dt0 the longest sequence needs"
     return dict(chosen, adaptive=adaptive, derived=derived)
 

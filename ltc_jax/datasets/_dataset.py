@@ -1,6 +1,7 @@
 """A labelled set of variable-length sequences, as padded NumPy arrays."""
 
 import dataclasses
+import numbers
 from collections.abc import Sequence
 
 import numpy as np
@@ -332,8 +333,11 @@ def hold_last(data: SequenceDataset, duration: float, knots: int) -> SequenceDat
     """
     if not (np.isfinite(duration) and duration > 0):
         raise ValueError(f"duration must be positive and finite; got {duration}.")
-    if isinstance(knots, bool) or not (isinstance(knots, int) and knots >= 1):
+    if isinstance(knots, bool) or not (
+        isinstance(knots, numbers.Integral) and knots >= 1
+    ):
         raise ValueError(f"knots must be a positive int; got {knots!r}.")
+    knots = int(knots)
     rows = np.arange(len(data))
     last = data.lengths - 1
     times = data.ts[rows, last][:, None] + duration * np.arange(1, knots + 1) / knots
