@@ -27,8 +27,9 @@ class SafeguardedNewton(optx.AbstractRootFinder):
     """Newton's method kept inside a shrinking bracket of the root: each
     iteration evaluates the function and its derivative at `y`, keeps the half
     of `[lower, upper]` where the sign changes (as bisection does), and takes
-    the Newton step where it lands inside that bracket, else the bracket's
-    midpoint. It converges where plain Newton cycles or leaves the interval (a
+    the Newton step where it lands inside that bracket and at least halves the
+    last step, else the bracket's midpoint; a zero of the function closes the
+    bracket on it. It converges where plain Newton cycles or leaves the interval (a
     readout that flattens or curves back within a solver step), quadratically
     near a simple root. Stops when the last step is within `atol + rtol * |y|`
     and the function within `atol`, or when the bracket is that small. A
@@ -64,13 +65,18 @@ class SafeguardedNewton(optx.AbstractRootFinder):
             lambda t: fn(t, args), (y,), (jnp.ones_like(y),)
         )
         below = state.flip ^ (value < 0)
-        lower = jnp.where(below, y, state.lower)
-        upper = jnp.where(below, state.upper, y)
+        hit = value == 0  # the root itself: the bracket closes on it
+        lower = jnp.where(below | hit, y, state.lower)
+        upper = jnp.where(below & ~hit, state.upper, y)
         newton = y - (value / jnp.where(slope == 0, 1, slope)).astype(y.dtype)
         inside = (slope != 0) & jnp.isfinite(newton)
         inside = inside & (newton > jnp.minimum(lower, upper))
         inside = inside & (newton < jnp.maximum(lower, upper))
+        # As rtsafe: Newton only where it at least halves the last step, so a
+        # flat or multiple root does not crawl one-sidedly.
+        inside = inside & (jnp.abs(newton - y) < 0.5 * state.step)
         new_y = jnp.where(inside, newton, lower + 0.5 * (upper - lower))
+        new_y = jnp.where(hit, y, new_y)
         new_state = _BracketState(
             lower=lower,
             upper=upper,

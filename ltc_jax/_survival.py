@@ -107,8 +107,9 @@ class EventTimeLoss(AbstractObjective):
     - `output`: which of the model's outputs is read (static; default 0).
     - `rtol`, `atol`: the root finder's tolerances (static; see
         [`ltc_jax.Crossing`][]); default `None`: the square root of the
-        clock's float epsilon, well below a step and above the rounding of a
-        trained float32 readout.
+        clock's float epsilon: well below a step, and, with float32 times,
+        above the rounding of a trained float32 readout (with float64 times
+        the bracket still closes on the root).
 
     The model must be an [`ltc_jax.LTC`][] (or any model whose `solve` takes
     an `event`) with `readout_times=1`, starting from the zero state (or from

@@ -236,3 +236,41 @@ def test_a_float32_solve_fires_under_x64():
     out32 = as32(model).solve(as32(path), integrator=integrator, event=event)
     assert out32.ys.dtype == jnp.float32 and bool(jnp.all(out32.event_fired))
     np.testing.assert_allclose(out32.t_reached, out64.t_reached, rtol=1e-4)
+
+
+def test_the_bracketed_newton_converges_where_newton_cycles():
+    """The root finder of `Crossing`: on t^3 - 2t + 2 from 0, where Newton's
+    iterates cycle 0, 1, 0, ..., it finds the real root -1.7692923542386314
+    (Cardano's formula); an exact root is kept at once; a bracket without a
+    sign change (a sequence whose event did not fire) ends at its upper end,
+    successfully."""
+    import optimistix as optx
+
+    from ltc_jax._events import SafeguardedNewton
+
+    finder = SafeguardedNewton(rtol=1e-12, atol=1e-12)
+
+    def root(fn, lower, upper, start):
+        return optx.root_find(
+            lambda t, _: fn(t),
+            finder,
+            y0=jnp.asarray(start),
+            options=dict(lower=lower, upper=upper),
+            throw=False,
+        )
+
+    cycling = root(lambda t: t**3 - 2 * t + 2, -3.0, 0.0, 0.0)
+    assert cycling.result == optx.RESULTS.successful
+    np.testing.assert_allclose(cycling.value, -1.7692923542386314, atol=1e-11)
+    newton = optx.root_find(
+        lambda t, _: t**3 - 2 * t + 2,
+        optx.Newton(rtol=1e-12, atol=1e-12),
+        y0=jnp.asarray(0.0),
+        max_steps=64,
+        throw=False,
+    )
+    assert newton.result != optx.RESULTS.successful  # the cycle
+    exact = root(lambda t: t - 0.25, 0.0, 1.0, 1.0)
+    assert float(exact.value) == 0.25 and int(exact.stats["num_steps"]) <= 3
+    no_root = root(lambda t: 1.0 - t, 0.0, 1.0, 1.0)
+    assert no_root.result == optx.RESULTS.successful and float(no_root.value) == 1.0
