@@ -2,6 +2,7 @@
 sequence model with the LTC's interface, and the direct closed form of an LTC."""
 
 import math
+from collections.abc import Callable
 from typing import ClassVar
 
 import diffrax
@@ -278,41 +279,60 @@ class CfC(AbstractSequenceModel):
         unknown `save`.
         """
         check_solve(self, path, save)
-        ts, valid = path.ts, path.valid
-        batch, times = ts.shape
-        previous = jnp.concatenate([ts[:, :1], ts[:, :-1]], axis=1)
-        elapsed = jnp.where(valid, ts - previous, 0)
-        step = jax.vmap(self.cell)
-
-        def update(h, column):
-            t, dt, real = column
-            new = step(path.evaluate(t), h, dt)
-            h = jnp.where(real[:, None], new, h)
-            return h, h
-
-        h0 = initial_state(y0, path, self.hidden_size)
-        columns = (ts.T, elapsed.T, valid.T)
-        final, every = jax.lax.scan(update, h0, columns)
-        every = jnp.swapaxes(every, 0, 1)  # (batch, times, hidden)
-        if save == "observations":
-            ys = every
-        elif self.readout_times == 1:
-            ys = final
-        else:
-            ys = _at_spread_times(every, path, self.readout_times)
-        count = path.lengths
-        stats = dict(
-            num_steps=count,
-            num_accepted_steps=count,
-            num_rejected_steps=jnp.zeros_like(count),
-            max_steps=times,
+        return scan_observations(
+            jax.vmap(self.cell), path, y0, self, save, updates_per_observation=1
         )
-        return Trajectory(
-            ys=ys,
-            stats=stats,
-            result=diffrax.RESULTS.successful,
-            t_reached=path.t_end - path.t_start,
-        )
+
+
+def scan_observations(
+    step: Callable,
+    path: InputPath,
+    y0: Float[Array, "batch hidden"] | None,
+    model: AbstractSequenceModel,
+    save: ModelSave,
+    *,
+    updates_per_observation: int,
+) -> Trajectory:
+    """The trajectory of a model that updates its state once per observation:
+    `h <- step(x(t_i), h, t_i - t_{i-1})` over the batch (`jax.lax.scan` over
+    the times; the elapsed time is 0 at each sequence's first observation, and
+    padding leaves `h` unchanged), from `y0` (default zero). `ys` is the final
+    state `(batch, hidden)`, the states at `model.readout_times` spread times
+    `(batch, n, hidden)`, or every state `(batch, times, hidden)` with
+    `save="observations"`; `stats["num_steps"]` counts
+    `updates_per_observation` per observation. The CfC and the jump model
+    solve through it."""
+    ts, valid = path.ts, path.valid
+    previous = jnp.concatenate([ts[:, :1], ts[:, :-1]], axis=1)
+    elapsed = jnp.where(valid, ts - previous, 0)
+
+    def update(h, column):
+        t, dt, real = column
+        h = jnp.where(real[:, None], step(path.evaluate(t), h, dt), h)
+        return h, h
+
+    h0 = initial_state(y0, path, model.hidden_size)
+    final, every = jax.lax.scan(update, h0, (ts.T, elapsed.T, valid.T))
+    every = jnp.swapaxes(every, 0, 1)  # (batch, times, hidden)
+    if save == "observations":
+        ys = every
+    elif model.readout_times == 1:
+        ys = final
+    else:
+        ys = _at_spread_times(every, path, model.readout_times)
+    count = path.lengths * updates_per_observation
+    stats = dict(
+        num_steps=count,
+        num_accepted_steps=count,
+        num_rejected_steps=jnp.zeros_like(count),
+        max_steps=ts.shape[1] * updates_per_observation,
+    )
+    return Trajectory(
+        ys=ys,
+        stats=stats,
+        result=diffrax.RESULTS.successful,
+        t_reached=path.t_end - path.t_start,
+    )
 
 
 def _at_spread_times(

@@ -4,14 +4,13 @@ observations, and a GRU cell updates its state with each observation's values
 
 from typing import ClassVar
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.random as jr
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from ._cfc import _at_spread_times
+from ._cfc import scan_observations
 from ._model import (
     AbstractSequenceModel,
     LinearReadout,
@@ -20,7 +19,6 @@ from ._model import (
     check_readout_features,
     check_readout_times,
     check_solve,
-    initial_state,
     readout_size,
 )
 from ._paths import InputPath
@@ -174,37 +172,12 @@ class JumpLTC(AbstractSequenceModel):
         unknown `save`.
         """
         check_solve(self, path, save)
-        ts, valid = path.ts, path.valid
-        previous = jnp.concatenate([ts[:, :1], ts[:, :-1]], axis=1)
-        elapsed = jnp.where(valid, ts - previous, 0)
-        flow = jax.vmap(self.flow)
-        update = jax.vmap(self.update)
-
-        def observe(h, column):
-            t, dt, real = column
-            new = update(path.evaluate(t), flow(h, dt))
-            h = jnp.where(real[:, None], new, h)
-            return h, h
-
-        h0 = initial_state(y0, path, self.hidden_size)
-        final, every = jax.lax.scan(observe, h0, (ts.T, elapsed.T, valid.T))
-        every = jnp.swapaxes(every, 0, 1)  # (batch, times, hidden)
-        if save == "observations":
-            ys = every
-        elif self.readout_times == 1:
-            ys = final
-        else:
-            ys = _at_spread_times(every, path, self.readout_times)
-        count = path.lengths * (self.substeps + 1)
-        stats = dict(
-            num_steps=count,
-            num_accepted_steps=count,
-            num_rejected_steps=jnp.zeros_like(count),
-            max_steps=ts.shape[1] * (self.substeps + 1),
-        )
-        return Trajectory(
-            ys=ys,
-            stats=stats,
-            result=diffrax.RESULTS.successful,
-            t_reached=path.t_end - path.t_start,
+        flow, update = jax.vmap(self.flow), jax.vmap(self.update)
+        return scan_observations(
+            lambda x, h, dt: update(x, flow(h, dt)),
+            path,
+            y0,
+            self,
+            save,
+            updates_per_observation=self.substeps + 1,
         )
