@@ -82,7 +82,7 @@ def evaluate(
     return dict(
         per_sequence,
         accuracy=totals["correct"] / totals["weight"]
-        if data.is_classification
+        if data.is_classification and "correct" in totals
         else math.nan,
         num_steps=totals["num_steps"] / solves,
     )

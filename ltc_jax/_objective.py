@@ -29,9 +29,10 @@ class AbstractObjective(eqx.Module):
     Called as `objective(model, batch, integrator) -> (loss, metrics)`: `loss`
     a scalar of the batch's float dtype, the mean over the batch that is
     differentiated; `metrics` a dict of scalar sums over the batch (see
-    `Metrics`), which must hold `weight` and `loss` (the summed data loss);
-    [`ltc_jax.train_on`][] sums every key it receives into the epoch's running
-    totals, whatever its name.
+    `Metrics`), which must hold `weight` and `loss` (the summed data loss),
+    and `correct` (weighted correct predictions) where there are classes to be
+    right about; [`ltc_jax.train_on`][] sums every key it receives into the
+    epoch's running totals, whatever its name.
 
     An objective is an `equinox.Module`: its arrays (a penalty's anchor, say)
     are arguments of the compiled step, so new values never recompile it.
@@ -69,8 +70,8 @@ class SupervisedLoss(AbstractObjective):
     `readout_times`). The model starts from `batch.y0` (zero where `None`).
 
     **Returns** (when called): `(loss, metrics)`, `metrics` holding `weight`,
-    `loss` (the weighted sum), `correct` (weighted correct predictions; 0 for
-    regression), and the solve's `num_steps` and `num_rejected_steps`.
+    `loss` (the weighted sum), for class labels `correct` (weighted correct
+    predictions), and the solve's `num_steps` and `num_rejected_steps`.
 
     **Raises:** as the model's `solve`.
     """
@@ -85,16 +86,16 @@ class SupervisedLoss(AbstractObjective):
                 outputs, batch.labels
             )
             hit = jnp.argmax(outputs, -1).astype(batch.labels.dtype) == batch.labels
-            correct = jnp.sum(jnp.where(hit, batch.weights, 0))
+            scores = dict(correct=jnp.sum(jnp.where(hit, batch.weights, 0)))
         else:
             per_sequence = jnp.mean((outputs - batch.labels) ** 2, axis=-1)
-            correct = jnp.zeros((), batch.weights.dtype)
+            scores = {}  # no classes: nothing to be correct about
         weight = jnp.sum(batch.weights)
         loss_sum = jnp.sum(batch.weights * per_sequence)
         metrics = dict(
             weight=weight,
             loss=loss_sum,
-            correct=correct,
+            **scores,
             num_steps=jnp.max(trajectory.stats["num_steps"]),
             num_rejected_steps=jnp.max(trajectory.stats["num_rejected_steps"]),
         )

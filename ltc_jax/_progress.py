@@ -15,7 +15,8 @@ class NoFitProgress(AbstractMonitor):
 
 class TqdmFitProgress(AbstractMonitor):
     """A tqdm bar (the `tqdm` package) over optimiser steps, with the epoch and
-    the epoch's mean loss and accuracy so far, on standard error; messages are
+    the epoch's mean loss, and accuracy where the objective counts correct
+    predictions (classification), so far, on standard error; messages are
     written above it. Redrawn at most every 0.1 s on a terminal or in a
     notebook, and every `log_interval` seconds elsewhere (a file or a pipe keeps
     every redraw). The default progress of [`ltc_jax.fit`][]."""
@@ -42,12 +43,10 @@ class TqdmFitProgress(AbstractMonitor):
     def step(self, monitor_state, state):
         loss = state.mean("loss")
         if math.isfinite(loss):  # shown with the next redraw
-            monitor_state.set_postfix(
-                epoch=state.epoch,
-                loss=f"{loss:.4f}",
-                acc=f"{state.mean('correct'):.3f}",
-                refresh=False,
-            )
+            shown = dict(epoch=state.epoch, loss=f"{loss:.4f}")
+            if "correct" in state.totals:  # regression has no accuracy to show
+                shown["acc"] = f"{state.mean('correct'):.3f}"
+            monitor_state.set_postfix(shown, refresh=False)
         monitor_state.update()
 
     def message(self, monitor_state, text):

@@ -56,7 +56,6 @@ def _metrics(batch, per_sequence, trajectory) -> tuple[Float[Array, ""], Metrics
     metrics = dict(
         weight=weight,
         loss=loss_sum,
-        correct=jnp.zeros((), batch.weights.dtype),
         num_steps=jnp.max(trajectory.stats["num_steps"]),
         num_rejected_steps=jnp.max(trajectory.stats["num_rejected_steps"]),
     )
@@ -96,8 +95,8 @@ class EventTimeLoss(AbstractObjective):
     - censored: $(\max(T - \tau, 0)/s)^2$: only a crossing before $T$ costs.
 
     The loss is weighted by `batch.weights` and averaged; `metrics` hold
-    `weight`, `loss`, `correct` (0: there are no classes), and the solve's
-    `num_steps` and `num_rejected_steps`.
+    `weight`, `loss`, and the solve's `num_steps` and `num_rejected_steps`
+    (no `correct`: there are no classes).
 
     **Fields:**
 

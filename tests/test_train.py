@@ -4,6 +4,8 @@ import sys
 import types
 
 import equinox as eqx
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from helpers import max_relative_error, quiet_fit
@@ -216,3 +218,44 @@ def test_progress_bar_redraws_a_log_at_its_interval(capsys, monkeypatch):
     bar = ltc_jax.training.TqdmFitProgress(log_interval=3600.0).init(at_half, 10)
     assert bar.mininterval == 0.1
     bar.close()
+
+
+def test_progress_bar_shows_accuracy_only_where_there_are_classes(capsys):
+    """A classification epoch's bar reads its accuracy; a regression epoch
+    (no `correct` among the objective's metrics) shows none, not `acc=0.000`."""
+
+    def shown(totals):
+        state = ltc_jax.training.TrainState(
+            model=None, opt_state=None, best_model=None, totals=totals
+        )
+        progress = ltc_jax.training.TqdmFitProgress(log_interval=0.0)
+        bar = progress.init(state, total_steps=1)
+        progress.step(bar, state)
+        progress.close(bar)
+        return capsys.readouterr().err
+
+    assert "acc=0.750" in shown(dict(weight=4.0, loss=2.0, correct=3.0))
+    regression = shown(dict(weight=4.0, loss=2.0))
+    assert "loss=0.5000" in regression and "acc" not in regression
+
+
+def test_regression_metrics_hold_no_accuracy():
+    """`SupervisedLoss` counts correct predictions for class labels only, so
+    `evaluate` reports a regression's accuracy as NaN from the metrics alone."""
+    model = ltc_jax.LTC(2, 3, 2, key=jax.random.key(0))
+    ts = jnp.linspace(0.0, 1.0, 5)
+    xs = jnp.ones((2, 5, 2))
+    path = ltc_jax.InputPath(ts, xs)
+    integrator = ltc_jax.make_integrator("rk4", dt0=0.25, max_steps=8)
+    objective = ltc_jax.training.SupervisedLoss()
+    weights = jnp.ones(2)
+    _, metrics = objective(
+        model, ltc_jax.Batch(path, jnp.zeros((2, 1)), weights), integrator
+    )
+    assert "correct" not in metrics
+    # Labels that are the model's own predictions, and their opposites.
+    outputs = model.outputs(model.solve(path, integrator=integrator).ys)
+    predicted = jnp.argmax(outputs, -1).astype(jnp.int32)
+    for labels, expected in ((predicted, 2.0), (1 - predicted, 0.0)):
+        batch = ltc_jax.Batch(path, labels, weights)
+        assert float(objective(model, batch, integrator)[1]["correct"]) == expected
