@@ -819,13 +819,25 @@ def events(m: dict, c: dict, run_dir: str) -> str:
 
 
 def shared_grid(m: dict, c: dict, run_dir: str) -> str:
-    """The table of `experiments.shared_grid`."""
-    return format_table(
+    """The two tables of `experiments.shared_grid`: forward solves by layout,
+    and training steps through `fit` against one built by hand."""
+    forward = format_table(
         m["rows"],
         [
             "steps:steps | times:layout | forward s:forward_seconds:.3f | "
             "us/step:us_per_step:.1f"
         ],
+    )
+    return join(
+        forward,
+        table(
+            "One training step (checkpoint, RK4, Adam), median seconds: "
+            "through `fit` against built by hand on the shared path",
+            m.get("training", []),
+            "steps:steps | fit shared grid:fit_shared_times | by hand s:"
+            "by_hand_seconds:.4f | fit s:fit_seconds:.4f | fit / by hand:ratio:.3f",
+            ("range", lambda row: "{:.3f}-{:.3f}".format(*row["ratio_range"])),
+        ),
     )
 
 

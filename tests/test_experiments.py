@@ -237,8 +237,9 @@ def test_biophysical_benchmark_quick(tmp_path):
 
 
 def test_shared_grid_quick(tmp_path):
-    """The two layouts give the same loss; the report, rendered again from the
-    run folder's records alone, is the one the run wrote."""
+    """The two layouts give the same loss, and `fit` takes the shared grid; the
+    report, rendered again from the run folder's records alone, is the one the
+    run wrote."""
     from experiments import shared_grid
 
     out = tmp_path / "run"
@@ -248,6 +249,10 @@ def test_shared_grid_quick(tmp_path):
     shared, per_sequence = written["rows"]
     assert (shared["shared_times"], per_sequence["shared_times"]) == (True, False)
     assert math.isfinite(shared["loss"]) and shared["loss"] == per_sequence["loss"]
+    # `fit` found the windows' one grid by itself, and timed both steps.
+    (training,) = written["training"]
+    assert training["fit_shared_times"] is True
+    assert training["fit_seconds"] > 0 and training["by_hand_seconds"] > 0
     report = (out / "report.txt").read_text()
     (out / "report.txt").unlink()
     assert _report.render(str(out)) + "\n" == report
