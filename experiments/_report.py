@@ -757,6 +757,37 @@ def _mean_std(value: dict | None) -> str:
     return "-" if value is None else f"{value['mean']:.3f} +- {value['std']:.3f}"
 
 
+def async_motions(m: dict, c: dict, run_dir: str) -> str:
+    """The table of `experiments.async_motions`."""
+    env, first = m["environment"], m["runs"][0]
+    names = {
+        "multi_rate": "LTC, multi-rate (stream_windows)",
+        "union": "LTC, union grid",
+        "trees": "gradient-boosted trees, summary features",
+    }
+    rows = [
+        dict(
+            model=title,
+            accuracy=f"{m['summary'][name]['mean']:.3f} +- "
+            f"{m['summary'][name]['std']:.3f}",
+            points=f"{first[name]['points']:.0f} x {first[name]['channels']}"
+            if name in ("multi_rate", "union")
+            else "",
+            seconds=f"{m['summary'][name]['seconds']:.1f}",
+        )
+        for name, title in names.items()
+    ]
+    return table(
+        f"BasicMotions made asynchronous (accelerometer 10 Hz, gyroscope every "
+        f"{c['gyroscope_step']}th sample): {m['train_size']} train / "
+        f"{m['test_size']} test, {len(c['seeds'])} seed(s) ({env['backend']}, "
+        f"{env['cpu_count']} CPUs):",
+        rows,
+        "model:model | test accuracy:accuracy | points x channels:points | "
+        "train s (median):seconds",
+    )
+
+
 def rr_intervals(m: dict, c: dict, run_dir: str) -> str:
     """The table of `experiments.rr_intervals`."""
     b, env = m["baselines"], m["environment"]

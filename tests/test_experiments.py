@@ -713,3 +713,73 @@ def test_events_quick(tmp_path):
         assert 0 <= row["mae_minutes"] <= 30 and 0 <= row["concordance"] <= 1
     assert metrics["rows"][0]["concordance"] == 0.5
     assert (tmp_path / "run" / "report.txt").read_text().count("LTC") == 2
+
+
+def test_async_motions_protocol_and_layouts_by_hand():
+    """BasicMotions made asynchronous: the accelerometer keeps every sample,
+    each gyroscope channel every 5th from its own phase, at the recorded times
+    and values. The union grid holds each kept sample at its time and NaN
+    elsewhere; the multi-rate windows' accelerometer means and gyroscope last
+    values are recomputed frame by frame from the recording here."""
+    from experiments import async_motions
+
+    train, _ = async_motions.load_basic_motions()
+    data = train.take(np.arange(3))
+    np.testing.assert_allclose(data.ts[0, :3], [0.0, 0.1, 0.2])
+    config = async_motions.Config()
+    streams = async_motions.asynchronous_streams(data, 5, seed=0)
+    phases = set()
+    for machine in range(3):
+        for sensor in range(6):
+            t, v = streams.samples(machine, sensor)
+            index = np.rint(t * 10).astype(int)
+            np.testing.assert_array_equal(v, data.xs[machine, index, sensor])
+            expected = 1 if sensor < 3 else 5
+            assert np.all(np.diff(index) == expected) and index[0] < expected
+            assert index[-1] > 99 - expected
+            phases.add(int(index[0]))
+    assert len(phases) > 1  # the gyroscope channels' phases differ
+
+    layouts = async_motions.layouts(data, config, seed=0)
+    union, frames = layouts["union"], layouts["multi_rate"]
+    np.testing.assert_array_equal(union.labels, data.labels)
+    for machine in range(3):
+        n = union.lengths[machine]
+        # The window (0, 9]: samples 1 to 90; the accelerometer's fill the grid.
+        np.testing.assert_allclose(union.ts[machine, :n], np.arange(1, 91) / 10)
+        for sensor in range(6):
+            t, v = streams.samples(machine, sensor)
+            inside = (t > 0) & (t <= 9.0)
+            column = union.xs[machine, :n, sensor]
+            kept = np.isin(np.arange(1, 91), np.rint(t[inside] * 10))
+            np.testing.assert_array_equal(column[kept], v[inside])
+            assert np.all(np.isnan(column[~kept]))
+    names = list(async_motions.layouts(data, config, seed=0)["multi_rate"].class_names)
+    assert names == list(data.class_names)
+    # 18 frames of 0.5 s; channel 0 is accelerometer x's mean, and after the
+    # three accelerometers' three features, gyroscope x's last value.
+    assert frames.xs.shape == (3, 18, 15)
+    for machine in range(3):
+        for k in range(18):
+            samples = data.xs[machine, 5 * k + 1 : 5 * k + 6, 0]
+            np.testing.assert_allclose(frames.xs[machine, k, 0], samples.mean())
+            t, v = streams.samples(machine, 3)
+            last = v[t <= (k + 1) / 2 + 1e-9][-1]
+            np.testing.assert_allclose(frames.xs[machine, k, 9], last)
+
+
+def test_async_motions_quick(tmp_path):
+    """Both layouts and the trees train and are scored (`--quick`); the report,
+    rendered again from the run folder's records alone, is the one written."""
+    from experiments import async_motions
+
+    out = tmp_path / "run"
+    metrics = async_motions.main(async_motions.Config(quick=True, out=str(out)))
+    assert (metrics["train_size"], metrics["test_size"]) == (40, 40)
+    (run,) = metrics["runs"]
+    assert run["multi_rate"]["points"] == 18 and run["union"]["points"] == 90
+    for name in ("multi_rate", "union", "trees"):
+        assert 0 <= run[name]["accuracy"] <= 1
+    report = (out / "report.txt").read_text()
+    (out / "report.txt").unlink()
+    assert _report.render(str(out)) + "\n" == report
