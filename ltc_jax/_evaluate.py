@@ -46,7 +46,8 @@ def evaluate(
     **Returns:** `{"loss", "accuracy", "num_steps", ...}`: the mean loss per
     sequence (cross-entropy or mean squared error, as
     [`ltc_jax.training.SupervisedLoss`][]), the fraction classified correctly
-    (`nan` for regression), the mean number of solver steps per batch solve
+    (`nan` for regression, or an objective that reports no `correct`), the
+    mean number of solver steps per batch solve
     (under `"batched"` batching every sequence of a batch shares those steps),
     and the mean of any other metric the objective reports.
 

@@ -240,8 +240,9 @@ def test_progress_bar_shows_accuracy_only_where_there_are_classes(capsys):
 
 
 def test_regression_metrics_hold_no_accuracy():
-    """`SupervisedLoss` counts correct predictions for class labels only, so
-    `evaluate` reports a regression's accuracy as NaN from the metrics alone."""
+    """`SupervisedLoss` counts correct predictions for class labels only: a
+    regression's metrics hold none, a classification's the count recomputed
+    from the model's own predictions."""
     model = ltc_jax.LTC(2, 3, 2, key=jax.random.key(0))
     ts = jnp.linspace(0.0, 1.0, 5)
     xs = jnp.ones((2, 5, 2))
@@ -250,7 +251,7 @@ def test_regression_metrics_hold_no_accuracy():
     objective = ltc_jax.training.SupervisedLoss()
     weights = jnp.ones(2)
     _, metrics = objective(
-        model, ltc_jax.Batch(path, jnp.zeros((2, 1)), weights), integrator
+        model, ltc_jax.Batch(path, jnp.zeros((2, 2)), weights), integrator
     )
     assert "correct" not in metrics
     # Labels that are the model's own predictions, and their opposites.
@@ -259,3 +260,30 @@ def test_regression_metrics_hold_no_accuracy():
     for labels, expected in ((predicted, 2.0), (1 - predicted, 0.0)):
         batch = ltc_jax.Batch(path, labels, weights)
         assert float(objective(model, batch, integrator)[1]["correct"]) == expected
+
+
+class _LossOnly(ltc_jax.training.AbstractObjective):
+    """A classification loss that counts no correct predictions."""
+
+    def __call__(self, model, batch, integrator):
+        loss, metrics = ltc_jax.training.SupervisedLoss()(model, batch, integrator)
+        return loss, {k: v for k, v in metrics.items() if k != "correct"}
+
+
+def test_evaluate_reports_no_accuracy_for_an_objective_without_one():
+    """`evaluate` on class labels with an objective that reports no `correct`
+    gives accuracy NaN (not a `KeyError`), and the same loss as the default
+    objective, which does report it."""
+    model = ltc_jax.LTC(2, 3, 2, key=jax.random.key(0))
+    data = ltc_jax.datasets.SequenceDataset.from_sequences(
+        [np.linspace(0.0, 1.0, 5)] * 4,
+        [np.ones((5, 2)) * i for i in range(4)],
+        ["a", "b", "a", "b"],
+    )
+    integrator = ltc_jax.make_integrator("rk4", dt0=0.25, max_steps=8)
+    plain = ltc_jax.evaluate(model, data, integrator=integrator, batch_size=2)
+    bare = ltc_jax.evaluate(
+        model, data, integrator=integrator, batch_size=2, objective=_LossOnly()
+    )
+    assert 0 <= plain["accuracy"] <= 1 and np.isnan(bare["accuracy"])
+    assert bare["loss"] == plain["loss"]
