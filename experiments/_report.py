@@ -763,6 +763,7 @@ def async_motions(m: dict, c: dict, run_dir: str) -> str:
     names = {
         "multi_rate": "LTC, multi-rate (stream_windows)",
         "union": "LTC, union grid",
+        "logistic": "logistic regression, summary features",
         "trees": "gradient-boosted trees, summary features",
     }
     rows = [
@@ -779,12 +780,13 @@ def async_motions(m: dict, c: dict, run_dir: str) -> str:
     ]
     return table(
         f"BasicMotions made asynchronous (accelerometer 10 Hz, gyroscope every "
-        f"{c['gyroscope_step']}th sample): {m['train_size']} train / "
+        f"{c['gyroscope_step']}th sample, clock {c['clock_hz']:g} Hz): "
+        f"{m['train_size']} train / "
         f"{m['test_size']} test, {len(c['seeds'])} seed(s) ({env['backend']}, "
         f"{env['cpu_count']} CPUs):",
         rows,
-        "model:model | test accuracy:accuracy | points x channels:points | "
-        "train s (median):seconds",
+        "model:model | test accuracy (mean +- sd):accuracy | "
+        "points x channels:points | train s (median, compiling included):seconds",
     )
 
 

@@ -142,7 +142,7 @@ def _training_row(config: Config, steps: int) -> dict:
         seconds = ltc_jax.measure.time_calls(
             step, model, opt_state, batch, warmup=0, repeats=config.fit_batches
         )
-        by_hand.append(float(np.mean(seconds)))
+        by_hand.append(float(np.median(seconds)))
         through_fit.append(one_epoch_of_fit())
     ratios = np.asarray(through_fit) / np.asarray(by_hand)
     return dict(

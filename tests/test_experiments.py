@@ -717,24 +717,25 @@ def test_events_quick(tmp_path):
 
 def test_async_motions_protocol_and_layouts_by_hand():
     """BasicMotions made asynchronous: the accelerometer keeps every sample,
-    each gyroscope channel every 5th from its own phase, at the recorded times
+    each gyroscope channel every 7th from its own phase, at the recorded times
     and values. The union grid holds each kept sample at its time and NaN
-    elsewhere; the multi-rate windows' accelerometer means and gyroscope last
-    values are recomputed frame by frame from the recording here."""
+    elsewhere; the multi-rate windows' accelerometer means, and gyroscope last
+    values and new-sample flags (some frames hold), are recomputed frame by
+    frame from the recording here."""
     from experiments import async_motions
 
     train, _ = async_motions.load_basic_motions()
     data = train.take(np.arange(3))
     np.testing.assert_allclose(data.ts[0, :3], [0.0, 0.1, 0.2])
     config = async_motions.Config()
-    streams = async_motions.asynchronous_streams(data, 5, seed=0)
+    streams = async_motions.asynchronous_streams(data, 7, seed=0)
     phases = set()
     for machine in range(3):
         for sensor in range(6):
             t, v = streams.samples(machine, sensor)
             index = np.rint(t * 10).astype(int)
             np.testing.assert_array_equal(v, data.xs[machine, index, sensor])
-            expected = 1 if sensor < 3 else 5
+            expected = 1 if sensor < 3 else 7
             assert np.all(np.diff(index) == expected) and index[0] < expected
             assert index[-1] > 99 - expected
             phases.add(int(index[0]))
@@ -757,15 +758,20 @@ def test_async_motions_protocol_and_layouts_by_hand():
     names = list(async_motions.layouts(data, config, seed=0)["multi_rate"].class_names)
     assert names == list(data.class_names)
     # 18 frames of 0.5 s; channel 0 is accelerometer x's mean, and after the
-    # three accelerometers' three features, gyroscope x's last value.
+    # three accelerometers' three features, gyroscope x's last value and flag.
     assert frames.xs.shape == (3, 18, 15)
+    held = 0
     for machine in range(3):
+        t, v = streams.samples(machine, 3)
         for k in range(18):
             samples = data.xs[machine, 5 * k + 1 : 5 * k + 6, 0]
             np.testing.assert_allclose(frames.xs[machine, k, 0], samples.mean())
-            t, v = streams.samples(machine, 3)
-            last = v[t <= (k + 1) / 2 + 1e-9][-1]
-            np.testing.assert_allclose(frames.xs[machine, k, 9], last)
+            end = (k + 1) / 2 + 1e-9
+            np.testing.assert_allclose(frames.xs[machine, k, 9], v[t <= end][-1])
+            new = np.any((t > end - 0.5) & (t <= end))
+            assert frames.xs[machine, k, 10] == float(new)
+            held += not new
+    assert held > 0  # a period of 0.7 s leaves some frames without a sample
 
 
 def test_async_motions_quick(tmp_path):
@@ -778,7 +784,7 @@ def test_async_motions_quick(tmp_path):
     assert (metrics["train_size"], metrics["test_size"]) == (40, 40)
     (run,) = metrics["runs"]
     assert run["multi_rate"]["points"] == 18 and run["union"]["points"] == 90
-    for name in ("multi_rate", "union", "trees"):
+    for name in ("multi_rate", "union", "logistic", "trees"):
         assert 0 <= run[name]["accuracy"] <= 1
     report = (out / "report.txt").read_text()
     (out / "report.txt").unlink()
