@@ -342,3 +342,50 @@ def train_seeds(config: VowelsTraining, integrator, data, label: str) -> dict:
         else None,
         steps_per_epoch=np.mean(steps, axis=0).tolist() if steps else None,
     )
+
+
+def train_main_job(train, test, **options) -> dict:
+    """The main job's model and schedule for `train`, as `ltc-jax train` builds
+    them (`ltc_jax.app.prepare`, after standardising both sets' values with
+    `train`'s statistics, as the main job does), trained with `fit` and
+    evaluated on `test`. `options` are `ltc_jax.app.TrainConfig` fields (`seed`,
+    `interpolation`, ...); those given as `None` keep the job's own default.
+
+    **Returns:** `loss` (cross-entropy, or mean squared error in the targets'
+    units squared), `accuracy` (`nan` for regression), `train_accuracy` of the
+    last epoch (`None` for regression), `epochs`, `seconds` of training,
+    `points` (mean observations per training sequence) and `channels` (the
+    path's, masks included)."""
+    from ltc_jax.app import TrainConfig, prepare
+
+    train, test = ltc_jax.datasets.standardize(train, test)
+    given = {name: value for name, value in options.items() if value is not None}
+    job = prepare(TrainConfig(**given), train, others=(test,))
+    start = time.perf_counter()
+    model, history = ltc_jax.fit(
+        job.model,
+        train,
+        integrator=job.integrator,
+        optimizer=job.optimizer,
+        epochs=job.epochs,
+        batch_size=job.batch_size,
+        seed=job.seed,
+        path=job.path,
+        progress=ltc_jax.training.NoFitProgress(),
+    )
+    seconds = time.perf_counter() - start
+    result = ltc_jax.evaluate(
+        model,
+        test,
+        integrator=job.final_integrator,
+        path=ltc_jax.make_input_path(test, **job.path_options),
+    )
+    return dict(
+        loss=float(result["loss"]),
+        accuracy=float(result["accuracy"]),
+        train_accuracy=history[-1].get("accuracy"),
+        epochs=job.epochs,
+        seconds=seconds,
+        points=float(np.mean(train.lengths)),
+        channels=int(job.path.input_size),
+    )

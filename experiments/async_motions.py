@@ -52,9 +52,8 @@ import tyro
 
 import ltc_jax
 from benchmarks.streams import summary_features, union_dataset
-from experiments import _run
-from ltc_jax.app import TrainConfig, prepare
-from ltc_jax.datasets import SensorStreams, SequenceDataset, standardize
+from experiments import _problems, _run
+from ltc_jax.datasets import SensorStreams, SequenceDataset
 
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -153,51 +152,6 @@ def layouts(data: SequenceDataset, config: Config, seed: int) -> dict:
     )
 
 
-def train_main_job(train, test, config: Config, seed: int, **options) -> dict:
-    """The main job's model and schedule for `train` (`prepare`, after
-    standardising both sets with `train`'s statistics, on the hold path and
-    `options` of `TrainConfig`), trained with `fit` and scored on `test`:
-    `accuracy`, `epochs`, `seconds` of training, and the `points` per window."""
-    train, test = standardize(train, test)
-    overrides = dict(epochs=config.epochs, hidden_size=config.hidden_size)
-    job = prepare(
-        TrainConfig(
-            seed=seed,
-            interpolation="hold",
-            **options,
-            **{k: v for k, v in overrides.items() if v is not None},
-        ),
-        train,
-        others=(test,),
-    )
-    start = time.perf_counter()
-    model, _ = ltc_jax.fit(
-        job.model,
-        train,
-        integrator=job.integrator,
-        optimizer=job.optimizer,
-        epochs=job.epochs,
-        batch_size=job.batch_size,
-        seed=job.seed,
-        path=job.path,
-        progress=ltc_jax.training.NoFitProgress(),
-    )
-    seconds = time.perf_counter() - start
-    result = ltc_jax.evaluate(
-        model,
-        test,
-        integrator=job.final_integrator,
-        path=ltc_jax.make_input_path(test, **job.path_options),
-    )
-    return dict(
-        accuracy=float(result["accuracy"]),
-        epochs=job.epochs,
-        seconds=seconds,
-        points=float(np.mean(train.lengths)),
-        channels=int(job.path.input_size),
-    )
-
-
 def baselines(train: SequenceDataset, test: SequenceDataset, seed: int) -> dict:
     """Logistic regression (standardised features) and gradient-boosted trees
     (at least `len(train) // 20` windows per leaf) on the windows' summary
@@ -232,14 +186,21 @@ def main(config: Config) -> dict:
     for seed in config.seeds:
         # The test recordings' phases from a seed of their own.
         ours, theirs = layouts(train, config, seed), layouts(test, config, seed + 1000)
+        # The main job's defaults on the hold path (causal), at `seed`.
+        options = dict(
+            seed=seed,
+            interpolation="hold",
+            epochs=config.epochs,
+            hidden_size=config.hidden_size,
+        )
         runs.append(
             dict(
                 seed=seed,
-                multi_rate=train_main_job(
-                    ours["multi_rate"], theirs["multi_rate"], config, seed
+                multi_rate=_problems.train_main_job(
+                    ours["multi_rate"], theirs["multi_rate"], **options
                 ),
-                union=train_main_job(
-                    ours["union"], theirs["union"], config, seed, observation_mask=True
+                union=_problems.train_main_job(
+                    ours["union"], theirs["union"], observation_mask=True, **options
                 ),
                 **baselines(ours["multi_rate"], theirs["multi_rate"], seed),
             )

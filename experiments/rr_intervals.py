@@ -32,15 +32,12 @@ Writes `results/rr_intervals/<run>/`: `config.json`, `metrics.json` and
 import dataclasses
 import os
 import statistics
-import time
 
 import numpy as np
 import tyro
 
-import ltc_jax
-from experiments import _run
-from ltc_jax.app import TrainConfig, prepare
-from ltc_jax.datasets import SequenceDataset, standardize
+from experiments import _problems, _run
+from ltc_jax.datasets import SequenceDataset
 
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -198,60 +195,21 @@ def baselines(split: dict) -> dict:
     )
 
 
-def train_main_job(train, test, config: Config, seed: int) -> dict:
-    """The main job's model and schedule for the windows `train` (`prepare`,
-    after standardising both sets' values with `train`'s statistics), trained
-    with `fit` at `seed` and evaluated on `test`: `loss` (cross-entropy, or
-    mean squared error in seconds squared), `accuracy` (`nan` for regression),
-    `train_accuracy` of the last epoch (`None` for regression), `epochs` and
-    `seconds` of training."""
-    train, test = standardize(train, test)
-    options = dict(seed=seed, epochs=config.epochs, hidden_size=config.hidden_size)
-    job = prepare(
-        TrainConfig(**{k: v for k, v in options.items() if v is not None}),
-        train,
-        others=(test,),
-    )
-    start = time.perf_counter()
-    model, history = ltc_jax.fit(
-        job.model,
-        train,
-        integrator=job.integrator,
-        optimizer=job.optimizer,
-        epochs=job.epochs,
-        batch_size=job.batch_size,
-        seed=job.seed,
-        path=job.path,
-        progress=ltc_jax.training.NoFitProgress(),
-    )
-    seconds = time.perf_counter() - start
-    result = ltc_jax.evaluate(
-        model,
-        test,
-        integrator=job.final_integrator,
-        path=ltc_jax.make_input_path(test, **job.path_options),
-    )
-    return dict(
-        loss=float(result["loss"]),
-        accuracy=float(result["accuracy"]),
-        train_accuracy=history[-1].get("accuracy"),
-        epochs=job.epochs,
-        seconds=seconds,
-    )
-
-
 def main(config: Config) -> dict:
     """Both tasks at every seed, and the baselines; return (and write) them."""
     config, run = _run.start_run(config, "rr_intervals", QUICK)
     split = rr_windows(
         load_intervals(), config.beats, config.stride, config.train_share
     )
+    options = dict(epochs=config.epochs, hidden_size=config.hidden_size)
     classification = [
-        train_main_job(*split["classification"].values(), config, seed)
+        _problems.train_main_job(
+            *split["classification"].values(), seed=seed, **options
+        )
         for seed in config.seeds
     ]
     regression = [
-        train_main_job(*split["regression"].values(), config, seed)
+        _problems.train_main_job(*split["regression"].values(), seed=seed, **options)
         for seed in config.seeds
     ]
     accuracies = [r["accuracy"] for r in classification]
