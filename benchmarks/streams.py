@@ -1,4 +1,4 @@
-"""Sensor streams at plant scale: what a training step costs on the union of the
+r"""Sensor streams at plant scale: what a training step costs on the union of the
 sensors' timestamps against windows on a slow clock (`stream_windows`), and how
 well an LTC on those windows predicts a failure, next to the baselines a
 maintenance engineer would try first.
@@ -32,7 +32,14 @@ trees (scikit-learn) on each window's summary features (per channel: last,
 mean, standard deviation, minimum and maximum over the frames; trained on the
 training and validation machines' windows), all scored on the held-out
 machines' windows (AUROC and accuracy of "fails within
-`label_horizon_seconds`").
+`label_horizon_seconds`"). Where no window holds more than `union_limit`
+samples, the same LTC is also trained on the union grid (the scaling table's
+layout, one fused step per median union interval), so the two layouts are
+compared at a size where both fit:
+
+    python -m benchmarks.streams --sensors 10 --window-minutes 1 \
+        --accuracy-sensors 10 --accuracy-window-seconds 60 \
+        --accuracy-stride-seconds 240
 
 Writes `results/streams/<run>/`: `config.json`, `metrics.json` and `report.txt`
 with both tables (`experiments._report`), and prints them.
@@ -121,15 +128,21 @@ QUICK = dict(
 
 
 def frame_model(
-    train, hidden_size: int, key, readout_features: str = "both"
+    train,
+    hidden_size: int,
+    key,
+    readout_features: str = "both",
+    input_size: int | None = None,
 ) -> tuple[ltc_jax.LTC, ltc_jax.Integrator]:
     """The LTC on the slow clock, and its integrator, from the windows' own
     settings (`derive_defaults`): time constants from a tenth of a frame to the
     window, one fused step per frame, the states at the derived readout times
-    read as `readout_features` says."""
+    read as `readout_features` says. On the union grid the "frame" is the
+    median union interval; `input_size` counts the path's channels where it
+    adds masks (default `train.num_channels`)."""
     defaults = ltc_jax.training.derive_defaults([train], adaptive=False)
     model = ltc_jax.LTC(
-        train.num_channels,
+        train.num_channels if input_size is None else input_size,
         hidden_size,
         train.num_classes,
         tau_init=defaults.tau_init,
@@ -368,33 +381,68 @@ def accuracy_rows(config: Config, seed: int) -> list[dict]:
         seconds = time.perf_counter() - start
         score(name, estimator.predict_proba(test_features)[:, 1], seconds)
 
-    model, integrator = frame_model(
-        train, config.accuracy_hidden_size, jr.key(seed), "pooled"
-    )
-    model = _problems.cast(model, "float32")
-    options = dict(dtype=jnp.float32, interpolation="hold", empty_channel_fill=0.0)
-    steps = config.epochs * -(-len(train) // config.batch_size)
-    optimizer = optax.adam(optax.cosine_decay_schedule(config.learning_rate, steps))
-    start = time.perf_counter()
-    model, _ = ltc_jax.fit(
-        model,
-        train,
-        integrator=integrator,
-        optimizer=optimizer,
-        epochs=config.epochs,
-        batch_size=config.batch_size,
-        seed=seed,
-        path=ltc_jax.make_input_path(train, **options),
-        validation=validation,
-        validation_path=ltc_jax.make_input_path(validation, **options),
-        patience=config.patience,
-        progress=ltc_jax.training.NoFitProgress(),
-    )
-    seconds = time.perf_counter() - start
-    logits = model(ltc_jax.make_input_path(test, **options), integrator=integrator)
-    probability = np.asarray(jax.nn.softmax(logits, axis=-1))[:, 1]
-    score("LTC, slow clock", probability, seconds)
+    def train_ltc(name, train, validation, test, input_size=None, **options):
+        model, integrator = frame_model(
+            train, config.accuracy_hidden_size, jr.key(seed), "pooled", input_size
+        )
+        model = _problems.cast(model, "float32")
+        options = dict(
+            dtype=jnp.float32, interpolation="hold", empty_channel_fill=0.0, **options
+        )
+        steps = config.epochs * -(-len(train) // config.batch_size)
+        schedule = optax.cosine_decay_schedule(config.learning_rate, steps)
+        start = time.perf_counter()
+        model, _ = ltc_jax.fit(
+            model,
+            train,
+            integrator=integrator,
+            optimizer=optax.adam(schedule),
+            epochs=config.epochs,
+            batch_size=config.batch_size,
+            seed=seed,
+            path=ltc_jax.make_input_path(train, **options),
+            validation=validation,
+            validation_path=ltc_jax.make_input_path(validation, **options),
+            patience=config.patience,
+            progress=ltc_jax.training.NoFitProgress(),
+        )
+        seconds = time.perf_counter() - start
+        path = ltc_jax.make_input_path(test, **options)
+        logits = model(path, integrator=integrator)
+        score(name, np.asarray(jax.nn.softmax(logits, axis=-1))[:, 1], seconds)
+
+    train_ltc("LTC, slow clock", train, validation, test)
+    # The union grid where its windows fit `union_limit` (the scaling table's
+    # rule), in the layout of that table: held values, observation masks and
+    # times since observation, one fused step per median union interval.
+    if _most_union_points(plant, windows) <= config.union_limit:
+        union = [
+            union_dataset(plant, windows.of_machines(range(first[i], first[i + 1])))
+            for i in range(3)
+        ]
+        train_ltc(
+            "LTC, union grid",
+            *ltc_jax.datasets.standardize(*union),
+            input_size=3 * config.accuracy_sensors,
+            observation_mask=True,
+            time_since_observation=True,
+        )
     return rows
+
+
+def _most_union_points(plant, windows) -> int:
+    """The most samples any one of `windows` holds, over all its sensors: its
+    union grid's length (the grid's times are at most these)."""
+    length = windows.dataset.ts[0, -1]
+    most = 0
+    for machine in np.unique(windows.machine):
+        times = np.sort(plant.time[plant.machine == machine])
+        ends = windows.end_time[windows.machine == machine]
+        inside = np.searchsorted(times, ends, "right") - np.searchsorted(
+            times, ends - length, "right"
+        )
+        most = max(most, int(inside.max()))
+    return most
 
 
 def main(config: Config) -> dict:

@@ -575,7 +575,8 @@ def test_cfc_versus_ltc_trained_ecg_windows_split_by_time(tmp_path):
 def test_streams_benchmark_quick(tmp_path):
     """The union grid's points are the window's samples, counted here from the
     streams directly; the slow clock's input is its frames; the baselines'
-    summary features match a direct transcription; every model is scored."""
+    summary features match a direct transcription; every model is scored, the
+    union grid's LTC where its windows fit (10-second windows here)."""
     from benchmarks import streams
 
     out = tmp_path / "run"
@@ -584,6 +585,8 @@ def test_streams_benchmark_quick(tmp_path):
         out=str(out),
         sensors=(20,),
         accuracy_machines=(3, 1, 2),
+        accuracy_window_seconds=10.0,
+        union_limit=2000,  # a 10 s window's union, not a 60 s one's at 20 sensors
         epochs=1,
     )
     metrics = streams.main(config)
@@ -606,13 +609,32 @@ def test_streams_benchmark_quick(tmp_path):
     assert row["channels"] == windows.dataset.num_channels
     assert row["frame_input_bytes"] >= 8 * 60 * row["channels"] * 4
     assert row["frame_steps"] == 59 and row["frame_step_seconds"] > 0
+    assert "union_step_seconds" not in row  # 20 sensors' 60 s union is too long
     assert [r["model"] for r in metrics["accuracy"]] == [
         "logistic regression",
         "gradient-boosted trees",
         "LTC, slow clock",
+        "LTC, union grid",
     ]
-    for r in metrics["accuracy"]:  # 2 held-out machines' last 1800 s: 14 windows each
-        assert r["test_windows"] == 28 and 0 < r["positive_share"] < 1
+    for r in metrics["accuracy"]:  # 2 held-out machines' last 1800 s: 15 windows each
+        assert r["test_windows"] == 30 and 0 < r["positive_share"] < 1
+    # The rule that let the union grid in: the most samples in any window,
+    # counted sensor by sensor.
+    accuracy_plant = ltc_jax.datasets.simulate_plant(
+        machines=6, sensors=10, seed=1, horizon_seconds=1800.0
+    )
+    accuracy_windows = ltc_jax.datasets.stream_windows(
+        accuracy_plant, 10.0, stride_seconds=120.0, horizon_seconds=900.0
+    )
+    most = 0
+    for m, end in zip(accuracy_windows.machine, accuracy_windows.end_time, strict=True):
+        count = 0
+        for s in range(10):
+            times, _ = accuracy_plant.samples(m, s)
+            count += np.count_nonzero((times > end - 10.0) & (times <= end))
+        most = max(most, count)
+    assert streams._most_union_points(accuracy_plant, accuracy_windows) == most
+    assert 1000 < most <= 2000
     xs = windows.dataset.xs[:3, :, :2].copy()
     xs[0, -5:, 1] = np.nan
     data = ltc_jax.datasets.SequenceDataset(
