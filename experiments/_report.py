@@ -982,8 +982,12 @@ def online(m: dict, c: dict, run_dir: str) -> str:
         f"each window ends ({stream['positive_share']:.0%} positive in the first "
         f"seed). Warm-up: {stream['warmup_windows']} windows of regime 0. Held "
         f"out per regime: {stream['test_windows'][0]} windows. "
-        f"{env['cpu_count']} CPU cores, {env['cpu']}; {m['seconds']:.0f} s in all; "
-        f"retrain's retraining took {mean_std(retraining)[0]:.1f} s on average.",
+        f"{env['cpu_count']} CPU cores, {env['cpu']}; {m['seconds']:.0f} s in all"
+        + (
+            f"; retrain's retraining took {mean_std(retraining)[0]:.1f} s on average."
+            if retraining
+            else "."
+        ),
         table_of(
             f"Held-out machines after the whole stream: regimes 0 to {last - 1} "
             f"(forgetting) and {last} (adaptation), mean ± sd over seeds",

@@ -112,6 +112,18 @@ class Config(_run.RunConfig):
     seeds: tuple[int, ...] = (0, 1, 2)
     """One plant, warm-up and stream per seed; the tables give the mean and
     standard deviation over them."""
+    strategies: tuple[str, ...] = STRATEGIES
+    """The strategies to run, of those above (a subset serves a sweep: `--strategies
+    ewc ewc_replay --ewc-strength 1000`; every strategy's run depends on its seed
+    alone, so its rows match a full run's)."""
+
+    def __post_init__(self):
+        unknown = sorted(set(self.strategies) - set(STRATEGIES))
+        if unknown or not self.strategies:
+            raise ValueError(
+                f"strategies must be some of {', '.join(STRATEGIES)}; got "
+                f"{', '.join(self.strategies) or 'none'}."
+            )
 
 
 QUICK = dict(
@@ -498,7 +510,7 @@ def seed_run(config: Config, seed: int, parts) -> dict:
         seed=seed,
         strategies=[
             strategy_rows(config, seed, s, base, stream_parts, parts)
-            for s in STRATEGIES
+            for s in config.strategies
         ],
         stream=dict(
             windows=len(stream),
