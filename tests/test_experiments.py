@@ -2,6 +2,7 @@
 a temporary folder, writes the records it promises; and the one report renders
 them."""
 
+import dataclasses
 import inspect
 import json
 import math
@@ -679,6 +680,14 @@ def test_online_quick(tmp_path):
         assert [p["windows"] for p in row["prequential"]] == counts
     assert (tmp_path / "run" / "prequential.png").stat().st_size > 0
     assert "Forgetting" in (tmp_path / "run" / "report.txt").read_text()
+    # A sweep's subset run reproduces the full run's rows of its strategy.
+    subset = dataclasses.replace(config, out=str(tmp_path / "ewc"), strategies=("ewc",))
+    (alone,) = online.main(subset)["runs"]
+    (row,) = alone["strategies"]
+    assert row["held_out"] == rows["ewc"]["held_out"]
+    assert row["prequential"] == rows["ewc"]["prequential"]
+    with pytest.raises(ValueError, match="strategies must be some of"):
+        online.Config(strategies=("ewc", "retrian"))
 
 
 def test_event_labels_and_concordance_by_hand():
