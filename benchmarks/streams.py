@@ -27,7 +27,9 @@ alarms) gives a batch of 8 windows:
 
 **Accuracy.** Machines are the unit of the split: the LTC on the slow clock
 (trained on the training machines' windows, keeping its epoch of lowest loss
-on the validation machines'), and logistic regression and gradient-boosted
+on the validation machines'), the LTC that `ltc-jax stream` derives for the
+same windows (its model, schedule and patience, on the same machines), and
+logistic regression and gradient-boosted
 trees (scikit-learn) on each window's summary features (per channel: last,
 mean, standard deviation, minimum and maximum over the frames; trained on the
 training and validation machines' windows), all scored on the held-out
@@ -58,6 +60,7 @@ import optax
 import tyro
 
 import ltc_jax
+import ltc_jax.app
 from experiments import _problems, _run
 from ltc_jax.datasets import simulate_plant, stream_windows
 
@@ -67,7 +70,8 @@ class Config(_run.RunConfig):
     """Plant-scale sensor streams: cost per training step and held-out accuracy.
 
     `--quick`: sensors 10 and 50, 1-minute windows, one timed step; accuracy on
-    4 + 2 + 3 machines of 10 sensors, 2-minute windows, 4 epochs.
+    4 + 2 + 3 machines of 10 sensors, 2-minute windows, 4 epochs (the stream
+    job's LTC too).
     """
 
     sensors: tuple[int, ...] = (10, 50, 200, 500)
@@ -101,6 +105,9 @@ class Config(_run.RunConfig):
     """LTC units for the accuracy table."""
     epochs: int = 30
     """Most training epochs of the LTC for the accuracy table."""
+    job_epochs: int | None = None
+    """Most epochs of the stream job's LTC in the accuracy table (default: the
+    job's own, derived from the windows; it stops by its own patience)."""
     patience: int = 5
     """Stop after this many epochs without a lower validation loss."""
     learning_rate: float = 3e-3
@@ -123,6 +130,7 @@ QUICK = dict(
     simulated_seconds=1800.0,
     label_horizon_seconds=900.0,
     epochs=4,
+    job_epochs=4,
     accuracy_seeds=(0,),
 )
 
@@ -412,6 +420,23 @@ def accuracy_rows(config: Config, seed: int) -> list[dict]:
         score(name, np.asarray(jax.nn.softmax(logits, axis=-1))[:, 1], seconds)
 
     train_ltc("LTC, slow clock", train, validation, test)
+    # What `ltc-jax stream` trains on these windows: its derived model and
+    # schedule, the same validation machines and its patience.
+    job, model, _, seconds = _problems.fit_main_job(
+        train,
+        (test,),
+        validation,
+        ltc_jax.app.StreamConfig(),
+        seed=seed,
+        epochs=config.job_epochs,
+    )
+    path = ltc_jax.make_input_path(test, **job.path_options)
+    logits = model(path, integrator=job.final_integrator)
+    score(
+        "LTC, stream job's defaults",
+        np.asarray(jax.nn.softmax(logits, axis=-1))[:, 1],
+        seconds,
+    )
     # The union grid where its windows fit `union_limit` (the scaling table's
     # rule), in the layout of that table: held values, observation masks and
     # times since observation, one fused step per median union interval.

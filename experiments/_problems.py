@@ -344,23 +344,23 @@ def train_seeds(config: VowelsTraining, integrator, data, label: str) -> dict:
     )
 
 
-def train_main_job(train, test, **options) -> dict:
-    """The main job's model and schedule for `train`, as `ltc-jax train` builds
-    them (`ltc_jax.app.prepare`, after standardising both sets' values with
-    `train`'s statistics, as the main job does), trained with `fit` and
-    evaluated on `test`. `options` are `ltc_jax.app.TrainConfig` fields (`seed`,
-    `interpolation`, ...); those given as `None` keep the job's own default.
+def fit_main_job(train, others=(), validation=None, config=None, **options):
+    """The main job's model and schedule for `train`, as the command line builds
+    them (`ltc_jax.app.prepare` on `config`, default `ltc_jax.app.TrainConfig`,
+    with `options` as its fields; those given as `None` keep its default),
+    trained with `fit`; with `validation`, keeping the epoch of lowest
+    validation loss within the config's `patience`, as the job does. The data
+    are used as given (standardise them first, as the job does). `others` (and
+    `validation`) only widen `max_steps`.
 
-    **Returns:** `loss` (cross-entropy, or mean squared error in the targets'
-    units squared), `accuracy` (`nan` for regression), `train_accuracy` of the
-    last epoch (`None` for regression), `epochs`, `seconds` of training,
-    `points` (mean observations per training sequence) and `channels` (the
-    path's, masks included)."""
+    **Returns:** `(job, model, history, seconds)`: the `ltc_jax.app.JobSetup`,
+    the trained model, `fit`'s history and the seconds of training."""
     from ltc_jax.app import TrainConfig, prepare
 
-    train, test = ltc_jax.datasets.standardize(train, test)
     given = {name: value for name, value in options.items() if value is not None}
-    job = prepare(TrainConfig(**given), train, others=(test,))
+    config = dataclasses.replace(config or TrainConfig(), **given)
+    held = () if validation is None else (validation,)
+    job = prepare(config, train, others=(*held, *others))
     start = time.perf_counter()
     model, history = ltc_jax.fit(
         job.model,
@@ -371,9 +371,30 @@ def train_main_job(train, test, **options) -> dict:
         batch_size=job.batch_size,
         seed=job.seed,
         path=job.path,
+        validation=validation,
+        validation_path=None
+        if validation is None
+        else ltc_jax.make_input_path(validation, **job.path_options),
+        patience=None if validation is None else job.config.patience,
         progress=ltc_jax.training.NoFitProgress(),
     )
-    seconds = time.perf_counter() - start
+    return job, model, history, time.perf_counter() - start
+
+
+def train_main_job(train, test, **options) -> dict:
+    """The main job's model and schedule for `train` (`fit_main_job`, after
+    standardising both sets' values with `train`'s statistics, as the main job
+    does), trained and evaluated on `test`. `options` are
+    `ltc_jax.app.TrainConfig` fields (`seed`, `interpolation`, ...); those
+    given as `None` keep the job's own default.
+
+    **Returns:** `loss` (cross-entropy, or mean squared error in the targets'
+    units squared), `accuracy` (`nan` for regression), `train_accuracy` of the
+    last epoch (`None` for regression), `epochs`, `seconds` of training,
+    `points` (mean observations per training sequence) and `channels` (the
+    path's, masks included)."""
+    train, test = ltc_jax.datasets.standardize(train, test)
+    job, model, history, seconds = fit_main_job(train, (test,), **options)
     result = ltc_jax.evaluate(
         model,
         test,

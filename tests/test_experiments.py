@@ -615,6 +615,7 @@ def test_streams_benchmark_quick(tmp_path):
         "logistic regression",
         "gradient-boosted trees",
         "LTC, slow clock",
+        "LTC, stream job's defaults",
         "LTC, union grid",
     ]
     for r in metrics["accuracy"]:  # 2 held-out machines' last 1800 s: 15 windows each
