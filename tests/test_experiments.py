@@ -8,6 +8,8 @@ import json
 import math
 import os
 
+import equinox as eqx
+import jax
 import numpy as np
 import pytest
 
@@ -289,12 +291,29 @@ def test_overhead_benchmark_quick(tmp_path):
     hand_written = (
         overhead.PlainRK4,
         overhead.PlainField,
+        overhead.HiddenPath,
         overhead.PlainLTC,
         overhead.hand_written_loss,
         overhead.hand_written_step,
     )
     for part in hand_written:
         assert "ltc_jax" not in inspect.getsource(part)
+    # Hiding the input from diffrax's backsolve changes no value: the windowed
+    # loss and gradient with the plain interpolation in args, and the hidden one.
+    config = overhead.Config(**overhead.QUICK)
+    with jax.enable_x64(False):  # as the benchmark runs it
+        model, ts, xs, labels = overhead.make_problem(config)
+        plain = overhead.plain_copy(model)
+        in_args, hidden = (
+            eqx.filter_value_and_grad(
+                overhead.hand_written_loss(
+                    dataclasses.replace(config, hidden_path=hidden), "windowed"
+                )
+            )(plain, ts, xs, labels)
+            for hidden in (False, True)
+        )
+    for a, b in zip(jax.tree.leaves(in_args), jax.tree.leaves(hidden), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
 
 
 def test_divergence_sweep_quick(tmp_path):
