@@ -29,12 +29,11 @@ alarms) gives a batch of 8 windows:
 (trained on the training machines' windows, keeping its epoch of lowest loss
 on the validation machines'), the LTC that `ltc-jax stream` derives for the
 same windows (its model, schedule and patience, on the same machines), and
-logistic regression and gradient-boosted
-trees (scikit-learn) on each window's summary features (per channel: last,
-mean, standard deviation, minimum and maximum over the frames; trained on the
-training and validation machines' windows), all scored on the held-out
-machines' windows (AUROC and accuracy of "fails within
-`label_horizon_seconds`"). Where no window holds more than `union_limit`
+logistic regression and gradient-boosted trees (scikit-learn) on each
+window's summary features (per channel: last, mean, standard deviation,
+minimum and maximum over the frames; trained on the training and validation
+machines' windows), all scored on the held-out machines' windows (AUROC and
+accuracy of "fails within `label_horizon_seconds`"). Where no window holds more than `union_limit`
 samples, the same LTC is also trained on the union grid (the scaling table's
 layout, one fused step per median union interval), so the two layouts are
 compared at a size where both fit:
