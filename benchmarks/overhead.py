@@ -139,17 +139,19 @@ class HiddenPath(eqx.Module):
 
     ts: jax.Array
     ys: jax.Array
-    dtype: np.dtype = eqx.field(static=True)
+    dtypes: tuple[np.dtype, np.dtype] = eqx.field(static=True)
 
     def __init__(self, ts, ys):
-        self.dtype = np.dtype(ts.dtype)
-        unsigned = {4: jnp.uint32, 8: jnp.uint64}[self.dtype.itemsize]
-        self.ts = jax.lax.bitcast_convert_type(ts, unsigned)
-        self.ys = jax.lax.bitcast_convert_type(ys, unsigned)
+        self.dtypes = (np.dtype(ts.dtype), np.dtype(ys.dtype))
+        self.ts, self.ys = (
+            jax.lax.bitcast_convert_type(a, {4: jnp.uint32, 8: jnp.uint64}[d.itemsize])
+            for a, d in zip((ts, ys), self.dtypes, strict=True)
+        )
 
     def evaluate(self, t):
         ts, ys = (
-            jax.lax.bitcast_convert_type(a, self.dtype) for a in (self.ts, self.ys)
+            jax.lax.bitcast_convert_type(a, d)
+            for a, d in zip((self.ts, self.ys), self.dtypes, strict=True)
         )
         return diffrax.LinearInterpolation(ts, ys).evaluate(t)
 

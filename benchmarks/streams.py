@@ -33,10 +33,10 @@ logistic regression and gradient-boosted trees (scikit-learn) on each
 window's summary features (per channel: last, mean, standard deviation,
 minimum and maximum over the frames; trained on the training and validation
 machines' windows), all scored on the held-out machines' windows (AUROC and
-accuracy of "fails within `label_horizon_seconds`"). Where no window holds more than `union_limit`
-samples, the same LTC is also trained on the union grid (the scaling table's
-layout, one fused step per median union interval), so the two layouts are
-compared at a size where both fit:
+accuracy of "fails within `label_horizon_seconds`"). Where no window holds
+more than `union_limit` samples, the same LTC is also trained on the union
+grid (the scaling table's layout, one fused step per median union interval),
+so the two layouts are compared at a size where both fit:
 
     python -m benchmarks.streams --sensors 10 --window-minutes 1 \
         --accuracy-sensors 10 --accuracy-window-seconds 60 \
@@ -83,7 +83,9 @@ class Config(_run.RunConfig):
     """LTC units."""
     union_limit: int = 10_000
     """Measure the union grid's step only where a window has at most this many
-    union points (its input and steps are counted at every size)."""
+    union points (the median of the scaling table's 8 windows; its input and
+    steps are counted at every size), and train the union grid's LTC for the
+    accuracy table only where no window has more."""
     timed_steps: int = 3
     """Timed training steps per configuration, after the compiling one."""
     accuracy_machines: tuple[int, int, int] = (30, 6, 12)
@@ -140,13 +142,15 @@ def frame_model(
     key,
     readout_features: str = "both",
     input_size: int | None = None,
+    others: tuple = (),
 ) -> tuple[ltc_jax.LTC, ltc_jax.Integrator]:
     """The LTC on the slow clock, and its integrator, from the windows' own
     settings (`derive_defaults`): time constants from a tenth of a frame to the
     window, one fused step per frame, the states at the derived readout times
     read as `readout_features` says. On the union grid the "frame" is the
     median union interval; `input_size` counts the path's channels where it
-    adds masks (default `train.num_channels`)."""
+    adds masks (default `train.num_channels`). `others` (the sets it will also
+    be solved on) widen `max_steps` where their windows take more steps."""
     defaults = ltc_jax.training.derive_defaults([train], adaptive=False)
     model = ltc_jax.LTC(
         train.num_channels if input_size is None else input_size,
@@ -159,7 +163,7 @@ def frame_model(
         readout_features=readout_features,
         key=key,
     )
-    max_steps = ltc_jax.training.fixed_max_steps([train], defaults.dt0)
+    max_steps = ltc_jax.training.fixed_max_steps([train, *others], defaults.dt0)
     integrator = ltc_jax.make_integrator(
         "fused", "checkpoint", dt0=defaults.dt0, max_steps=max_steps
     )
@@ -390,7 +394,12 @@ def accuracy_rows(config: Config, seed: int) -> list[dict]:
 
     def train_ltc(name, train, validation, test, input_size=None, **options):
         model, integrator = frame_model(
-            train, config.accuracy_hidden_size, jr.key(seed), "pooled", input_size
+            train,
+            config.accuracy_hidden_size,
+            jr.key(seed),
+            "pooled",
+            input_size,
+            others=(validation, test),
         )
         model = _problems.cast(model, "float32")
         options = dict(
@@ -436,9 +445,9 @@ def accuracy_rows(config: Config, seed: int) -> list[dict]:
         np.asarray(jax.nn.softmax(logits, axis=-1))[:, 1],
         seconds,
     )
-    # The union grid where its windows fit `union_limit` (the scaling table's
-    # rule), in the layout of that table: held values, observation masks and
-    # times since observation, one fused step per median union interval.
+    # The union grid where no window holds more than `union_limit` samples, in
+    # the scaling table's layout: held values, observation masks and times
+    # since observation, one fused step per median union interval.
     if _most_union_points(plant, windows) <= config.union_limit:
         union = [
             union_dataset(plant, windows.of_machines(range(first[i], first[i + 1])))
@@ -455,8 +464,8 @@ def accuracy_rows(config: Config, seed: int) -> list[dict]:
 
 
 def _most_union_points(plant, windows) -> int:
-    """The most samples any one of `windows` holds, over all its sensors: its
-    union grid's length (the grid's times are at most these)."""
+    """The most samples any one of `windows` holds, over all its sensors: an
+    upper bound on its union grid's length (samples at one time merge)."""
     length = windows.dataset.ts[0, -1]
     most = 0
     for machine in np.unique(windows.machine):

@@ -119,10 +119,11 @@ class Config(_run.RunConfig):
 
     def __post_init__(self):
         unknown = sorted(set(self.strategies) - set(STRATEGIES))
-        if unknown or not self.strategies:
+        repeated = len(set(self.strategies)) < len(self.strategies)
+        if unknown or repeated or not self.strategies:
             raise ValueError(
-                f"strategies must be some of {', '.join(STRATEGIES)}; got "
-                f"{', '.join(self.strategies) or 'none'}."
+                f"strategies must be some of {', '.join(STRATEGIES)}, each at most "
+                f"once; got {', '.join(self.strategies) or 'none'}."
             )
 
 
