@@ -135,7 +135,10 @@ class HiddenPath(eqx.Module):
     """A `diffrax.LinearInterpolation` whose knots and values are stored as
     unsigned integers of the same bits, so that `BacksolveAdjoint`, which
     integrates a cotangent for every floating-point array in `args`, sees no
-    float to differentiate; `evaluate` reads them back bit for bit."""
+    float to differentiate; `evaluate` reads them back bit for bit.
+
+    `ts`: `(knots,)` times; `ys`: `(knots, ...)` values, each float32 or
+    float64. `evaluate(t)` gives the values' trailing shape, as diffrax's."""
 
     ts: jax.Array
     ys: jax.Array

@@ -229,17 +229,7 @@ def scaling_rows(config: Config) -> list[dict]:
             windows = stream_windows(
                 plant, window, stride_seconds=60.0, horizon_seconds=0.0
             ).take(np.arange(config.batch_size))
-            per_window = [
-                int(
-                    np.sum(
-                        (plant.time > end - window)
-                        & (plant.time <= end)
-                        & (plant.machine == 0)
-                    )
-                )
-                for end in windows.end_time
-            ]
-            union_points = int(np.median(per_window))
+            union_points = int(np.median(window_samples(plant, windows)))
             row = dict(
                 sensors=sensors,
                 window_minutes=minutes,
@@ -329,14 +319,32 @@ def summary_features(data: ltc_jax.datasets.SequenceDataset) -> np.ndarray:
     return np.concatenate(parts, axis=1)
 
 
-def accuracy_rows(config: Config, seed: int) -> list[dict]:
-    """One accuracy run: a plant of its own, every model trained and scored."""
+def summary_baselines(seed: int, min_samples_leaf: int = 20) -> dict:
+    """The maintenance engineer's first models, unfitted, for
+    `summary_features`: `"logistic regression"` (NaNs imputed by the training
+    median, standardised) and `"gradient-boosted trees"` (scikit-learn's
+    histogram trees, `min_samples_leaf` windows per leaf at least, seeded)."""
     from sklearn.ensemble import HistGradientBoostingClassifier
     from sklearn.impute import SimpleImputer
     from sklearn.linear_model import LogisticRegression
-    from sklearn.metrics import roc_auc_score
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
+
+    return {
+        "logistic regression": make_pipeline(
+            SimpleImputer(strategy="median"),
+            StandardScaler(),
+            LogisticRegression(max_iter=2000),
+        ),
+        "gradient-boosted trees": HistGradientBoostingClassifier(
+            min_samples_leaf=min_samples_leaf, random_state=seed
+        ),
+    }
+
+
+def accuracy_rows(config: Config, seed: int) -> list[dict]:
+    """One accuracy run: a plant of its own, every model trained and scored."""
+    from sklearn.metrics import roc_auc_score
 
     trained, validating, held_out = config.accuracy_machines
     plant = simulate_plant(
@@ -378,15 +386,7 @@ def accuracy_rows(config: Config, seed: int) -> list[dict]:
     )
     train_labels = np.concatenate([train.labels, validation.labels])
     test_features = summary_features(test)
-    baselines = {
-        "logistic regression": make_pipeline(
-            SimpleImputer(strategy="median"),
-            StandardScaler(),
-            LogisticRegression(max_iter=2000),
-        ),
-        "gradient-boosted trees": HistGradientBoostingClassifier(random_state=seed),
-    }
-    for name, estimator in baselines.items():
+    for name, estimator in summary_baselines(seed).items():
         start = time.perf_counter()
         estimator.fit(train_features, train_labels)
         seconds = time.perf_counter() - start
@@ -448,7 +448,7 @@ def accuracy_rows(config: Config, seed: int) -> list[dict]:
     # The union grid where no window holds more than `union_limit` samples, in
     # the scaling table's layout: held values, observation masks and times
     # since observation, one fused step per median union interval.
-    if _most_union_points(plant, windows) <= config.union_limit:
+    if window_samples(plant, windows).max() <= config.union_limit:
         union = [
             union_dataset(plant, windows.of_machines(range(first[i], first[i + 1])))
             for i in range(3)
@@ -463,19 +463,21 @@ def accuracy_rows(config: Config, seed: int) -> list[dict]:
     return rows
 
 
-def _most_union_points(plant, windows) -> int:
-    """The most samples any one of `windows` holds, over all its sensors: an
-    upper bound on its union grid's length (samples at one time merge)."""
+def window_samples(plant, windows) -> np.ndarray:
+    """`int[windows]`: the samples each of `windows` holds over all its
+    machine's sensors, in `(end - length, end]` (the window's length in
+    seconds): an upper bound on the length of its union grid (samples at one
+    time merge)."""
     length = windows.dataset.ts[0, -1]
-    most = 0
+    counts = np.zeros(len(windows), np.int64)
     for machine in np.unique(windows.machine):
         times = np.sort(plant.time[plant.machine == machine])
-        ends = windows.end_time[windows.machine == machine]
-        inside = np.searchsorted(times, ends, "right") - np.searchsorted(
+        mine = windows.machine == machine
+        ends = windows.end_time[mine]
+        counts[mine] = np.searchsorted(times, ends, "right") - np.searchsorted(
             times, ends - length, "right"
         )
-        most = max(most, int(inside.max()))
-    return most
+    return counts
 
 
 def main(config: Config) -> dict:

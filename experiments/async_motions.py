@@ -51,7 +51,7 @@ import numpy as np
 import tyro
 
 import ltc_jax
-from benchmarks.streams import summary_features, union_dataset
+from benchmarks.streams import summary_baselines, summary_features, union_dataset
 from experiments import _problems, _run
 from ltc_jax.datasets import SensorStreams, SequenceDataset
 
@@ -153,22 +153,13 @@ def layouts(data: SequenceDataset, config: Config, seed: int) -> dict:
 
 
 def baselines(train: SequenceDataset, test: SequenceDataset, seed: int) -> dict:
-    """Logistic regression (standardised features) and gradient-boosted trees
-    (at least `len(train) // 20` windows per leaf) on the windows' summary
-    features: each one's `accuracy` on `test` and `seconds` of training."""
-    from sklearn.ensemble import HistGradientBoostingClassifier
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-
-    estimators = dict(
-        logistic=make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000)),
-        trees=HistGradientBoostingClassifier(
-            min_samples_leaf=max(1, len(train) // 20), random_state=seed
-        ),
-    )
+    """`benchmarks.streams.summary_baselines` on the windows' summary features
+    (trees with at least `len(train) // 20` windows per leaf): each one's
+    `accuracy` on `test` and `seconds` of training, as `logistic` and
+    `trees`."""
+    estimators = summary_baselines(seed, min_samples_leaf=max(1, len(train) // 20))
     results = {}
-    for name, estimator in estimators.items():
+    for name, estimator in zip(("logistic", "trees"), estimators.values(), strict=True):
         start = time.perf_counter()
         estimator.fit(summary_features(train), train.labels)
         seconds = time.perf_counter() - start

@@ -661,7 +661,7 @@ def test_streams_benchmark_quick(tmp_path):
             times, _ = accuracy_plant.samples(m, s)
             count += np.count_nonzero((times > end - 10.0) & (times <= end))
         most = max(most, count)
-    assert streams._most_union_points(accuracy_plant, accuracy_windows) == most
+    assert streams.window_samples(accuracy_plant, accuracy_windows).max() == most
     assert 1000 < most <= 2000
     xs = windows.dataset.xs[:3, :, :2].copy()
     xs[0, -5:, 1] = np.nan
