@@ -930,7 +930,7 @@ def online(m: dict, c: dict, run_dir: str) -> str:
         f"seed). Warm-up: {stream['warmup_windows']} windows of regime 0. Held "
         f"out per regime: {stream['test_windows'][0]} windows."
     )
-    return _online_tables(m, run_dir, header, "plant time", "half hours")
+    return _online_tables(m, run_dir, header, "plant time", "each half hour's windows")
 
 
 def online_rainfall(m: dict, c: dict, run_dir: str) -> str:
@@ -954,7 +954,7 @@ def online_rainfall(m: dict, c: dict, run_dir: str) -> str:
         f"{', '.join(str(n) for n in stream['test_windows'])} windows."
     )
     return join(
-        _online_tables(m, run_dir, header, "time", "years"),
+        _online_tables(m, run_dir, header, "time", "each year's windows"),
         table(
             "For reference, held-out accuracy on each regime: the warm-up's "
             "majority class, and logistic regression on the last day's values "

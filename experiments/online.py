@@ -512,11 +512,12 @@ def strategy_rows(config, seed, strategy, base, data: Stream, parts):
 
 
 def _curve(data: Stream, probability) -> list[tuple]:
-    """Prequential accuracy of the windows ending in each of the curve's bins,
-    at each bin's end in the report's unit."""
+    """Prequential accuracy of the windows ending in each of the curve's bins
+    (from the first window's end), at each bin's end in the report's unit."""
     stream, bins = data.stream, data.curve_bin
     points = []
-    for start in np.arange(0.0, stream.end.max(), bins):
+    first = stream.end.min() - 1e-9 * bins
+    for start in np.arange(first, stream.end.max(), bins):
         inside = (stream.end > start) & (stream.end <= start + bins)
         inside &= np.isfinite(probability)
         if inside.any():

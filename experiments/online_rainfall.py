@@ -3,7 +3,7 @@
 prequentially (predict each day's rain when the day ends, train on it when
 its label arrives).
 
-    python -m experiments.online_rainfall            # about 35 minutes on 2 cores
+    python -m experiments.online_rainfall            # about 17 minutes on 2 cores
     python -m experiments.online_rainfall --quick    # under 3 minutes
 
 **The stream.** `experiments/data/rainfall/` (its README gives the source and
