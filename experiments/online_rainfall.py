@@ -4,7 +4,7 @@ prequentially (predict each day's rain when the day ends, train on it when
 its label arrives).
 
     python -m experiments.online_rainfall            # about 17 minutes on 2 cores
-    python -m experiments.online_rainfall --quick    # under 3 minutes
+    python -m experiments.online_rainfall --quick    # under a minute
 
 **The stream.** `experiments/data/rainfall/` (its README gives the source and
 citation): 18,159 days of 8 weather measurements and whether it rained. A
@@ -91,6 +91,7 @@ class Config(online.LearnerConfig):
     days_per_regime: int = 0
     """Keep each regime's first days alone (0: every day)."""
     test_block_days: int = 28
+    """Days in a block, the unit that is held out or streamed."""
     test_every: int = 5
     """Every `test_every`-th block of `test_block_days` days is held out."""
     clip: float = 10.0
@@ -103,15 +104,6 @@ class Config(online.LearnerConfig):
             raise ValueError(
                 f"regime_starts must be increasing days after 0; got "
                 f"{self.regime_starts}."
-            )
-        first = self.regime_starts[0] if self.regime_starts else np.inf
-        if self.days_per_regime:
-            first = min(first, self.days_per_regime)
-        if not self.window_days < self.warmup_days < first:
-            raise ValueError(
-                f"warmup_days must exceed window_days and end inside regime 0; got "
-                f"{self.warmup_days} (window_days {self.window_days}, regime 0's "
-                f"{first} days)."
             )
         if self.window_days < 1 or self.test_block_days < 1 or self.test_every < 2:
             raise ValueError(
@@ -153,8 +145,18 @@ def build_stream(config: Config, path: str = DATA) -> online.Stream:
     `[d - 1, d]`; a window of days up to `d` ends at `d`): `window_days + 1`
     frames, at the days' starts and the last day's end.
 
-    **Raises:** `ValueError` where a regime starts beyond the data, or the
-    warm-up, a regime's stream or a regime's held-out days hold no window."""
+    **Raises:** `ValueError` where a regime starts beyond the data, the warm-up
+    does not end inside regime 0 after a window, or the warm-up, a regime's
+    stream or a regime's held-out days hold no window."""
+    first = config.regime_starts[0] if config.regime_starts else np.inf
+    if config.days_per_regime:
+        first = min(first, config.days_per_regime)
+    if not config.window_days < config.warmup_days < first:
+        raise ValueError(
+            f"warmup_days must exceed window_days and end inside regime 0; got "
+            f"{config.warmup_days} (window_days {config.window_days}, regime 0's "
+            f"{first} days)."
+        )
     values, rain, _ = load(path)
     days = values.shape[0]
     if config.regime_starts and config.regime_starts[-1] >= days:
@@ -251,9 +253,10 @@ def reference(data: online.Stream) -> list[dict]:
 def main(config: Config) -> dict:
     """Run every strategy over the weather stream for each seed; return (and
     write) the records."""
-    config, run = _run.start_run(config, "online_rainfall", QUICK)
     clock = time.perf_counter()
-    data = build_stream(config)
+    config = _run.apply_quick(config, QUICK)
+    data = build_stream(config)  # its errors before the run folder exists
+    config, run = _run.start_run(config, "online_rainfall")
     # One fused step per day of a window.
     integrator = ltc_jax.make_integrator("fused", "checkpoint", dt0=1.0)
     optimizer = training.make_optimizer(config.learning_rate, None)

@@ -781,7 +781,7 @@ def test_rainfall_windows_from_the_file_by_hand():
             dataclasses.replace(config, regime_starts=(100, 20000))
         )
     with pytest.raises(ValueError, match="warmup_days must exceed"):
-        online_rainfall.Config(warmup_days=3, window_days=5)
+        online_rainfall.build_stream(dataclasses.replace(config, warmup_days=3))
     with pytest.raises(ValueError, match="increasing"):
         online_rainfall.Config(regime_starts=(12000, 6000))
     with pytest.raises(ValueError, match="chunk_days and clip must be positive"):
@@ -815,8 +815,12 @@ def test_online_rainfall_quick(tmp_path):
     assert none[0]["held_out"] == none[-1]["held_out"]
     assert rows["ewc_replay"]["updates"] > 0
     counts = run["stream"]["regime_windows"]
+    held = run["stream"]["test_windows"]
     for row in rows.values():
         assert [p["windows"] for p in row["prequential"]] == counts
+        # Every held-out window scored (one ends on a multiple of the chunk).
+        for after in row["held_out"]:
+            assert [r["windows"] for r in after["held_out"]] == held
     majority, warm = metrics["reference"][:2]
     assert majority["fitted_on"] == "majority class of the warm-up"
     assert warm["fitted_on"] == "warm-up"
