@@ -46,7 +46,9 @@ def make_input_path(data: SequenceDataset, *, dtype=None, **options) -> InputPat
     times and no padding (as an equal-length UEA dataset, or windows cut at one
     rate from one recording, whose times from their starts agree to float64's
     rounding), the path is built on that one time grid (`shared_times`), which
-    solves find their place in once for the whole batch.
+    solves find their place in once for the whole batch, with the grid's
+    duration known when tracing (`static_duration`): every batch taken from
+    the path compiles to one constant end time.
 
     **Arguments:**
 
@@ -79,6 +81,8 @@ def make_input_path(data: SequenceDataset, *, dtype=None, **options) -> InputPat
         raise ValueError(problem)
     if np.all(data.lengths == ts.shape[1]) and _one_grid(ts):
         ts, lengths = jnp.asarray(ts[0], dtype), None
+        # Known here, on the host: the solves of every batch end at a constant.
+        options = {"static_duration": float(ts[-1] - ts[0]), **options}
     else:
         ts, lengths = jnp.asarray(ts, dtype), jnp.asarray(data.lengths, jnp.int32)
     return _build_path(ts, jnp.asarray(data.xs, dtype), lengths, options)

@@ -75,6 +75,9 @@ class InputPath(eqx.Module):
         [`ltc_jax.InputPath.evaluate`][]): pass windows sampled at the same times
         that way. Nothing checks it later: a path whose times are replaced must
         be built anew.
+    - `static_duration`: static `float | None`; on a shared grid, its duration
+        as given to the constructor (see there), else `None`. A solve then knows
+        its number of steps and its end when it is traced.
     """
 
     interpolation: diffrax.LinearInterpolation | diffrax.CubicInterpolation
@@ -82,6 +85,7 @@ class InputPath(eqx.Module):
     block_ts: Float[Array, "batch blocks"]
     shared_times: bool = eqx.field(static=True)
     hold: bool = eqx.field(static=True)
+    static_duration: float | None = eqx.field(static=True)
 
     def __init__(
         self,
@@ -93,6 +97,7 @@ class InputPath(eqx.Module):
         observation_mask: bool = False,
         time_since_observation: bool = False,
         empty_channel_fill: float | None = None,
+        static_duration: float | None = None,
     ):
         """Shapes are checked here, with errors that name the problem (the arguments
         are annotated loosely for that reason).
@@ -121,6 +126,15 @@ class InputPath(eqx.Module):
             value if the channel was missing at `t_{i-1}`.
         - `empty_channel_fill`: value for a channel with no observation at all in
             a sequence; by default such a channel is an error.
+        - `static_duration`: with `ts` of shape `(times,)` and no `lengths`, the
+            grid's duration `ts[-1] - ts[0]` (in the unit of the times, computed
+            in the dtype of `xs`), known on the host. Solves of the path then end
+            at a Python float, as a solve written by hand on `[0.0, 1.0]` does,
+            and compile without diffrax's 100 unrolled steps of round-off
+            bookkeeping for a traced end time. Being static, each duration
+            compiles a jitted function anew: give it where one grid serves many
+            batches, as [`ltc_jax.make_input_path`][] does. Default `None`: the
+            end is traced from the times.
 
         The path has `channels * (1 + observation_mask + time_since_observation)`
         channels, in the order values, masks, times since observation.
@@ -134,10 +148,12 @@ class InputPath(eqx.Module):
             names the resolution, the gap and the fix), or if a channel of a
             sequence has no observed value, unless `empty_channel_fill` (the
             message names them). Under `jit` these two are
-            `equinox.EquinoxRuntimeError`s, without the figures.
+            `equinox.EquinoxRuntimeError`s, without the figures. Also for a
+            `static_duration` on a path without one shared grid.
         - `equinox.EquinoxRuntimeError` (when the values are checked, eagerly or
             under `jit`) if times are not strictly increasing or are not finite, if
-            a value is infinite, or if a length is out of range. Only positions
+            a value is infinite, if a length is out of range, or if
+            `static_duration` is not the grid's duration. Only positions
             inside each sequence's length are checked.
         """
         if interpolation not in _INTERPOLATIONS:
@@ -190,6 +206,10 @@ class InputPath(eqx.Module):
         valid = _positions(times) < lengths[:, None]
         ts = _check_resolution(given, ts, valid)
         ts = _check_times(ts, valid)
+        if static_duration is not None:
+            ts, static_duration = _check_static_duration(
+                ts, static_duration, shared_times
+            )
         xs = eqx.error_if(
             xs,
             jnp.any(valid[..., None] & jnp.isinf(xs)),
@@ -234,6 +254,7 @@ class InputPath(eqx.Module):
         self.lengths = lengths
         self.block_ts = ts[:, ::_BLOCK]
         self.shared_times = shared_times
+        self.static_duration = static_duration
         self.hold = interpolation == "hold"
 
     @property
@@ -317,6 +338,26 @@ class InputPath(eqx.Module):
         if not self.hold:
             return piece.evaluate(t)
         return jnp.where(t >= piece.ts[1], piece.ys[1], piece.ys[0])
+
+
+def _check_static_duration(
+    ts: Float[Array, "batch times"], duration: float, shared_times: bool
+) -> tuple[Float[Array, "batch times"], float]:
+    """`ts`, checked to span `duration` (`ts[-1] - ts[0]` in their dtype), and
+    the duration rounded to that dtype, as a Python float."""
+    if not shared_times:
+        raise ValueError(
+            "static_duration needs one shared time grid: ts of shape (times,) "
+            "and no lengths."
+        )
+    rounded = np.asarray(duration, ts.dtype)
+    ts = eqx.error_if(
+        ts,
+        ts[0, -1] - ts[0, 0] != rounded,
+        f"static_duration={duration} is not the grid's duration (ts[-1] - ts[0] "
+        "in the dtype of xs).",
+    )
+    return ts, float(rounded)
 
 
 def _count_below(

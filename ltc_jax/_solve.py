@@ -39,7 +39,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.tree_util as jtu
-from jaxtyping import Array, Bool, Float, PyTree
+import numpy as np
+from jaxtyping import Array, Bool, Float, PyTree, ScalarLike
 
 from ._adjoint import WindowedBacksolveAdjoint
 from ._events import EVENT_ADJOINTS, Crossing
@@ -367,20 +368,41 @@ def _clock_dtype(dtype) -> jnp.dtype:
     return jnp.dtype(dtype) if jnp.finfo(dtype).bits >= 32 else jnp.dtype(jnp.float32)
 
 
-def _make_clock(path: InputPath, integrator: Integrator) -> _Clock:
+def _make_clock(path: InputPath, integrator: Integrator) -> tuple[_Clock, ScalarLike]:
+    """Each sequence's clock, and the clock time at which the solve ends (the
+    longest sequence's end; 1 where no sequence has anything to integrate, to
+    keep `t0 < t1`).
+
+    On a grid known when tracing (`path.static_duration`) the same arithmetic
+    runs in NumPy, in the same dtype, so the end is a Python float that diffrax
+    folds away at compile time; otherwise it runs on the traced times."""
     dtype = _clock_dtype(path.ts.dtype)
-    duration = (path.t_end - path.t_start).astype(dtype)
+    static = path.static_duration is not None
+    xp = np if static else jnp
+    if static:
+        duration = np.asarray(path.static_duration, path.ts.dtype).astype(dtype)
+    else:
+        duration = (path.t_end - path.t_start).astype(dtype)
+    t_start = path.t_start
     if integrator.is_adaptive:
-        return _Clock(path.t_start, jnp.ones_like(duration), duration)
-    dt0 = jnp.asarray(integrator.dt0, duration.dtype)
-    # Round-off in the times (say, float32 sample times 1/360 s apart) must not
-    # cost an extra step: a duration within a relative 64 machine epsilons of a
-    # multiple of dt0 takes that many steps (each then at most that much longer
-    # than dt0).
-    slack = 1 - 64 * jnp.finfo(duration.dtype).eps
-    num_steps = jnp.ceil(duration / dt0 * slack)
-    step = duration / jnp.maximum(num_steps, 1)
-    return _Clock(path.t_start.astype(dtype), step, num_steps)
+        step, num_steps = xp.ones_like(duration), duration
+    else:
+        t_start = t_start.astype(dtype)
+        dt0 = xp.asarray(integrator.dt0, dtype)
+        # Round-off in the times (say, float32 sample times 1/360 s apart) must
+        # not cost an extra step: a duration within a relative 64 machine
+        # epsilons of a multiple of dt0 takes that many steps (each then at most
+        # that much longer than dt0).
+        slack = 1 - 64 * np.finfo(dtype).eps
+        num_steps = xp.ceil(duration / dt0 * slack)
+        step = duration / xp.maximum(num_steps, 1)
+    end = xp.max(num_steps)
+    end = xp.where(end > 0, end, 1)
+    if static:  # one grid: the same clock for every sequence
+        batch = path.lengths.shape
+        step, num_steps = (jnp.full(batch, x, dtype) for x in (step, num_steps))
+        end = float(end)
+    return _Clock(t_start, step, num_steps), end
 
 
 def _save_clock_times(path: InputPath, clock: _Clock) -> Float[Array, "batch times"]:
@@ -511,10 +533,8 @@ def _integrate_batch(
     check_precision(y0, integrator)
     check_derivative_order(vector_field, y0, integrator)
     y0, non_finite = check_inputs(vector_field, y0, integrator)
-    clock = _make_clock(path, integrator)
-    s_end = jnp.max(clock.num_steps)
-    # A batch of single observations has nothing to integrate; keep t0 < t1.
-    s_end = jnp.where(s_end > 0, s_end, 1)
+    clock, s_end = _make_clock(path, integrator)
+    clock_dtype = clock.step.dtype
     if integrator.is_adaptive:
         dt0 = integrator.dt0
         jumps = [clock.num_steps]
@@ -525,7 +545,7 @@ def _integrate_batch(
             integrator.stepsize_controller, jump_ts=jnp.sort(jnp.concatenate(jumps))
         )
     else:
-        dt0 = 1.0
+        dt0 = jnp.ones((), clock_dtype)
         controller = integrator.stepsize_controller
     adjoint = _reverse_solve_stops_at_jumps(integrator.adjoint, controller)
     adjoint = _reverse_solve_names_its_failures(adjoint, integrator.throw)
@@ -535,12 +555,12 @@ def _integrate_batch(
     restarts = None
     if isinstance(integrator.adjoint, WindowedBacksolveAdjoint):
         restarts = integrator.adjoint.restart_times(
-            s_end, integer_clock=not integrator.is_adaptive
+            jnp.asarray(s_end, clock_dtype), integer_clock=not integrator.is_adaptive
         )
     if save == "final" and restarts is None:
         saveat = diffrax.SaveAt(t1=True)
     elif save == "final":
-        save_ts = jnp.concatenate([restarts, s_end[None]])
+        save_ts = jnp.concatenate([restarts, jnp.full((1,), s_end, clock_dtype)])
         saveat = diffrax.SaveAt(ts=_one_save_at_end(save_ts))
     else:
         if save == "observations":
@@ -577,7 +597,7 @@ def _integrate_batch(
     sol = diffrax.diffeqsolve(
         term,
         integrator.solver,
-        t0=0.0,
+        t0=jnp.zeros((), clock_dtype),  # the clock's dtype, whatever t1's type
         t1=s_end,
         dt0=dt0,
         y0=y0,

@@ -1,6 +1,8 @@
 """The batched solve: equal to per-sequence solves, to independent references, and
 across gradient modes."""
 
+import unittest.mock
+
 import diffrax
 import equinox as eqx
 import jax
@@ -241,6 +243,89 @@ def test_shared_times_give_the_vector_field_one_time(getkey):
 
     assert time_shapes(ts) == {()}
     assert time_shapes(jnp.broadcast_to(ts, (3, 5))) == {(3,)}
+
+
+@pytest.mark.parametrize(
+    "solver, mode",
+    [
+        ("rk4", "backsolve"),
+        ("rk4", "windowed"),
+        ("fused", "full"),
+        ("tsit5", "checkpoint"),
+    ],
+)
+def test_a_grid_known_when_tracing_gives_the_solve_a_constant_end(getkey, solver, mode):
+    """A path given its grid's duration on the host (as `make_input_path` gives
+    it) ends its solves at a Python float, which diffrax folds away at compile
+    time; without it the end is traced. Outputs at the observations and
+    gradients agree between the two, fixed and adaptive steps, in every kind of
+    gradient mode."""
+    times = 37  # a duration that is no multiple of dt0, in several 64-knot blocks
+    ts = jnp.linspace(0.0, 2.9, times)
+    xs = jr.normal(getkey(), (3, times, INPUT))
+    model = _model(getkey())
+    options = dict(dt0=0.05, max_steps=128, **mode_options(mode))
+    if solver == "tsit5":
+        options.update(rtol=1e-6, atol=1e-8)
+    integrator = ltc_jax.make_integrator(solver, mode, **options)
+    known = ltc_jax.InputPath(ts, xs, static_duration=2.9)
+    traced = ltc_jax.InputPath(ts, xs)
+    assert known.static_duration == 2.9 and traced.static_duration is None
+    ends = []
+    solve = diffrax.diffeqsolve
+
+    def recorded(*args, t1, **kwargs):
+        ends.append(t1)
+        return solve(*args, t1=t1, **kwargs)
+
+    @eqx.filter_jit
+    @eqx.filter_value_and_grad
+    def loss(model, path):
+        return jnp.sum(model(path, integrator=integrator, save="observations") ** 2)
+
+    with unittest.mock.patch.object(diffrax, "diffeqsolve", recorded):
+        value_known, grad_known = loss(model, known)
+        value_traced, grad_traced = loss(model, traced)
+    assert isinstance(ends[0], float)
+    assert isinstance(ends[-1], jax.core.Tracer)
+    np.testing.assert_allclose(value_known, value_traced, rtol=1e-12)
+    assert max_relative_error(grad_known, grad_traced) < 1e-12
+
+
+def test_a_static_duration_is_the_grids_own(getkey):
+    """`make_input_path` gives a dataset on one grid its duration, in the
+    path's dtype, and every batch taken from it keeps it; a ragged dataset gets
+    none. The constructor refuses a duration that is not the grid's, under
+    `jit` too, and one for a path without one shared grid."""
+    start = np.array([[100.0], [250.5], [7.25]])
+    ts = start + np.linspace(0.0, 2.9, 37)[None]
+    data = ltc_jax.datasets.SequenceDataset(
+        ts=ts,
+        xs=np.asarray(jr.normal(getkey(), (3, 37, INPUT))),
+        lengths=np.full(3, 37),
+        labels=np.zeros(3, np.int32),
+        class_names=("a",),
+    )
+    for dtype in (jnp.float32, jnp.float64):
+        path = ltc_jax.make_input_path(data, dtype=dtype)
+        grid = np.asarray(ts[0] - ts[0, 0], dtype)  # from the start, in float64
+        assert path.static_duration == float(grid[-1] - grid[0])
+        assert path.take(np.array([2, 0])).static_duration == path.static_duration
+    ragged = ltc_jax.datasets.SequenceDataset(
+        ts=ts, xs=data.xs, lengths=np.array([37, 30, 37]), labels=data.labels
+    )
+    assert ltc_jax.make_input_path(ragged).static_duration is None
+    grid = jnp.asarray(ts[0] - ts[0, 0])
+    with pytest.raises(eqx.EquinoxRuntimeError, match="not the grid's duration"):
+        ltc_jax.InputPath(grid, data.xs, static_duration=3.0)
+    with pytest.raises(Exception, match="not the grid's duration"):
+        jax.jit(lambda t, x: ltc_jax.InputPath(t, x, static_duration=3.0))(
+            grid, data.xs
+        )
+    with pytest.raises(ValueError, match="one shared time grid"):
+        ltc_jax.InputPath(
+            jnp.asarray(ts), data.xs, jnp.full(3, 37), static_duration=2.9
+        )
 
 
 def test_padding_has_no_effect(getkey):

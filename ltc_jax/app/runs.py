@@ -281,13 +281,17 @@ def predict_run(run_dir: str, path: str, out: str, failures: str | None = None) 
     integrator = _final_integrator(config, settings)
     options = path_options(config)
     forward = eqx.filter_jit(lambda m, p: m(p, integrator=integrator))
+    # One path, validated once, in chunks of the run's batch size: the chunks
+    # share its static settings (one grid's duration), so equal ones compile
+    # once.
+    whole = ltc_jax.make_input_path(data, **options)
+    size = settings["batch_size"]
     outputs = np.concatenate(
         [
-            np.asarray(forward(model, ltc_jax.make_input_path(chunk, **options)))
-            for chunk in (
-                data.take(np.arange(i, min(i + settings["batch_size"], len(data))))
-                for i in range(0, len(data), settings["batch_size"])
+            np.asarray(
+                forward(model, whole.take(np.arange(i, min(i + size, len(data)))))
             )
+            for i in range(0, len(data), size)
         ]
     )
     # A window's machine and end, in the log's seconds, after its index.
