@@ -33,7 +33,8 @@ each restarts the reverse solve.
     python -m benchmarks.overhead           # the original write-up's size
     python -m benchmarks.overhead --quick   # seconds
 
-Prints compile seconds (the first call: tracing, compiling and one step) and the
+Prints compile seconds (the first call: tracing, compiling and one step, each
+in a fresh process, the fastest of `--first-calls` alternated tries) and the
 median step seconds (steps of the two alternated, so that a shared machine's
 load falls on both), their ratio and its spread over the repeats, and writes
 `results/overhead/<run>/` (`metrics.json`, and `report.txt` with the table by
@@ -41,6 +42,8 @@ load falls on both), their ratio and its spread over the repeats, and writes
 """
 
 import dataclasses
+import json
+import time
 from collections.abc import Callable
 from typing import ClassVar, Literal
 
@@ -74,6 +77,10 @@ class Config(_problems.RandomClassification):
     """Windows of `windowed` (a divisor of `steps`)."""
     repeats: int = 10
     """Timed steps of each implementation (alternated), after one warm-up."""
+    first_calls: int = 3
+    """First calls (compile and one step) of each implementation, each in a
+    fresh process, alternating which goes first; the fastest is reported (0:
+    the first call in this process, after the gradient check's compilations)."""
     hidden_path: bool = False
     """Hand the hand-written step's input to diffrax with its floats stored as
     unsigned integers of the same bits (`HiddenPath`), as ltc_jax does for the
@@ -82,7 +89,13 @@ class Config(_problems.RandomClassification):
 
 
 QUICK = dict(
-    batch_size=4, input_size=8, hidden_size=16, knots=100, steps=100, repeats=5
+    batch_size=4,
+    input_size=8,
+    hidden_size=16,
+    knots=100,
+    steps=100,
+    repeats=5,
+    first_calls=1,
 )
 
 
@@ -256,6 +269,14 @@ def ltc_jax_step(config: Config, mode: Mode, optimizer):
     return eqx.filter_jit(ltc_jax.training.make_train_step(optimizer, integrator))
 
 
+def ltc_jax_batch(ts, xs, labels) -> ltc_jax.Batch:
+    """The knots as the batch `fit` would train on: one shared grid, whose
+    duration is known on the host (`make_input_path` gives `static_duration`
+    to such a path)."""
+    path = ltc_jax.InputPath(ts, xs, static_duration=float(ts[-1] - ts[0]))
+    return ltc_jax.Batch(path, labels, jnp.ones(xs.shape[0], ts.dtype))
+
+
 GRADIENT_RTOL = 1e-3
 """How far the two steps' gradients may differ (relative, over all parameters):
 float32 round-off of the same arithmetic in another order, which a continuous
@@ -299,9 +320,7 @@ def measure_mode(config: Config, mode: Mode) -> dict:
     model, ts, xs, labels = make_problem(config)
     plain = plain_copy(model)
     optimizer = optax.adam(1e-3)
-    batch = ltc_jax.Batch(
-        ltc_jax.InputPath(ts, xs), labels, jnp.ones(config.batch_size, ts.dtype)
-    )
+    batch = ltc_jax_batch(ts, xs, labels)
     difference = gradient_difference(config, mode, model, plain, batch, ts, xs, labels)
     if not difference <= GRADIENT_RTOL:
         raise RuntimeError(
@@ -321,7 +340,54 @@ def measure_mode(config: Config, mode: Mode) -> dict:
     }
     ratio = ("ltc_jax", "hand-written")
     figures = _side_by_side.compare(calls, config.repeats, ratio, rtol=1e-5)
+    if config.first_calls:  # the in-process first calls share tracing caches
+        figures["compile_and_first_step_seconds"] = fresh_first_calls(config, mode)
     return dict(mode=mode, gradient_difference=difference, **figures)
+
+
+def first_call(config: dict, mode: Mode, implementation: str) -> float:
+    """Seconds of one implementation's first training step in `mode` (tracing,
+    compiling and one step) in this process, after JAX's own start-up (one
+    small compiled call): call it in a fresh process (`fresh_first_calls`).
+    `config` holds `Config`'s fields; `implementation` is `"ltc_jax"` or
+    `"hand-written"`."""
+    config = Config(**config)
+    with jax.enable_x64(False), jax.numpy_dtype_promotion("standard"):
+        model, ts, xs, labels = make_problem(config)
+        jax.block_until_ready(jax.jit(jnp.sin)(xs))
+        optimizer = optax.adam(1e-3)
+        if implementation == "ltc_jax":
+            step, data = (
+                ltc_jax_step(config, mode, optimizer),
+                (ltc_jax_batch(ts, xs, labels),),
+            )
+        else:
+            model = plain_copy(model)
+            step = hand_written_step(config, mode, optimizer)
+            data = (ts, xs, labels)
+        opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
+        start = time.perf_counter()
+        jax.block_until_ready(step(model, opt_state, *data))
+        return time.perf_counter() - start
+
+
+def fresh_first_calls(config: Config, mode: Mode) -> dict[str, float]:
+    """Each implementation's first call in `mode` (`first_call`), each in a
+    fresh process, `config.first_calls` times in alternating order; the
+    fastest of each. A first call in this process would reuse what the
+    other step's tracing left in JAX's and the libraries' caches."""
+    fields = json.loads(json.dumps(dataclasses.asdict(config)))
+    order = ["ltc_jax", "hand-written"]
+    seconds = {name: [] for name in order}
+    for round_ in range(config.first_calls):
+        for name in order[:: 1 if round_ % 2 == 0 else -1]:
+            seconds[name].append(
+                ltc_jax.measure.call_in_subprocess(
+                    "benchmarks.overhead:first_call",
+                    dict(config=fields, mode=mode, implementation=name),
+                )
+            )
+    return {name: min(values) for name, values in seconds.items()}
 
 
 def main(config: Config) -> dict:
