@@ -388,13 +388,15 @@ def _make_clock(path: InputPath, integrator: Integrator) -> tuple[_Clock, Scalar
         step, num_steps = xp.ones_like(duration), duration
     else:
         t_start = t_start.astype(dtype)
-        dt0 = xp.asarray(integrator.dt0, dtype)
         # Round-off in the times (say, float32 sample times 1/360 s apart) must
         # not cost an extra step: a duration within a relative 64 machine
         # epsilons of a multiple of dt0 takes that many steps (each then at most
-        # that much longer than dt0).
+        # that much longer than dt0). One multiplication by a host constant:
+        # XLA would rewrite `duration / dt0 * slack` so, and NumPy would not,
+        # and the two roundings differ near a multiple.
         slack = 1 - 64 * np.finfo(dtype).eps
-        num_steps = xp.ceil(duration / dt0 * slack)
+        scale = np.asarray(slack, dtype) / np.asarray(integrator.dt0, dtype)
+        num_steps = xp.ceil(duration * scale)
         step = duration / xp.maximum(num_steps, 1)
     end = xp.max(num_steps)
     end = xp.where(end > 0, end, 1)
