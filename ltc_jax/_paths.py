@@ -77,7 +77,9 @@ class InputPath(eqx.Module):
         be built anew.
     - `static_duration`: static `float | None`; on a shared grid, its duration
         as given to the constructor (see there), else `None`. A solve then knows
-        its number of steps and its end when it is traced.
+        its number of steps and its end when it is traced. Nothing checks it
+        later either: a path whose times are replaced keeps it, and its solves
+        would end at the old end.
     """
 
     interpolation: diffrax.LinearInterpolation | diffrax.CubicInterpolation
@@ -128,7 +130,8 @@ class InputPath(eqx.Module):
             a sequence; by default such a channel is an error.
         - `static_duration`: with `ts` of shape `(times,)` and no `lengths`, the
             grid's duration `ts[-1] - ts[0]` (in the unit of the times, computed
-            in the dtype of `xs`), known on the host. Solves of the path then end
+            in the dtype of `xs`, as `float(ts[-1] - ts[0])` of the times in
+            that dtype gives it), known on the host. Solves of the path then end
             at a Python float, as a solve written by hand on `[0.0, 1.0]` does,
             and compile without diffrax's 100 unrolled steps of round-off
             bookkeeping for a traced end time. Being static, each duration
@@ -147,9 +150,9 @@ class InputPath(eqx.Module):
             than a tenth of the smallest gap between observations (the message
             names the resolution, the gap and the fix), or if a channel of a
             sequence has no observed value, unless `empty_channel_fill` (the
-            message names them). Under `jit` these two are
-            `equinox.EquinoxRuntimeError`s, without the figures. Also for a
-            `static_duration` on a path without one shared grid.
+            message names them), and for a `static_duration` without one shared
+            grid. Under `jit` the two checks of values are
+            `equinox.EquinoxRuntimeError`s, without the figures.
         - `equinox.EquinoxRuntimeError` (when the values are checked, eagerly or
             under `jit`) if times are not strictly increasing or are not finite, if
             a value is infinite, if a length is out of range, or if
