@@ -328,21 +328,33 @@ def measure_mode(config: Config, mode: Mode) -> dict:
             f"than {GRADIENT_RTOL:g}."
         )
 
-    def start(model):
-        return model, optimizer.init(eqx.filter(model, eqx.is_inexact_array))
-
-    calls = {
-        "ltc_jax": (ltc_jax_step(config, mode, optimizer), (*start(model), batch)),
-        "hand-written": (
-            hand_written_step(config, mode, optimizer),
-            (*start(plain), ts, xs, labels),
-        ),
-    }
+    calls = training_steps(config, mode, optimizer, model, batch, ts, xs, labels)
     ratio = ("ltc_jax", "hand-written")
     figures = _side_by_side.compare(calls, config.repeats, ratio, rtol=1e-5)
     if config.first_calls:  # the in-process first calls share tracing caches
         figures["compile_and_first_step_seconds"] = fresh_first_calls(config, mode)
     return dict(mode=mode, gradient_difference=difference, **figures)
+
+
+def training_steps(
+    config: Config, mode: Mode, optimizer, model, batch, ts, xs, labels
+) -> _side_by_side.Calls:
+    """Per implementation (`"ltc_jax"`, `"hand-written"`), its compiled
+    training step in `mode` and the arguments of a call: `model` (or its
+    hand-written copy) with a fresh optimiser state, and the data (`batch`,
+    `ltc_jax_batch` of the knots, for ltc_jax; the knots themselves for the
+    hand-written step)."""
+
+    def start(model):
+        return model, optimizer.init(eqx.filter(model, eqx.is_inexact_array))
+
+    return {
+        "ltc_jax": (ltc_jax_step(config, mode, optimizer), (*start(model), batch)),
+        "hand-written": (
+            hand_written_step(config, mode, optimizer),
+            (*start(plain_copy(model)), ts, xs, labels),
+        ),
+    }
 
 
 def first_call(config: dict, mode: Mode, implementation: str) -> float:
@@ -355,19 +367,12 @@ def first_call(config: dict, mode: Mode, implementation: str) -> float:
     with jax.enable_x64(False), jax.numpy_dtype_promotion("standard"):
         model, ts, xs, labels = make_problem(config)
         jax.block_until_ready(jax.jit(jnp.sin)(xs))
+        batch = ltc_jax_batch(ts, xs, labels)
         optimizer = optax.adam(1e-3)
-        if implementation == "ltc_jax":
-            step, data = (
-                ltc_jax_step(config, mode, optimizer),
-                (ltc_jax_batch(ts, xs, labels),),
-            )
-        else:
-            model = plain_copy(model)
-            step = hand_written_step(config, mode, optimizer)
-            data = (ts, xs, labels)
-        opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
+        steps = training_steps(config, mode, optimizer, model, batch, ts, xs, labels)
+        step, args = steps[implementation]
         start = time.perf_counter()
-        jax.block_until_ready(step(model, opt_state, *data))
+        jax.block_until_ready(step(*args))
         return time.perf_counter() - start
 
 

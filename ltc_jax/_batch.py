@@ -82,9 +82,10 @@ def make_input_path(data: SequenceDataset, *, dtype=None, **options) -> InputPat
     if problem is not None:
         raise ValueError(problem)
     if np.all(data.lengths == ts.shape[1]) and _one_grid(ts):
-        ts, lengths = jnp.asarray(ts[0], dtype), None
         # Known here, on the host: the solves of every batch end at a constant.
-        options = {"static_duration": float(ts[-1] - ts[0]), **options}
+        grid = np.asarray(ts[0], dtype)
+        options = {"static_duration": float(grid[-1] - grid[0]), **options}
+        ts, lengths = jnp.asarray(grid), None
     else:
         ts, lengths = jnp.asarray(ts, dtype), jnp.asarray(data.lengths, jnp.int32)
     return _build_path(ts, jnp.asarray(data.xs, dtype), lengths, options)

@@ -285,10 +285,6 @@ def test_overhead_benchmark_quick(tmp_path):
         assert {len(v) for v in row["step_seconds"].values()} == {
             overhead.QUICK["repeats"]
         }
-        assert set(row["compile_and_first_step_seconds"]) == {
-            "ltc_jax",
-            "hand-written",
-        }
     assert (
         json.loads((out / "metrics.json").read_text())["rows"][0]["mode"]
         == "checkpoint"
