@@ -36,12 +36,29 @@ def test_matches_numpy_equation(getkey):
 
 @pytest.mark.parametrize("batch", [1, 4, 5])  # 5 == hidden_size
 def test_batched_rows_are_independent_sequences(getkey, batch):
+    """The field takes the whole batch in matrix products (any leading axes);
+    each row is still its own sequence's equation, checked against the NumPy
+    transcription row by row, the decay `1/tau + f` with it."""
     cell = ltc_jax.LTCVectorField(3, 5, key=getkey())
     h = jax.random.normal(getkey(), (batch, 5))
     x = jax.random.normal(getkey(), (batch, 3))
     batched = cell.dynamics(h, x)
     for b in range(batch):
         np.testing.assert_allclose(batched[b], cell.dynamics(h[b], x[b]), rtol=1e-13)
+
+    weights = [np.asarray(a) for a in (cell.weight_in, cell.weight_rec, cell.bias)]
+    tau, A = np.asarray(cell.tau), np.asarray(cell.A)
+    h2 = jax.random.normal(getkey(), (2, batch, 5))
+    x2 = jax.random.normal(getkey(), (2, batch, 3))
+    derivative, decay = cell.derivative_and_decay_at(h2, x2)
+    assert derivative.shape == decay.shape == (2, batch, 5)
+    for i in range(2):
+        for b in range(batch):
+            hb, xb = np.asarray(h2[i, b]), np.asarray(x2[i, b])
+            expected = numpy_ltc(hb, xb, *weights, tau, A)
+            np.testing.assert_allclose(derivative[i, b], expected, rtol=1e-12)
+            f = 1 / (1 + np.exp(-(weights[0] @ xb + weights[1] @ hb + weights[2])))
+            np.testing.assert_allclose(decay[i, b], 1 / tau + f, rtol=1e-12)
 
 
 def test_tau_positive_initial_range_and_floor(getkey):
