@@ -157,8 +157,10 @@ def last_intervals(data: SequenceDataset, k: int) -> np.ndarray:
 def baselines(split: dict) -> dict:
     """The baselines on the test windows of `split` (from `rr_windows`):
     accuracies of `persistence_accuracy` (the last interval longer than the
-    median), `ar_accuracy` (the autoregression's prediction longer than it)
-    and `majority_accuracy` (the training part's commonest class); and
+    median; `persistence_train_accuracy` the same rule on the training
+    windows, the level a fit of the training set reaches by it),
+    `ar_accuracy` (the autoregression's prediction longer than it) and
+    `majority_accuracy` (the training part's commonest class); and
     root-mean-square errors in seconds of `persistence_rmse` (the last
     interval), `ar_rmse` (a least-squares fit of the next interval on the last
     `ar_order` intervals and an intercept, over the training windows) and
@@ -186,6 +188,9 @@ def baselines(split: dict) -> dict:
 
     return dict(
         persistence_accuracy=accuracy(last_intervals(test, 1)[:, 0]),
+        persistence_train_accuracy=float(
+            np.mean((last_intervals(train, 1)[:, 0] > median) == train.labels)
+        ),
         ar_accuracy=accuracy(predicted),
         majority_accuracy=float(np.mean(test.labels == majority)),
         persistence_rmse=rmse(last_intervals(r_test, 1)[:, 0]),

@@ -325,7 +325,9 @@ class LTCVectorField(AbstractLTCField):
 
         The products are matrix products over the whole batch, `x @ W_in.T`:
         matrix-vector products mapped over its sequences (`jax.vmap`) cost
-        about a tenth more per training step on a CPU (`benchmarks.overhead`)."""
+        about a tenth more per training step in `checkpoint`, `full` and
+        `backsolve` at the original write-up's size on a 2-core Intel Xeon
+        (`benchmarks.overhead`)."""
 
         def product(v, weight):
             if self.matmul_dtype is None:

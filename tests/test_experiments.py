@@ -486,6 +486,12 @@ def test_rr_windows_and_baselines_by_hand():
     assert found["persistence_accuracy"] == pytest.approx(
         np.mean((last > median) == longer)
     )
+    assert found["persistence_train_accuracy"] == pytest.approx(
+        np.mean(
+            (intervals[train_starts + 5] > median)
+            == (intervals[train_starts + 6] > median)
+        )
+    )
     assert found["persistence_rmse"] == pytest.approx(
         np.sqrt(np.mean((last - target) ** 2))
     )
