@@ -40,25 +40,20 @@ def test_batched_rows_are_independent_sequences(getkey, batch):
     each row is still its own sequence's equation, checked against the NumPy
     transcription row by row, the decay `1/tau + f` with it."""
     cell = ltc_jax.LTCVectorField(3, 5, key=getkey())
-    h = jax.random.normal(getkey(), (batch, 5))
-    x = jax.random.normal(getkey(), (batch, 3))
-    batched = cell.dynamics(h, x)
-    for b in range(batch):
-        np.testing.assert_allclose(batched[b], cell.dynamics(h[b], x[b]), rtol=1e-13)
-
     weights = [np.asarray(a) for a in (cell.weight_in, cell.weight_rec, cell.bias)]
     tau, A = np.asarray(cell.tau), np.asarray(cell.A)
-    h2 = jax.random.normal(getkey(), (2, batch, 5))
-    x2 = jax.random.normal(getkey(), (2, batch, 3))
-    derivative, decay = cell.derivative_and_decay_at(h2, x2)
-    assert derivative.shape == decay.shape == (2, batch, 5)
-    for i in range(2):
-        for b in range(batch):
-            hb, xb = np.asarray(h2[i, b]), np.asarray(x2[i, b])
+    for leading in [(batch,), (2, batch)]:
+        h = jax.random.normal(getkey(), (*leading, 5))
+        x = jax.random.normal(getkey(), (*leading, 3))
+        derivative, decay = cell.derivative_and_decay_at(h, x)
+        assert derivative.shape == decay.shape == (*leading, 5)
+        rows = np.asarray(h).reshape(-1, 5), np.asarray(x).reshape(-1, 3)
+        derivative, decay = (np.asarray(a).reshape(-1, 5) for a in (derivative, decay))
+        for row, (hb, xb) in enumerate(zip(*rows, strict=True)):
             expected = numpy_ltc(hb, xb, *weights, tau, A)
-            np.testing.assert_allclose(derivative[i, b], expected, rtol=1e-12)
+            np.testing.assert_allclose(derivative[row], expected, rtol=1e-12)
             f = 1 / (1 + np.exp(-(weights[0] @ xb + weights[1] @ hb + weights[2])))
-            np.testing.assert_allclose(decay[i, b], 1 / tau + f, rtol=1e-12)
+            np.testing.assert_allclose(decay[row], 1 / tau + f, rtol=1e-12)
 
 
 def test_tau_positive_initial_range_and_floor(getkey):
@@ -121,16 +116,24 @@ def test_mixed_precision_rounds_the_products_operands_to_bfloat16(getkey):
         def rounded(a):
             return np.asarray(jnp.asarray(a).astype(jnp.bfloat16).astype(jnp.float32))
 
-        pre = (
-            rounded(cell.weight_in).astype(np.float64) @ rounded(x)
-            + rounded(cell.weight_rec).astype(np.float64) @ rounded(h)
-            + np.asarray(cell.bias)
-        )
-        f = 1 / (1 + np.exp(-pre))
-        tau = np.log1p(np.exp(np.asarray(cell.tau_raw, np.float64))) + 0.05
-        expected = -(1 / tau + f) * np.asarray(h) + f * np.asarray(cell.A)
+        def expected(h, x):  # rows of h and x: one sequence each
+            pre = (
+                rounded(x) @ rounded(cell.weight_in).astype(np.float64).T
+                + rounded(h) @ rounded(cell.weight_rec).astype(np.float64).T
+                + np.asarray(cell.bias)
+            )
+            f = 1 / (1 + np.exp(-pre))
+            tau = np.log1p(np.exp(np.asarray(cell.tau_raw, np.float64))) + 0.05
+            return -(1 / tau + f) * np.asarray(h) + f * np.asarray(cell.A)
+
         assert out.dtype == jnp.float32
-        np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(out, expected(h, x), rtol=1e-5, atol=1e-6)
+        # A batch takes the same rounded products, a row per sequence.
+        hs = jax.random.normal(getkey(), (4, 5))
+        xs = jax.random.normal(getkey(), (4, 3))
+        batched = cell.dynamics(hs, xs)
+        assert batched.dtype == jnp.float32
+        np.testing.assert_allclose(batched, expected(hs, xs), rtol=1e-5, atol=1e-6)
         grad = jax.grad(lambda c: jnp.sum(c(0.5, h, path)))(cell)
         assert all(np.all(np.isfinite(g)) for g in jax.tree.leaves(grad))
     with pytest.raises(ValueError, match="float dtype"):
