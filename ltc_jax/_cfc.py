@@ -25,7 +25,7 @@ from ._model import (
 )
 from ._paths import InputPath
 from ._solve import Trajectory
-from ._vector_field import LTCVectorField
+from ._vector_field import LTCVectorField, _rows_like
 
 
 CFC_MODES = ("default", "no_gate", "pure")
@@ -372,10 +372,10 @@ def ltc_closed_form_step(
     approximation; `python -m experiments.cfc_versus_ltc` measures its error
     against the ODE.
 
-    **Arguments:** `cell`: an [`ltc_jax.LTCVectorField`][] (its products in its
-    parameters' dtype: a `matmul_dtype` is not applied here); `h`, `x`: states
-    and inputs with shared leading batch axes; `dt`: the step (time units), a
-    scalar or one per sequence.
+    **Arguments:** `cell`: an [`ltc_jax.LTCVectorField`][] (both gates are its
+    `gate`, so a `matmul_dtype` rounds their products' operands alike); `h`,
+    `x`: states and inputs with shared leading batch axes; `dt`: the step (time
+    units), a scalar or one per sequence.
 
     **Returns:** the approximate state after `dt`, shaped like `h`, in its
     dtype (`dt` is cast to it).
@@ -384,12 +384,8 @@ def ltc_closed_form_step(
     `LTCVectorField` (it reads `weight_in`, `weight_rec`, `bias`, `tau`, `A`).
     """
 
-    def one(h, x, dt):
-        f = cell.gate(h, x)
-        negated = jax.nn.sigmoid(cell.bias - cell.weight_in @ x - cell.weight_rec @ h)
-        return (h - cell.A) * jnp.exp(-(1 / cell.tau + f) * dt) * negated + cell.A
-
-    dt = jnp.broadcast_to(jnp.asarray(dt, h.dtype), h.shape[:-1])
-    for _ in range(h.ndim - 1):
-        one = jax.vmap(one)
-    return one(h, x, dt)
+    f = cell.gate(h, x)
+    negated = cell.gate(-h, -x)  # sigma(-W_in x - W_rec h + b): the bias kept
+    dt = jnp.broadcast_to(jnp.asarray(dt, h.dtype), h.shape[:-1])[..., None]
+    A, tau = (_rows_like(v, h) for v in (cell.A, cell.tau))
+    return (h - A) * jnp.exp(-(1 / tau + f) * dt) * negated + A

@@ -107,6 +107,33 @@ def test_ltc_closed_form_step_matches_its_equation(getkey):
         np.testing.assert_allclose(out[i], expected, rtol=1e-12)
 
 
+def test_ltc_closed_form_step_rounds_both_gates_products_with_matmul_dtype(getkey):
+    """With `matmul_dtype="bfloat16"` both gates, f(h, x) and f(-h, -x), take
+    the field's rounded products: Eq. 5 in NumPy on operands rounded to
+    bfloat16, everything else in float32, over two leading batch axes."""
+    with jax.enable_x64(False):
+        cell = ltc_jax.LTCVectorField(3, 4, matmul_dtype="bfloat16", key=getkey())
+        cell = eqx.tree_at(lambda c: c.bias, cell, jax.random.normal(getkey(), (4,)))
+        h = jax.random.normal(getkey(), (2, 3, 4))
+        x = jax.random.normal(getkey(), (2, 3, 3))
+        dt = jnp.array([[0.3, 2.0, 0.7], [1.0, 0.1, 5.0]])
+        out = ltc_jax.ltc_closed_form_step(cell, h, x, dt)
+
+        def rounded(a):
+            a = jnp.asarray(a).astype(jnp.bfloat16)
+            return np.asarray(a.astype(jnp.float32), np.float64)
+
+        w_in, w_rec = rounded(cell.weight_in), rounded(cell.weight_rec)
+        b, A, tau = (np.asarray(v, np.float64) for v in (cell.bias, cell.A, cell.tau))
+        pre = rounded(x) @ w_in.T + rounded(h) @ w_rec.T
+        f, g = 1 / (1 + np.exp(-(pre + b))), 1 / (1 + np.exp(-(b - pre)))
+        hs = np.asarray(h, np.float64)
+        decay = np.exp(-(1 / tau + f) * np.asarray(dt, np.float64)[..., None])
+        expected = (hs - A) * decay * g + A
+        assert out.dtype == jnp.float32
+        np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
+
+
 def test_cfc_gradient_matches_finite_differences(getkey):
     """Float64: the directional derivative of a loss of the outputs (pooled
     readout, whose maximum is differentiated too) along a random direction in
