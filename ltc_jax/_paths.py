@@ -58,6 +58,13 @@ class InputPath(eqx.Module):
     Times are in whatever unit you choose; every time-like quantity in `ltc_jax`
     (`dt0`, `tau`, `dtmin`) is in that unit.
 
+    Build a path once, outside any jitted function, and slice batches from it
+    (`take`), as [`ltc_jax.make_input_path`][] and `fit` do. The constructor
+    checks every value and fills the missing ones in passes over the whole
+    input (for `"linear"` and `"cubic"`, diffrax's fill is a sequential loop
+    over the times): a path built inside a jitted loss repeats that work at
+    every call.
+
     **Fields:**
 
     - `interpolation`: the diffrax interpolation of every sequence, its leaves with a
