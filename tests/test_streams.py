@@ -394,3 +394,137 @@ def test_every_gradient_mode_trains_an_encoder_on_stream_windows(mode):
     np.testing.assert_allclose(weight, finite, rtol=1e-5)
     gradient = ltc_jax.measure.loss_gradient(model, batch, integrator(mode))
     assert ltc_jax.measure.gradient_relative_error(gradient, full) < 1e-5
+
+
+def _one_sensor(**changes):
+    """The fields of a valid one-machine, two-sensor `SensorStreams`, changed."""
+    fields = dict(
+        machine=[0, 0, 0, 0],
+        sensor=[0, 0, 1, 1],
+        time=[1.0, 2.0, 1.5, 2.5],
+        value=[0.1, 0.2, 0.3, 0.4],
+        sensor_group=("temperature", "pressure"),
+        sensor_rate_hz=[1.0, 1.0],
+        failure_time=[np.nan],
+    )
+    return {**fields, **changes}
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (dict(machine=[0, 0, 0.7, 0]), "machine must hold whole indices"),
+        (dict(sensor=[False, False, True, True]), "sensor must hold whole indices"),
+        (dict(sensor_rate_hz=[1.0, np.nan]), "'pressure_1' needs a positive, finite"),
+        (dict(sensor_rate_hz=[0.0, 1.0]), "'temperature_0' needs a positive, finite"),
+        (dict(failure_time=[np.inf]), "Machine '0' has an infinite failure_time"),
+        (dict(sensor_names=("t", "t")), "sensor names must differ; \\['t'\\] repeat"),
+        (
+            dict(value=[0.1, 0.2, np.nan, 0.4]),
+            "Every value must be finite; row 2 \\(machine '0', sensor 'pressure_1'\\)",
+        ),
+        (
+            dict(time=[1.0, 2.0, 1.5, 1.5]),
+            "row 3 \\(machine '0', sensor 'pressure_1', time 1.5\\) does not follow",
+        ),
+    ],
+)
+def test_sensor_streams_refuse_bad_fields_by_name(changes, message):
+    SensorStreams(**_one_sensor())  # valid as it stands
+    with pytest.raises(ValueError, match=message):
+        SensorStreams(**_one_sensor(**changes))
+
+
+def test_stream_windows_refuse_bad_arguments_by_name(plant):
+    for arguments, message in [
+        (dict(window_seconds=np.inf), "window_seconds must be positive and finite"),
+        (dict(horizon_seconds=np.inf), "horizon_seconds finite and at least 0"),
+        (dict(clock_hz=np.inf), "clock_hz and stride_seconds must be positive and"),
+        (dict(stride_seconds=np.inf), "clock_hz and stride_seconds must be positive"),
+        (dict(sensors=[]), "sensors names no sensor"),
+        (dict(sensors=["vibration_0"] * 2), "sensors names \\['vibration_0'\\] more"),
+        (dict(machines=[True]), "Unknown machine True"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            stream_windows(plant, **{"window_seconds": 60.0, **arguments})
+    windows = stream_windows(plant, 60.0, horizon_seconds=300.0)
+    with pytest.raises(ValueError, match="None of the machines \\[7\\] has a window"):
+        windows.of_machines([7])
+    assert len(windows.of_machines([1, 7])) == np.sum(windows.machine == 1)
+
+
+def test_the_default_clock_never_outpaces_the_slowest_sensor():
+    """Whole frames per window from the slowest rate, rounded down (3.5 s of a
+    1 Hz sensor: 3 frames, not 4 at 1.14 Hz), but up within 0.1% (a rate read
+    as 0.9995 Hz over 600 s: 600 frames)."""
+    times = np.arange(1, 1201) * 1.0
+    for rate, window, frames in [(1.0, 3.5, 3), (1.0, 2.5, 2), (0.9995, 600.0, 600)]:
+        streams = SensorStreams(
+            machine=np.zeros(times.size, np.int32),
+            sensor=np.zeros(times.size, np.int32),
+            time=times,
+            value=np.cos(times),
+            sensor_group=("temperature",),
+            sensor_rate_hz=[rate],
+            failure_time=[np.nan],
+        )
+        windows = stream_windows(streams, window, horizon_seconds=0.0)
+        assert windows.dataset.xs.shape[1] == frames
+        assert windows.clock_hz == frames / window
+        # Every frame of a 1 Hz sensor then holds a sample: no NaN is read.
+        assert not np.isnan(windows.dataset.xs).any()
+
+
+def test_a_silent_sensor_at_unix_times_is_named_with_its_window_end():
+    start = 1.7e9
+    times = start + np.r_[np.arange(0, 100), np.arange(130, 200)] / 10.0
+    streams = SensorStreams(
+        machine=np.zeros(times.size, np.int32),
+        sensor=np.zeros(times.size, np.int32),
+        time=times,
+        value=np.sin(times - start),
+        sensor_group=("vibration",),
+        sensor_rate_hz=[10.0],
+        failure_time=[np.nan],
+    )
+    # The 1 s windows end a second apart from 1.7e9 + 1 s; (10, 11] s is silent.
+    with pytest.raises(ValueError, match="window ending at 1700000011.0 s"):
+        stream_windows(streams, 1.0, clock_hz=1.0, horizon_seconds=0.0)
+
+
+def test_logs_of_durations_empty_tables_and_one_machine_failures(tmp_path):
+    """Parquet durations are read in seconds; a header-only failure table means
+    no failure, beside date-times too; a log without rows, or with a ragged
+    CSV row, is refused naming the file; a one-machine log takes a failure
+    table of its time alone."""
+    seconds = np.arange(0, 20, 0.5)
+    frame = pd.DataFrame(
+        {"time": pd.to_timedelta(seconds, unit="s"), "tag": "x", "value": seconds}
+    )
+    frame.to_parquet(tmp_path / "durations.parquet")
+    pd.DataFrame({"time": pd.to_timedelta([12.5], unit="s")}).to_parquet(
+        tmp_path / "fails.parquet"
+    )
+    streams = read_sensor_log(
+        tmp_path / "durations.parquet",
+        machine_column=None,
+        failures=tmp_path / "fails.parquet",
+    )
+    np.testing.assert_array_equal(streams.time, seconds)
+    assert streams.time_origin == "" and streams.sensor_rate_hz[0] == 2.0
+    np.testing.assert_array_equal(streams.failure_time, [12.5])
+
+    dated = frame.assign(time=pd.Timestamp("2026-01-01", tz="UTC") + frame["time"])
+    dated.assign(machine="m").to_parquet(tmp_path / "dated.parquet")
+    (tmp_path / "none.csv").write_text("machine,time\n")
+    streams = read_sensor_log(
+        tmp_path / "dated.parquet", failures=tmp_path / "none.csv"
+    )
+    assert np.isnan(streams.failure_time).all()
+
+    (tmp_path / "empty.csv").write_text("time,tag,value,machine\n")
+    with pytest.raises(ValueError, match="empty.csv: the log has no rows"):
+        read_sensor_log(tmp_path / "empty.csv")
+    (tmp_path / "ragged.csv").write_text("time,tag,value\n0,x,1\n1,x,2,3\n")
+    with pytest.raises(ValueError, match="ragged.csv: Error tokenizing data"):
+        read_sensor_log(tmp_path / "ragged.csv", machine_column=None)

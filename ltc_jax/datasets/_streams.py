@@ -20,6 +20,10 @@ between them): summarised as counts, sums and the time since the last one."""
 # slower one is held at its last value.
 _FAST_FACTOR = 1.5
 
+# The default clock's frames per window: the slowest rate times the window,
+# rounded down, or up where within this relative distance of a whole number.
+_FRAME_SLACK = 1e-3
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class SensorStreams:
@@ -54,8 +58,11 @@ class SensorStreams:
         date-times read from a file; empty where times were given as numbers.
 
     **Raises:** `ValueError` for columns of different lengths, a machine or
-    sensor index out of range, rows not sorted by machine, sensor and time
-    (times repeated within a sensor included), or a non-finite time or value.
+    sensor index that is not a whole number or is out of range, a continuous
+    sensor's rate that is not positive and finite, an infinite failure time,
+    repeated sensor or machine names, rows not sorted by machine, sensor and
+    time (times repeated within a sensor included), or a non-finite time or
+    value (naming the first such row).
     """
 
     # Any array-like (lists too) on construction; stored as NumPy arrays.
@@ -71,9 +78,23 @@ class SensorStreams:
     time_origin: str = ""
 
     def __post_init__(self):
-        cast = {"machine": np.int32, "sensor": np.int32, "time": np.float64}
-        for name, dtype in (*cast.items(), ("value", np.float64)):
-            object.__setattr__(self, name, np.asarray(getattr(self, name), dtype))
+        for name in ("machine", "sensor"):
+            given = np.asarray(getattr(self, name))
+            whole = given.dtype.kind in "iu" or (
+                given.dtype.kind == "f"
+                and np.all(np.isfinite(given))
+                and np.all(given == np.round(given))
+            )
+            if not whole:
+                raise ValueError(
+                    f"{name} must hold whole indices; got dtype {given.dtype}"
+                    + (f", e.g. {given.ravel()[0]!r}." if given.size else ".")
+                )
+            object.__setattr__(self, name, given.astype(np.int32))
+        for name in ("time", "value"):
+            object.__setattr__(
+                self, name, np.asarray(getattr(self, name), dtype=np.float64)
+            )
         for name in ("sensor_rate_hz", "failure_time"):
             object.__setattr__(
                 self, name, np.asarray(getattr(self, name), dtype=np.float64)
@@ -103,6 +124,29 @@ class SensorStreams:
                 f"names. {machines} failure times need as many machine names; got "
                 f"{len(self.machine_names)}."
             )
+        for kind, names in (
+            ("sensor", self.sensor_names),
+            ("machine", self.machine_names),
+        ):
+            repeated = sorted({n for n in names if names.count(n) > 1})
+            if repeated:
+                raise ValueError(f"{kind} names must differ; {repeated} repeat.")
+        continuous = ~self.is_event
+        rates = self.sensor_rate_hz[continuous]
+        if not np.all(np.isfinite(rates) & (rates > 0)):
+            bad = np.flatnonzero(continuous)[
+                np.argmin(np.isfinite(rates) & (rates > 0))
+            ]
+            raise ValueError(
+                f"Continuous sensor {self.sensor_names[bad]!r} needs a positive, "
+                f"finite sensor_rate_hz; got {self.sensor_rate_hz[bad]}."
+            )
+        if np.any(np.isinf(self.failure_time)):
+            bad = int(np.argmax(np.isinf(self.failure_time)))
+            raise ValueError(
+                f"Machine {self.machine_names[bad]!r} has an infinite failure_time: "
+                "give NaN where no failure was seen."
+            )
         if np.any((self.machine < 0) | (self.machine >= machines)) or np.any(
             (self.sensor < 0) | (self.sensor >= sensors)
         ):
@@ -110,15 +154,32 @@ class SensorStreams:
                 f"Machine indices must be in [0, {machines}) and sensor indices in "
                 f"[0, {sensors})."
             )
-        if not (np.all(np.isfinite(self.time)) and np.all(np.isfinite(self.value))):
-            raise ValueError("Every time and value must be finite.")
+        for name in ("time", "value"):
+            finite = np.isfinite(getattr(self, name))
+            if not np.all(finite):
+                row = int(np.argmin(finite))
+                raise ValueError(
+                    f"Every {name} must be finite; row {row} ({self._row(row)}) "
+                    f"holds {float(getattr(self, name)[row])}."
+                )
         key = self.machine.astype(np.int64) * sensors + self.sensor
         same = np.diff(key) == 0
-        if np.any(np.diff(key) < 0) or np.any(np.diff(self.time)[same] <= 0):
+        wrong = (np.diff(key) < 0) | (same & (np.diff(self.time) <= 0))
+        if np.any(wrong):
+            row = int(np.argmax(wrong)) + 1
             raise ValueError(
                 "Rows must be sorted by machine, then sensor, then strictly "
-                "increasing time."
+                f"increasing time; row {row} ({self._row(row)}, time "
+                f"{float(self.time[row])!r}) does not follow row {row - 1} "
+                f"({self._row(row - 1)}, time {float(self.time[row - 1])!r})."
             )
+
+    def _row(self, row: int) -> str:
+        """`row`'s machine and sensor, by name."""
+        return (
+            f"machine {self.machine_names[self.machine[row]]!r}, sensor "
+            f"{self.sensor_names[self.sensor[row]]!r}"
+        )
 
     @property
     def machines(self) -> int:
@@ -204,8 +265,18 @@ class StreamWindows:
         )
 
     def of_machines(self, machines: Sequence[int]) -> "StreamWindows":
-        """The windows of `machines` (indices): the unit of a train/test split."""
-        return self.take(np.isin(self.machine, np.asarray(machines)))
+        """The windows of `machines` (indices): the unit of a train/test split.
+
+        **Raises:** `ValueError` where none of `machines` has a window here
+        (machines without windows are otherwise skipped)."""
+        machines = np.asarray(machines)
+        chosen = np.isin(self.machine, machines)
+        if not np.any(chosen):
+            raise ValueError(
+                f"None of the machines {machines.tolist()} has a window here: give "
+                f"machine indices, among {np.unique(self.machine).tolist()}."
+            )
+        return self.take(chosen)
 
 
 def stream_windows(
@@ -258,8 +329,9 @@ def stream_windows(
     - `clock_hz`: the slow clock, in hertz, with `window_seconds * clock_hz` a
         whole number of frames; default: the slowest continuous sensor's rate
         (the clock at which every continuous sensor has a sample per frame),
-        rounded to a whole number of frames per window (a rate derived from
-        jittery times is a little off its nominal value).
+        rounded down to a whole number of frames per window, or up where it is
+        within 0.1% of one (a rate derived from jittery times is a little off
+        its nominal value).
     - `stride_seconds`: seconds between successive windows' ends (default
         `window_seconds`: windows that do not overlap). The first window of a
         machine ends `window_seconds` after its first sample.
@@ -274,31 +346,35 @@ def stream_windows(
     **Returns:** a [`ltc_jax.datasets.StreamWindows`][], windows ordered by
     machine, then end time.
 
-    **Raises:** `ValueError` naming the problem for a non-positive length,
-    horizon, clock or stride, a window that is not a whole number of frames, an
-    unknown sensor name or machine index, a machine without samples, a
-    sensor silent as `fill` says (unless `fill`; the message names the machine,
-    the sensor and the window), or no window at all.
+    **Raises:** `ValueError` naming the problem for a length, clock or stride
+    that is not positive and finite, a negative or infinite horizon, a window
+    that is not a whole number of frames, no sensor, a repeated or unknown
+    sensor name, an unknown machine, a machine without samples, a sensor silent
+    as `fill` says (unless `fill`; the message names the machine, the sensor
+    and the window), or no window at all.
     """
-    if not (window_seconds > 0 and horizon_seconds >= 0):  # NaN too
-        raise ValueError(
-            f"window_seconds must be positive and horizon_seconds at least 0; got "
-            f"{window_seconds} and {horizon_seconds}."
+    if not (0 < window_seconds < math.inf and 0 <= horizon_seconds < math.inf):
+        raise ValueError(  # NaN too
+            "window_seconds must be positive and finite, and horizon_seconds "
+            f"finite and at least 0; got {window_seconds} and {horizon_seconds}."
         )
     chosen = _chosen_sensors(streams, sensors)
     continuous = chosen[~streams.is_event[chosen]]
     if clock_hz is None:
         if not continuous.size:
             raise ValueError("With only event sensors, give clock_hz.")
-        # The slowest rate, made a whole number of frames per window (a rate
-        # read from jittery times is a little off its nominal value).
+        # The slowest rate, made a whole number of frames per window, never
+        # more than the slowest sensor's samples: rounded down, but for a rate
+        # within 0.1% of whole frames (a rate read from jittery times is a
+        # little off its nominal value).
         slowest = float(np.min(streams.sensor_rate_hz[continuous]))
-        clock_hz = max(round(window_seconds * slowest), 1) / window_seconds
+        frames = math.floor(window_seconds * slowest * (1 + _FRAME_SLACK))
+        clock_hz = max(frames, 1) / window_seconds
     stride_seconds = window_seconds if stride_seconds is None else stride_seconds
-    if not (clock_hz > 0 and stride_seconds > 0):
+    if not (0 < clock_hz < math.inf and 0 < stride_seconds < math.inf):
         raise ValueError(
-            f"clock_hz and stride_seconds must be positive; got {clock_hz} and "
-            f"{stride_seconds}."
+            f"clock_hz and stride_seconds must be positive and finite; got "
+            f"{clock_hz} and {stride_seconds}."
         )
     frames = round(window_seconds * clock_hz)
     if frames < 1 or not math.isclose(frames, window_seconds * clock_hz, rel_tol=1e-9):
@@ -348,8 +424,9 @@ def stream_windows(
     if not blocks:
         raise ValueError(
             f"No window of {window_seconds} s fits in the streams of machines "
-            f"{list(machines)} (a machine with no failure seen also needs "
-            f"horizon_seconds={horizon_seconds} after each window)."
+            f"{list(machines)}: a window ends at or before its machine's last "
+            "sample and its failure, and a machine with no failure seen also "
+            f"needs horizon_seconds={horizon_seconds} after each window."
         )
     xs = np.concatenate(blocks)
     to_failure = np.concatenate(to_failure)
@@ -394,7 +471,11 @@ def _chosen_machines(streams: SensorStreams, machines) -> list[int]:
     for m in machines:
         if isinstance(m, str) and m in index:
             chosen.append(index[m])
-        elif not isinstance(m, str) and 0 <= m < streams.machines:
+        elif (
+            isinstance(m, int | np.integer)
+            and not isinstance(m, bool | np.bool_)
+            and (0 <= m < streams.machines)
+        ):
             chosen.append(int(m))
         else:
             raise ValueError(
@@ -409,6 +490,12 @@ def _chosen_sensors(streams: SensorStreams, names: Sequence[str] | None) -> np.n
         return np.arange(streams.sensors)
     if isinstance(names, str):
         raise ValueError(f"sensors must be a list of names; got {names!r}.")
+    names = list(names)
+    if not names:
+        raise ValueError("sensors names no sensor: give at least one, or None for all.")
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(f"sensors names {repeated} more than once.")
     index = {name: i for i, name in enumerate(streams.sensor_names)}
     unknown = [name for name in names if name not in index]
     if unknown:
@@ -448,7 +535,7 @@ def _features(streams, machine, sensor, kind, edges, first, fill, window_seconds
         raise ValueError(
             f"Sensor {streams.sensor_names[sensor]!r} of machine "
             f"{streams.machine_names[machine]!r} has no sample {where} "
-            f"{window_seconds:g} s window ending at {edges[window, -1]:.6g} s; "
+            f"{window_seconds:g} s window ending at {float(edges[window, -1])!r} s; "
             "give fill= to fill such windows, or leave the sensor out (sensors=)."
         )
     if kind == "slow":
@@ -499,13 +586,15 @@ def read_sensor_log(
     - `path`: a `.csv` (or `.csv.gz`) or `.parquet` file.
     - `failures`: a second such file of failures, one row per machine that
         failed, with the columns `machine_column` and `time_column` (times as
-        the log gives them: numbers, or date-times); machines without a row are
-        taken as not failed (censored at their last sample).
+        the log gives them: numbers, durations or date-times); machines without
+        a row are taken as not failed (censored at their last sample). With
+        `machine_column=None`, the time column alone, in at most one row.
     - `time_column`: the sample's time: numbers (seconds, Unix seconds
-        included, kept as given) or date-times (ISO 8601, or Parquet
-        timestamps; a date-time without a zone is taken as UTC), which become
-        seconds since the earliest of them, to float64's rounding of the
-        nanoseconds between (`time_origin` records it).
+        included, kept as given), durations (Parquet or pandas timedeltas,
+        taken in seconds) or date-times (ISO 8601, or Parquet timestamps; a
+        date-time without a zone is taken as UTC), which become seconds since
+        the earliest of them, to float64's rounding of the nanoseconds between
+        (`time_origin` records it).
     - `tag_column`: the sensor's name.
     - `value_column`: the reading, a number.
     - `machine_column`: the machine's name, or `None` for a file of one machine.
@@ -518,8 +607,9 @@ def read_sensor_log(
     the sorted order of their names.
 
     **Raises:** `ValueError` naming the file, the row (1-based, in the file's
-    order) and the column: a missing column, a value or time that does not
-    parse or is missing, times not strictly increasing within a tag of a
+    order) and the column: a log without rows, a CSV row that does not parse
+    (pandas' message, with the file), a missing column, a value or time that
+    does not parse or is missing, times not strictly increasing within a tag of a
     machine, a failure for a machine the log does not have (or two), a
     continuous tag with fewer than two samples on every machine and no rate
     given, or an unknown name in `event_tags` or `rates_hz`. `ImportError`
@@ -528,6 +618,8 @@ def read_sensor_log(
     if isinstance(event_tags, str):
         raise ValueError(f"event_tags must be a list of tags; got {event_tags!r}.")
     frame = _read_table(path, [time_column, tag_column, value_column, machine_column])
+    if not len(frame):
+        raise ValueError(f"{path}: the log has no rows.")
     tags = _names(frame, tag_column, path)
     machine_labels = (
         _names(frame, machine_column, path)
@@ -567,12 +659,20 @@ def read_sensor_log(
     rate = _rates(time[order], key, len(names), is_event, names, rates_hz or {}, path)
     failure_time = np.full(len(machine_names), np.nan)
     if failures is not None:
-        if machine_column is None:
-            raise ValueError("A failures table needs a machine_column.")
         failed = _read_table(failures, [machine_column, time_column])
         at, _ = _times(failed, time_column, failures, origin=origin)
+        if machine_column is None and len(failed) > 1:
+            raise ValueError(
+                f"{failures}: {len(failed)} rows, but a log of one machine "
+                "(machine_column=None) fails at most once."
+            )
         index = {str(name): i for i, name in enumerate(machine_names)}
-        for row, name in enumerate(failed[machine_column].astype(str)):
+        named = (
+            failed[machine_column].astype(str)
+            if machine_column is not None
+            else ["0"] * len(failed)
+        )
+        for row, name in enumerate(named):
             if name not in index or not np.isnan(failure_time[index[name]]):
                 problem = "is not in the log" if name not in index else "fails twice"
                 raise ValueError(
@@ -606,7 +706,10 @@ def _read_table(path, columns):
     if name.endswith((".parquet", ".pq")):
         frame = pd.read_parquet(path)
     elif name.endswith((".csv", ".csv.gz")):
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+        try:
+            frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+        except pd.errors.ParserError as error:
+            raise ValueError(f"{path}: {error}") from error
     else:
         raise ValueError(f"{path}: give a .csv, .csv.gz or .parquet file.")
     missing = [c for c in columns if c is not None and c not in frame.columns]
@@ -650,14 +753,27 @@ def _times(frame, column, path, origin: str | None = None) -> tuple[np.ndarray, 
     import pandas as pd
 
     values = frame[column]
+    if pd.api.types.is_timedelta64_dtype(values):  # durations, in seconds
+        if origin:
+            raise ValueError(
+                f"{path}: column {column!r} holds durations, but the log's times "
+                f"are date-times (from {origin}): give date-times here too."
+            )
+        seconds = values.dt.total_seconds().to_numpy(np.float64)
+        valid = np.isfinite(seconds)
+        if not np.all(valid):
+            _first_bad(valid, frame, column, path, "is not a duration")
+        return seconds, ""
     if origin is None and not pd.api.types.is_datetime64_any_dtype(values):
         # The log itself: numbers if most times are (a bad one is named below).
         parsed = pd.to_numeric(values, errors="coerce")
         origin = "" if parsed.notna().mean() > 0.5 else None
     if origin == "":
         return _numbers(frame, column, path), ""
-    if not pd.api.types.is_datetime64_any_dtype(values) and (
-        pd.to_numeric(values, errors="coerce").notna().all()
+    if (
+        len(values)
+        and not pd.api.types.is_datetime64_any_dtype(values)
+        and pd.to_numeric(values, errors="coerce").notna().all()
     ):
         raise ValueError(
             f"{path}: column {column!r} holds numbers, but the log's times are "
