@@ -240,11 +240,17 @@ def derive_defaults(
     )
     n = len(datasets[0]) if train_size is None else train_size
     if batch_size is None:
-        batch_size = int(min(64, max(8, 2 ** round(math.log2(max(n / 16, 1))))))
+        nearest = 2 ** round(math.log2(max(n / 16, 1)))
+        batch_size = int(min(64, max(8, nearest)))
         reasons["batch_size"] = (
             f"about 16 steps per epoch over {n} training sequences, a power of "
             "two in [8, 64]"
         )
+        if batch_size != nearest:  # clamped: say how many steps it gives
+            bound = "largest" if batch_size < nearest else "smallest"
+            reasons["batch_size"] += (
+                f" (the {bound}: {math.ceil(n / batch_size)} steps per epoch)"
+            )
         if batch_size % batch_multiple:
             batch_size = batch_multiple * math.ceil(batch_size / batch_multiple)
             reasons["batch_size"] += (

@@ -696,6 +696,12 @@ def test_cli_stream_trains_on_the_simulator_and_reads_a_log_as_it_cut_its_window
     # windows that end more than the horizon before the failure.
     assert "give --failures" in _bad(tmp_path, capsys, "evaluate", str(out),
                                      "--data", log)  # fmt: skip
+    # A .ts file is named as the wrong kind of file, failure table or not.
+    (tmp_path / "series.ts").write_text("@classLabel true a\n@data\n1,2:a\n")
+    for command in ("evaluate", "predict"):
+        assert "is a run of ltc-jax stream, which reads sensor logs" in _bad(
+            tmp_path, capsys, command, str(out), "--data", str(tmp_path / "series.ts")
+        )
     import pandas as pd
 
     frame = pd.read_csv(log)

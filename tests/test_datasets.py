@@ -106,6 +106,15 @@ def test_malformed_files_name_file_and_line(tmp_path, text, match):
         read_ts(write(tmp_path, text))
 
 
+def test_a_binary_file_is_named_as_not_a_ts_file(tmp_path):
+    """A Parquet file (its magic bytes, then a byte that is not UTF-8) given
+    where a `.ts` file is read."""
+    path = tmp_path / "new.parquet"
+    path.write_bytes(b"PAR1\x15\x04\x15\x80\x01\x15")
+    with pytest.raises(TSFormatError, match="new.parquet: not a text file in the"):
+        read_ts(path)
+
+
 def test_test_label_unseen_in_training(tmp_path):
     path = write(tmp_path, HEADER.replace("a b", "a b z") + "@data\n1,2:3,4:z\n")
     with pytest.raises(TSFormatError, match="label 'z', which the training set"):

@@ -98,6 +98,8 @@ def test_derived_defaults_of_short_irregular_data():
     assert defaults.spacing == 1.0  # median of 0.5, 1.5, 1.0, ...
     assert defaults.max_steps == 16_000 and defaults.batch_size == 8
     assert defaults.epochs == 800
+    # 40 / 16 = 2.5 sequences a step, raised to the smallest batch, 8.
+    assert "(the smallest: 5 steps per epoch)" in defaults.reasons["batch_size"]
     assert ltc_jax.training.derive_defaults([data], batch_size=3).epochs == 286
     split = ltc_jax.training.derive_defaults([data], batch_multiple=3)
     assert (split.batch_size, split.epochs) == (9, 800)

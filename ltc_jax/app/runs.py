@@ -186,12 +186,15 @@ def read_for_run(
 
     **Raises:** `FileNotFoundError` for a missing file; `ValueError` if the file's
     channels do not match the run's (checked first, on each series), or its
-    labels; for a `.ts` run, if `failures` is given.
+    labels; for a `.ts` run, if `failures` is given or the file is not a `.ts`
+    file; for a stream run, if the file is not a `.csv`, `.csv.gz` or
+    `.parquet` log.
     """
     for name, given in (("--data", path), ("--failures", failures)):
         if given is not None and not os.path.isfile(given):
             raise FileNotFoundError(f"{name} {given}: no such file.")
     config, model, stats = load_run(run_dir)
+    _check_file_kind(run_dir, config, path)
     class_names = stats["class_names"]
     where = None
     if isinstance(config, StreamConfig):
@@ -225,6 +228,21 @@ def read_for_run(
     return config, model, data, settings, where
 
 
+_LOG_SUFFIXES = (".csv", ".csv.gz", ".parquet", ".pq")
+"""The file names `ltc_jax.datasets.read_sensor_log` reads."""
+
+
+def _check_file_kind(run_dir: str, config: TrainConfig, path: str) -> None:
+    """**Raises:** `ValueError` where a run of `ltc-jax stream` is given a file
+    that is not a sensor log, before anything else is asked of it (a `.ts`
+    reader names a file of another kind itself)."""
+    if isinstance(config, StreamConfig) and not path.lower().endswith(_LOG_SUFFIXES):
+        raise ValueError(
+            f"--data {path}: {run_dir} is a run of ltc-jax stream, which reads "
+            "sensor logs (.csv, .csv.gz or .parquet)."
+        )
+
+
 def _final_integrator(config: TrainConfig, settings: dict) -> ltc_jax.Integrator:
     """The integrator a run was tested with: its tolerance schedule's last phase."""
     integrator = make_config_integrator(config, settings)
@@ -245,6 +263,7 @@ def evaluate_run(
         with open(saved) as file:
             config = config_from_json(json.load(file))
         if isinstance(config, StreamConfig):
+            _check_file_kind(run_dir, config, path)
             raise ValueError(
                 f"{run_dir} is a run of ltc-jax stream: evaluate labels the log's "
                 "windows from its failure table; give --failures (ltc-jax predict "

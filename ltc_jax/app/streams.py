@@ -97,8 +97,8 @@ def split_machines(
     if share is None:
         share = VALIDATION_MACHINES if len(rest) >= 3 else 0.0
         reason = (
-            f"{share:.3g} of the training machines, whole machines, as the test "
-            "split: a machine's windows overlap and share its wear"
+            f"about {share:.3g} of the training machines, whole machines, as the "
+            "test split: a machine's windows overlap and share its wear"
             if share
             else "fewer than 3 training machines: none held out"
         )
@@ -113,7 +113,10 @@ def split_machines(
         sorted(rest[held:]),
         sorted(rest[:held]),
         sorted(test),
-        dict(value=held / len(rest), reason=f"{reason}; {held} of {len(rest)}"),
+        # The share of whole machines, to 4 digits (it rounds back to `held`).
+        dict(
+            value=round(held / len(rest), 4), reason=f"{reason}; {held} of {len(rest)}"
+        ),
     )
 
 

@@ -165,8 +165,9 @@ def read_ts(
     empty last field); channels of unequal length within one untimestamped
     series; a non-numeric value or timestamp, a channel of a timestamped file
     that is not `(timestamp,value)` pairs, or two values of one channel at one
-    time; a label not declared by `@classLabel` (or not in `class_names`); or a
-    file with no series.
+    time; a label not declared by `@classLabel` (or not in `class_names`); a
+    file that is not UTF-8 text (a binary file such as Parquet); or a file with
+    no series.
     """
     path = os.fspath(path)
     header: dict[str, str] = {}
@@ -181,7 +182,14 @@ def read_ts(
     labelled = False
 
     with open(path, encoding="utf-8") as file:
-        for lineno, raw in enumerate(file, start=1):
+        try:
+            lines = file.readlines()
+        except UnicodeDecodeError as error:
+            raise TSFormatError(
+                f"{path}: not a text file in the .ts format (byte {error.start} "
+                f"is not UTF-8: {error.reason})."
+            ) from None
+        for lineno, raw in enumerate(lines, start=1):
             line = raw.strip()
             where = f"{path}:{lineno}"
             if not line or line.startswith("#"):
