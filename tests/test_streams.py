@@ -528,3 +528,27 @@ def test_logs_of_durations_empty_tables_and_one_machine_failures(tmp_path):
     (tmp_path / "ragged.csv").write_text("time,tag,value\n0,x,1\n1,x,2,3\n")
     with pytest.raises(ValueError, match="ragged.csv: Error tokenizing data"):
         read_sensor_log(tmp_path / "ragged.csv", machine_column=None)
+
+
+def test_padded_names_are_read_without_their_spaces(tmp_path):
+    """A historian's padded tags and machines (' temp ', 'm1 ') match the
+    names given elsewhere ('alarm' in event_tags, 'm1' in the failure table)."""
+    frame = pd.DataFrame(
+        {
+            "time": ["0", "1", "2", "1.5"],
+            "tag": [" temp ", " temp ", " temp ", "alarm  "],
+            "value": ["1", "2", "3", "1"],
+            "machine": ["m1 "] * 4,
+        }
+    )
+    frame.to_csv(tmp_path / "log.csv", index=False)
+    pd.DataFrame({"machine": ["  m1"], "time": ["2.5"]}).to_csv(
+        tmp_path / "failures.csv", index=False
+    )
+    streams = read_sensor_log(
+        tmp_path / "log.csv", failures=tmp_path / "failures.csv", event_tags=["alarm"]
+    )
+    assert streams.sensor_names == ("alarm", "temp")
+    assert streams.machine_names == ("m1",)
+    assert streams.sensor_group == ("event", "continuous")
+    np.testing.assert_array_equal(streams.failure_time, [2.5])

@@ -595,7 +595,8 @@ def read_sensor_log(
         date-time without a zone is taken as UTC), which become seconds since
         the earliest of them, to float64's rounding of the nanoseconds between
         (`time_origin` records it).
-    - `tag_column`: the sensor's name.
+    - `tag_column`: the sensor's name (names here and in `machine_column` are
+        taken without surrounding spaces).
     - `value_column`: the reading, a number.
     - `machine_column`: the machine's name, or `None` for a file of one machine.
     - `event_tags`: the tags whose samples are events (alarms): they form the
@@ -668,7 +669,7 @@ def read_sensor_log(
             )
         index = {str(name): i for i, name in enumerate(machine_names)}
         named = (
-            failed[machine_column].astype(str)
+            _names(failed, machine_column, failures)
             if machine_column is not None
             else ["0"] * len(failed)
         )
@@ -728,12 +729,14 @@ def _first_bad(valid: np.ndarray, frame, column, path, text: str):
 
 
 def _names(frame, column, path) -> np.ndarray:
-    """A column of names as strings; a missing one is refused."""
+    """A column of names as strings without surrounding spaces (a historian's
+    padded tags); a missing one is refused."""
     names = frame[column]
-    valid = (names.notna() & (names.astype(str).str.strip() != "")).to_numpy()
+    stripped = names.astype(str).str.strip()
+    valid = (names.notna() & (stripped != "")).to_numpy()
     if not np.all(valid):
         _first_bad(valid, frame, column, path, "is not a name")
-    return names.astype(str).to_numpy()
+    return stripped.to_numpy()
 
 
 def _numbers(frame, column, path) -> np.ndarray:
