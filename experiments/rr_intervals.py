@@ -32,6 +32,7 @@ Writes `results/rr_intervals/<run>/`: `config.json`, `metrics.json` and
 import dataclasses
 import os
 import statistics
+from typing import Literal
 
 import numpy as np
 import tyro
@@ -62,6 +63,10 @@ class Config(_run.RunConfig):
     """Override the main job's epochs (default: its own)."""
     hidden_size: int | None = None
     """Override the main job's hidden size (default: its own)."""
+    interpolation: Literal["linear", "cubic", "hold"] = "linear"
+    """The input path between beats (the main job's default: linear)."""
+    weight_decay: float = 0.0
+    """Decoupled weight decay (AdamW; the main job's default: none)."""
 
 
 QUICK = dict(seeds=(0,), epochs=2, hidden_size=8)
@@ -206,7 +211,12 @@ def main(config: Config) -> dict:
     split = rr_windows(
         load_intervals(), config.beats, config.stride, config.train_share
     )
-    options = dict(epochs=config.epochs, hidden_size=config.hidden_size)
+    options = dict(
+        epochs=config.epochs,
+        hidden_size=config.hidden_size,
+        interpolation=config.interpolation,
+        weight_decay=config.weight_decay,
+    )
     classification = [
         _problems.train_main_job(
             *split["classification"].values(), seed=seed, **options

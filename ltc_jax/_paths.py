@@ -47,8 +47,11 @@ class InputPath(eqx.Module):
         reads 0. The observation-mask channel is then 0 or 1, never between,
         and the time-since-observation channel holds its value at the last knot.
         An observation acts from its own time on (at an observation time the
-        path reads that observation). Adaptive solvers stop at the observation
-        times (`jump_ts`), as for linear.
+        path reads that observation), so the last one, at the solve's end, has
+        no time to act on the final state (where a target hangs on the last
+        value, linear, which moves toward each observation over the interval
+        before it, lets it act). Adaptive solvers stop at the
+        observation times (`jump_ts`), as for linear.
 
     Positions at or after `lengths[b]` are padding. They are replaced, before
     interpolation, by copies of the last observation at times after the sequence's
