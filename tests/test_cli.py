@@ -690,6 +690,25 @@ def test_cli_stream_trains_on_the_simulator_and_reads_a_log_as_it_cut_its_window
     classes = json.loads((out / "data.json").read_text())["class_names"]
     assert list(rows[0]) == ["index", "machine", "end_time", "prediction", *classes]
     assert {row["prediction"] for row in rows} <= set(classes)
+    # The same log in date-times: the same windows, each end also in UTC.
+    import pandas as pd
+
+    frame = pd.read_csv(log)
+    origin = pd.Timestamp("2026-01-05T06:00:00Z")
+    stamps = origin + pd.to_timedelta(frame["time"], unit="s")
+    dated = tmp_path / "dated.csv"
+    frame.assign(time=stamps.map(pd.Timestamp.isoformat)).to_csv(dated, index=False)
+    assert cli.main(["predict", str(out), "--data", str(dated)]) == 0
+    with open(out / "predictions-dated.csv") as file:
+        dated_rows = list(csv.DictReader(file))
+    assert len(dated_rows) == len(rows)
+    for row, plain in zip(dated_rows, rows, strict=True):
+        assert (row["machine"], row["prediction"]) == (
+            plain["machine"],
+            plain["prediction"],
+        )
+        end = origin + pd.to_timedelta(float(plain["end_time"]), unit="s")
+        assert abs((pd.Timestamp(row["end_utc"]) - end).total_seconds()) < 1e-5
 
     # A stream run's log needs its failure table to evaluate; a sensor the run
     # reads must be in the log; a simulated plant needs two machines and
@@ -702,9 +721,6 @@ def test_cli_stream_trains_on_the_simulator_and_reads_a_log_as_it_cut_its_window
         assert "is a run of ltc-jax stream, which reads sensor logs" in _bad(
             tmp_path, capsys, command, str(out), "--data", str(tmp_path / "series.ts")
         )
-    import pandas as pd
-
-    frame = pd.read_csv(log)
     lost = plant.sensor_names[0]
     frame[frame["tag"] != lost].to_csv(tmp_path / "short.csv", index=False)
     assert f"lacks 1 of the run's sensors, e.g. ['{lost}']" in _bad(

@@ -109,7 +109,8 @@ class PredictConfig:
     """A .ts file with the run's channels, labelled or not (@classLabel false);
     labels, if any, must be among the run's classes and are not used. For a
     run of ltc-jax stream: a sensor log (CSV or Parquet) with the run's
-    sensors; a row per window, with its machine and end time."""
+    sensors; a row per window, with its machine and end time (also in UTC for
+    a log of date-times)."""
     failures: File = None
     """For a run of ltc-jax stream: the log's failure table (optional; without
     it, every window of the log is predicted)."""

@@ -178,8 +178,9 @@ def read_for_run(
     sensor log (CSV or Parquet) cut into windows as the run cut its own
     ([`ltc_jax.app.streams.read_windows_for_run`][]), labelled by the failure
     table `failures` where given. **Returns:** the run's config, model, the
-    data, its settings, and for a log the windows' `machine` (by name) and
-    `end_time` (in the log's seconds), `None` for a `.ts` file.
+    data, its settings, and for a log the windows' `machine` (by name),
+    `end_time` (in the log's seconds) and the log's `time_origin` (empty for
+    times given as numbers); `None` for a `.ts` file.
 
     An unlabelled file (`@classLabel false`, or a log without `failures`) is
     read with every label `-1` (a log's windows: 0).
@@ -198,12 +199,14 @@ def read_for_run(
     class_names = stats["class_names"]
     where = None
     if isinstance(config, StreamConfig):
-        windows, machines = read_windows_for_run(
+        windows, machines, origin = read_windows_for_run(
             config, stats["settings"]["stream"], path, failures, class_names
         )
         data = windows.dataset
         where = dict(
-            machine=np.asarray(machines)[windows.machine], end_time=windows.end_time
+            machine=np.asarray(machines)[windows.machine],
+            end_time=windows.end_time,
+            time_origin=origin,
         )
     elif failures is not None:
         raise ValueError(
@@ -285,7 +288,8 @@ def predict_run(run_dir: str, path: str, out: str, failures: str | None = None) 
     """Write a finished run's predictions for the series of a `.ts` file (or a
     stream run's windows of a sensor log) to the CSV file `out`: one row per
     series, its index (for windows, also the machine and the window's end, in
-    the log's seconds), the predicted class and each class's probability (for
+    the log's seconds, and for a log of date-times that end as a UTC date-time,
+    `end_utc`), the predicted class and each class's probability (for
     regression, the predicted targets). The file may be unlabelled
     (`@classLabel false`, or a log without `failures`: then every window the
     log holds); labels in it are read but not used. **Returns:** the number of
@@ -313,14 +317,18 @@ def predict_run(run_dir: str, path: str, out: str, failures: str | None = None) 
             for i in range(0, len(data), size)
         ]
     )
-    # A window's machine and end, in the log's seconds, after its index.
-    place = [] if where is None else ["machine", "end_time"]
-    row_place = [
-        []
-        if where is None
-        else [where["machine"][i], repr(float(where["end_time"][i]))]
-        for i in range(len(outputs))
-    ]
+    # A window's machine and end, in the log's seconds (and as a date-time for
+    # a log of date-times), after its index.
+    place, row_place = [], [[] for _ in outputs]
+    if where is not None:
+        origin = where["time_origin"]
+        place = ["machine", "end_time"] + (["end_utc"] if origin else [])
+        for i, end in enumerate(where["end_time"]):
+            row_place[i] = [where["machine"][i], repr(float(end))]
+            if origin:
+                at = datetime.datetime.fromisoformat(origin)
+                at += datetime.timedelta(seconds=float(end))
+                row_place[i].append(at.isoformat())
     with open(out, "w", newline="") as file:
         writer = csv.writer(file)
         # The run's classes (an unlabelled file is read with them too); none

@@ -180,12 +180,13 @@ def read_windows_for_run(
     path: str,
     failures: str | None,
     class_names: Sequence[str],
-) -> tuple[StreamWindows, tuple[str, ...]]:
+) -> tuple[StreamWindows, tuple[str, ...], str]:
     """A new log's windows as a finished stream run cut its own: its clock,
     sensors (by name, in its order), window, stride and fill; labelled with
     `failures` where given, and otherwise every window (labels 0, unused);
     its classes are the run's `class_names` either way.
-    **Returns:** the windows and the log's machine names (by index).
+    **Returns:** the windows, the log's machine names (by index) and its
+    `time_origin` (empty where its times are numbers).
 
     **Raises:** `ValueError` if the log lacks one of the run's sensors (named;
     for an event sensor, `read_sensor_log`'s unknown-tag error names it), or
@@ -218,4 +219,8 @@ def read_windows_for_run(
             f"{list(windows.channel_names)[:6]}...."
         )
     dataset = dataclasses.replace(windows.dataset, class_names=tuple(class_names))
-    return dataclasses.replace(windows, dataset=dataset), tuple(streams.machine_names)
+    return (
+        dataclasses.replace(windows, dataset=dataset),
+        tuple(streams.machine_names),
+        streams.time_origin,
+    )
