@@ -246,16 +246,16 @@ def derive_defaults(
             f"about 16 steps per epoch over {n} training sequences, a power of "
             "two in [8, 64]"
         )
-        if batch_size != nearest:  # clamped: say how many steps it gives
-            bound = "largest" if batch_size < nearest else "smallest"
-            reasons["batch_size"] += (
-                f" (the {bound}: {math.ceil(n / batch_size)} steps per epoch)"
-            )
+        clamped = batch_size != nearest
+        if clamped:
+            reasons["batch_size"] += f" (clamped to {batch_size}"
         if batch_size % batch_multiple:
             batch_size = batch_multiple * math.ceil(batch_size / batch_multiple)
             reasons["batch_size"] += (
                 f", rounded up to a multiple of {batch_multiple} (the devices)"
             )
+        if clamped:  # say how many steps an epoch then takes
+            reasons["batch_size"] += f": {math.ceil(n / batch_size)} steps per epoch)"
     else:
         reasons["batch_size"] = "given"
     steps_per_epoch = math.ceil(n / batch_size)

@@ -111,7 +111,7 @@ def test_a_binary_file_is_named_as_not_a_ts_file(tmp_path):
     where a `.ts` file is read."""
     path = tmp_path / "new.parquet"
     path.write_bytes(b"PAR1\x15\x04\x15\x80\x01\x15")
-    with pytest.raises(TSFormatError, match="new.parquet: not a text file in the"):
+    with pytest.raises(TSFormatError, match="new.parquet: is not UTF-8 text, as a"):
         read_ts(path)
 
 

@@ -98,12 +98,15 @@ def test_derived_defaults_of_short_irregular_data():
     assert defaults.spacing == 1.0  # median of 0.5, 1.5, 1.0, ...
     assert defaults.max_steps == 16_000 and defaults.batch_size == 8
     assert defaults.epochs == 800
-    # 40 / 16 = 2.5 sequences a step, raised to the smallest batch, 8.
-    assert "(the smallest: 5 steps per epoch)" in defaults.reasons["batch_size"]
+    # 40 / 16 = 2.5 sequences a step, raised to the smallest batch, 8; over 3
+    # devices 9: ceil(40 / 9) = 5 steps either way.
+    assert "(clamped to 8: 5 steps per epoch)" in defaults.reasons["batch_size"]
     assert ltc_jax.training.derive_defaults([data], batch_size=3).epochs == 286
     split = ltc_jax.training.derive_defaults([data], batch_multiple=3)
     assert (split.batch_size, split.epochs) == (9, 800)
-    assert "multiple of 3" in split.reasons["batch_size"]
+    assert split.reasons["batch_size"].endswith(
+        "(clamped to 8, rounded up to a multiple of 3 (the devices): 5 steps per epoch)"
+    )
     # A ValueError, or under the tests' runtime type checks the Literal's own.
     with pytest.raises((ValueError, jaxtyping.TypeCheckError), match="readout_f"):
         ltc_jax.training.derive_defaults([data], readout_features="pool")

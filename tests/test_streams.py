@@ -421,11 +421,11 @@ def _one_sensor(**changes):
         (dict(sensor_names=("t", "t")), "sensor names must differ; \\['t'\\] repeat"),
         (
             dict(value=[0.1, 0.2, np.nan, 0.4]),
-            "Every value must be finite; row 2 \\(machine '0', sensor 'pressure_1'\\)",
+            "Every value must be finite; row index 2 \\(0-based; machine '0', sensor",
         ),
         (
             dict(time=[1.0, 2.0, 1.5, 1.5]),
-            "row 3 \\(machine '0', sensor 'pressure_1', time 1.5\\) does not follow",
+            "row index 3 \\(0-based; machine '0', sensor 'pressure_1', time 1.5\\)",
         ),
     ],
 )
@@ -454,11 +454,21 @@ def test_stream_windows_refuse_bad_arguments_by_name(plant):
 
 
 def test_the_default_clock_never_outpaces_the_slowest_sensor():
-    """Whole frames per window from the slowest rate, rounded down (3.5 s of a
-    1 Hz sensor: 3 frames, not 4 at 1.14 Hz), but up within 0.1% (a rate read
-    as 0.9995 Hz over 600 s: 600 frames)."""
-    times = np.arange(1, 1201) * 1.0
-    for rate, window, frames in [(1.0, 3.5, 3), (1.0, 2.5, 2), (0.9995, 600.0, 600)]:
+    """Whole frames per window from the slowest rate times the window, rounded
+    down, or up to the next whole frame where that is within 0.1%: 3.5 s of a
+    1 Hz sensor gives 3 frames (rounding to even gave 4, at 1.14 Hz); 600 s
+    at 0.9995 Hz (599.7) gives 600, 3600 s at 0.9995 Hz (3598.2) 3599, and at
+    1.0005 Hz (3601.8) 3602. The clock is never more than 0.1% faster than
+    the sensor, and where it is not faster every frame has a new sample."""
+    cases = [
+        (1.0, 3.5, 3),
+        (1.0, 2.5, 2),
+        (0.9995, 600.0, 600),
+        (0.9995, 3600.0, 3599),
+        (1.0005, 3600.0, 3602),
+    ]
+    for rate, window, frames in cases:
+        times = np.arange(1, int(2.2 * window * rate) + 1) / rate
         streams = SensorStreams(
             machine=np.zeros(times.size, np.int32),
             sensor=np.zeros(times.size, np.int32),
@@ -470,9 +480,27 @@ def test_the_default_clock_never_outpaces_the_slowest_sensor():
         )
         windows = stream_windows(streams, window, horizon_seconds=0.0)
         assert windows.dataset.xs.shape[1] == frames
-        assert windows.clock_hz == frames / window
-        # Every frame of a 1 Hz sensor then holds a sample: no NaN is read.
-        assert not np.isnan(windows.dataset.xs).any()
+        assert windows.clock_hz == frames / window <= rate * 1.001
+        if frames <= window * rate:
+            new = windows.channel_names.index("temperature_0:new")
+            assert np.all(windows.dataset.xs[..., new] == 1.0)
+
+
+def test_whole_numbers_of_any_type_index_machines_and_sensors(plant):
+    """Whole floats and object arrays index as integers did; indices beyond
+    int32 are out of range, not wrapped; padded names given by the user match
+    the log's stripped tags."""
+    fields = _one_sensor()
+    for machine in ([0.0, 0.0, 0.0, 0.0], np.array([0, 0, 0, 0], dtype=object)):
+        streams = SensorStreams(**{**fields, "machine": machine})
+        assert streams.machine.dtype == np.int32 and np.all(streams.machine == 0)
+    with pytest.raises(ValueError, match="Machine indices must be in \\[0, 1\\)"):
+        SensorStreams(**{**fields, "machine": [2**32] * 4})
+    both = stream_windows(plant, 60.0, horizon_seconds=300.0)
+    floats = stream_windows(plant, 60.0, horizon_seconds=300.0, machines=[0.0, 1.0])
+    np.testing.assert_array_equal(floats.dataset.xs, both.dataset.xs)
+    with pytest.raises(ValueError, match="Unknown machine 0.5"):
+        stream_windows(plant, 60.0, machines=[0.5])
 
 
 def test_a_silent_sensor_at_unix_times_is_named_with_its_window_end():
@@ -532,7 +560,8 @@ def test_logs_of_durations_empty_tables_and_one_machine_failures(tmp_path):
 
 def test_padded_names_are_read_without_their_spaces(tmp_path):
     """A historian's padded tags and machines (' temp ', 'm1 ') match the
-    names given elsewhere ('alarm' in event_tags, 'm1' in the failure table)."""
+    names given elsewhere, padded or not (' alarm' in event_tags, 'temp ' in
+    rates_hz, '  m1' in the failure table)."""
     frame = pd.DataFrame(
         {
             "time": ["0", "1", "2", "1.5"],
@@ -546,9 +575,13 @@ def test_padded_names_are_read_without_their_spaces(tmp_path):
         tmp_path / "failures.csv", index=False
     )
     streams = read_sensor_log(
-        tmp_path / "log.csv", failures=tmp_path / "failures.csv", event_tags=["alarm"]
+        tmp_path / "log.csv",
+        failures=tmp_path / "failures.csv",
+        event_tags=[" alarm"],
+        rates_hz={"temp ": 2.0},
     )
     assert streams.sensor_names == ("alarm", "temp")
+    assert streams.sensor_rate_hz[1] == 2.0
     assert streams.machine_names == ("m1",)
     assert streams.sensor_group == ("event", "continuous")
     np.testing.assert_array_equal(streams.failure_time, [2.5])

@@ -444,7 +444,8 @@ class StreamConfig(TrainConfig):
     """The label: fails within this many seconds of the window's end."""
     clock_hz: OptionalFloat = None
     """The slow clock, in hertz. Default: the slowest continuous sensor's rate,
-    rounded to a whole number of frames per window."""
+    rounded down to a whole number of frames per window (up to the next where
+    that is within 0.1%)."""
     fill: OptionalFloat = None
     """The value of a sensor silent for a whole window (default: such a window
     is an error naming the sensor)."""

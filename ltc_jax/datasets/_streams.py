@@ -3,6 +3,7 @@
 import dataclasses
 import math
 import os
+from collections import Counter
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -21,7 +22,8 @@ between them): summarised as counts, sums and the time since the last one."""
 _FAST_FACTOR = 1.5
 
 # The default clock's frames per window: the slowest rate times the window,
-# rounded down, or up where within this relative distance of a whole number.
+# rounded down, or up to the next whole number where that is within this
+# relative distance.
 _FRAME_SLACK = 1e-3
 
 
@@ -78,19 +80,10 @@ class SensorStreams:
     time_origin: str = ""
 
     def __post_init__(self):
-        for name in ("machine", "sensor"):
-            given = np.asarray(getattr(self, name))
-            whole = given.dtype.kind in "iu" or (
-                given.dtype.kind == "f"
-                and np.all(np.isfinite(given))
-                and np.all(given == np.round(given))
-            )
-            if not whole:
-                raise ValueError(
-                    f"{name} must hold whole indices; got dtype {given.dtype}"
-                    + (f", e.g. {given.ravel()[0]!r}." if given.size else ".")
-                )
-            object.__setattr__(self, name, given.astype(np.int32))
+        indices = {
+            name: _whole_indices(getattr(self, name), name)
+            for name in ("machine", "sensor")
+        }
         for name in ("time", "value"):
             object.__setattr__(
                 self, name, np.asarray(getattr(self, name), dtype=np.float64)
@@ -100,7 +93,7 @@ class SensorStreams:
                 self, name, np.asarray(getattr(self, name), dtype=np.float64)
             )
         for name in ("sensor_group", "sensor_names", "machine_names"):
-            object.__setattr__(self, name, tuple(getattr(self, name)))
+            object.__setattr__(self, name, tuple(map(str, getattr(self, name))))
         sensors, machines = len(self.sensor_group), self.failure_time.shape[0]
         if not self.sensor_names:
             names = [f"{g}_{i}" for i, g in enumerate(self.sensor_group)]
@@ -108,6 +101,15 @@ class SensorStreams:
         if not self.machine_names:
             object.__setattr__(self, "machine_names", tuple(map(str, range(machines))))
         n = self.time.shape
+        if np.any(
+            (indices["machine"] < 0) | (indices["machine"] >= machines)
+        ) or np.any((indices["sensor"] < 0) | (indices["sensor"] >= sensors)):
+            raise ValueError(
+                f"Machine indices must be in [0, {machines}) and sensor indices in "
+                f"[0, {sensors})."
+            )
+        for name, index in indices.items():
+            object.__setattr__(self, name, index.astype(np.int32))
         if not (self.machine.shape == self.sensor.shape == self.value.shape == n):
             raise ValueError(
                 f"machine {self.machine.shape}, sensor {self.sensor.shape}, time "
@@ -128,7 +130,7 @@ class SensorStreams:
             ("sensor", self.sensor_names),
             ("machine", self.machine_names),
         ):
-            repeated = sorted({n for n in names if names.count(n) > 1})
+            repeated = sorted(n for n, count in Counter(names).items() if count > 1)
             if repeated:
                 raise ValueError(f"{kind} names must differ; {repeated} repeat.")
         continuous = ~self.is_event
@@ -147,19 +149,13 @@ class SensorStreams:
                 f"Machine {self.machine_names[bad]!r} has an infinite failure_time: "
                 "give NaN where no failure was seen."
             )
-        if np.any((self.machine < 0) | (self.machine >= machines)) or np.any(
-            (self.sensor < 0) | (self.sensor >= sensors)
-        ):
-            raise ValueError(
-                f"Machine indices must be in [0, {machines}) and sensor indices in "
-                f"[0, {sensors})."
-            )
         for name in ("time", "value"):
             finite = np.isfinite(getattr(self, name))
             if not np.all(finite):
                 row = int(np.argmin(finite))
                 raise ValueError(
-                    f"Every {name} must be finite; row {row} ({self._row(row)}) "
+                    f"Every {name} must be finite; row index {row} (0-based; "
+                    f"{self._row(row)}) "
                     f"holds {float(getattr(self, name)[row])}."
                 )
         key = self.machine.astype(np.int64) * sensors + self.sensor
@@ -169,7 +165,7 @@ class SensorStreams:
             row = int(np.argmax(wrong)) + 1
             raise ValueError(
                 "Rows must be sorted by machine, then sensor, then strictly "
-                f"increasing time; row {row} ({self._row(row)}, time "
+                f"increasing time; row index {row} (0-based; {self._row(row)}, time "
                 f"{float(self.time[row])!r}) does not follow row {row - 1} "
                 f"({self._row(row - 1)}, time {float(self.time[row - 1])!r})."
             )
@@ -329,9 +325,10 @@ def stream_windows(
     - `clock_hz`: the slow clock, in hertz, with `window_seconds * clock_hz` a
         whole number of frames; default: the slowest continuous sensor's rate
         (the clock at which every continuous sensor has a sample per frame),
-        rounded down to a whole number of frames per window, or up where it is
-        within 0.1% of one (a rate derived from jittery times is a little off
-        its nominal value).
+        rounded down to a whole number of frames per window, or up to the next
+        where that is within 0.1% (a rate derived from jittery times is a
+        little off its nominal value): at most 0.1% faster than the slowest
+        sensor.
     - `stride_seconds`: seconds between successive windows' ends (default
         `window_seconds`: windows that do not overlap). The first window of a
         machine ends `window_seconds` after its first sample.
@@ -363,12 +360,15 @@ def stream_windows(
     if clock_hz is None:
         if not continuous.size:
             raise ValueError("With only event sensors, give clock_hz.")
-        # The slowest rate, made a whole number of frames per window, never
-        # more than the slowest sensor's samples: rounded down, but for a rate
-        # within 0.1% of whole frames (a rate read from jittery times is a
-        # little off its nominal value).
+        # The slowest rate, made a whole number of frames per window: rounded
+        # down, or up to the next whole frame where that is within 0.1% (a
+        # rate read from jittery times is a little off its nominal value), so
+        # the clock is at most 0.1% faster than the slowest sensor.
         slowest = float(np.min(streams.sensor_rate_hz[continuous]))
-        frames = math.floor(window_seconds * slowest * (1 + _FRAME_SLACK))
+        exact = window_seconds * slowest
+        frames = math.ceil(exact)
+        if frames > exact * (1 + _FRAME_SLACK):
+            frames = math.floor(exact)
         clock_hz = max(frames, 1) / window_seconds
     stride_seconds = window_seconds if stride_seconds is None else stride_seconds
     if not (0 < clock_hz < math.inf and 0 < stride_seconds < math.inf):
@@ -460,6 +460,31 @@ _FEATURES = {
 }
 
 
+def _whole_indices(given, name: str) -> np.ndarray:
+    """`given` (any array-like of whole numbers: integers, whole floats, or
+    objects that are) as `int64`.
+
+    **Raises:** `ValueError` naming `name` for anything else (a fraction, a
+    bool, NaN)."""
+    given = np.asarray(given)
+    if given.dtype.kind == "O":
+        try:
+            given = given.astype(np.float64)
+        except (TypeError, ValueError):
+            pass
+    whole = given.dtype.kind in "iu" or (
+        given.dtype.kind == "f"
+        and np.all(np.isfinite(given))
+        and np.all(given == np.round(given))
+    )
+    if not whole:
+        example = f", e.g. {given.ravel()[0]!r}" if given.size else ""
+        raise ValueError(
+            f"{name} must hold whole indices; got dtype {given.dtype}{example}."
+        )
+    return given.astype(np.int64)
+
+
 def _chosen_machines(streams: SensorStreams, machines) -> list[int]:
     """Machines by index or name, as indices."""
     if machines is None:
@@ -472,9 +497,9 @@ def _chosen_machines(streams: SensorStreams, machines) -> list[int]:
         if isinstance(m, str) and m in index:
             chosen.append(index[m])
         elif (
-            isinstance(m, int | np.integer)
-            and not isinstance(m, bool | np.bool_)
-            and (0 <= m < streams.machines)
+            not isinstance(m, str | bool | np.bool_)
+            and float(m).is_integer()
+            and 0 <= m < streams.machines
         ):
             chosen.append(int(m))
         else:
@@ -595,8 +620,9 @@ def read_sensor_log(
         date-time without a zone is taken as UTC), which become seconds since
         the earliest of them, to float64's rounding of the nanoseconds between
         (`time_origin` records it).
-    - `tag_column`: the sensor's name (names here and in `machine_column` are
-        taken without surrounding spaces).
+    - `tag_column`: the sensor's name (names here, in `machine_column`, in the
+        failure table, `event_tags` and `rates_hz` are taken without
+        surrounding spaces: tags that differ only by them are one sensor).
     - `value_column`: the reading, a number.
     - `machine_column`: the machine's name, or `None` for a file of one machine.
     - `event_tags`: the tags whose samples are events (alarms): they form the
@@ -618,6 +644,9 @@ def read_sensor_log(
     """
     if isinstance(event_tags, str):
         raise ValueError(f"event_tags must be a list of tags; got {event_tags!r}.")
+    # Compared as the log's tags are read: without surrounding spaces.
+    event_tags = [str(tag).strip() for tag in event_tags]
+    rates_hz = {str(tag).strip(): rate for tag, rate in (rates_hz or {}).items()}
     frame = _read_table(path, [time_column, tag_column, value_column, machine_column])
     if not len(frame):
         raise ValueError(f"{path}: the log has no rows.")

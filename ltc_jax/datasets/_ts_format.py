@@ -112,6 +112,20 @@ def _merge_channels(
     return times, values
 
 
+def _utf8_lines(file, path):
+    """The lines of a file opened as UTF-8, read as they come.
+
+    **Raises:** `TSFormatError` for bytes that are not UTF-8 (a binary file
+    such as Parquet, or text in another encoding)."""
+    try:
+        yield from file
+    except UnicodeDecodeError as error:
+        raise TSFormatError(
+            f"{path}: is not UTF-8 text, as a .ts file is ({error.reason}); a "
+            "binary file, such as Parquet, or text in another encoding?"
+        ) from None
+
+
 def read_ts(
     path: str | os.PathLike,
     *,
@@ -166,8 +180,8 @@ def read_ts(
     series; a non-numeric value or timestamp, a channel of a timestamped file
     that is not `(timestamp,value)` pairs, or two values of one channel at one
     time; a label not declared by `@classLabel` (or not in `class_names`); a
-    file that is not UTF-8 text (a binary file such as Parquet); or a file with
-    no series.
+    file that is not UTF-8 text (a binary file such as Parquet, or another
+    encoding); or a file with no series.
     """
     path = os.fspath(path)
     header: dict[str, str] = {}
@@ -182,14 +196,7 @@ def read_ts(
     labelled = False
 
     with open(path, encoding="utf-8") as file:
-        try:
-            lines = file.readlines()
-        except UnicodeDecodeError as error:
-            raise TSFormatError(
-                f"{path}: not a text file in the .ts format (byte {error.start} "
-                f"is not UTF-8: {error.reason})."
-            ) from None
-        for lineno, raw in enumerate(lines, start=1):
+        for lineno, raw in enumerate(_utf8_lines(file, path), start=1):
             line = raw.strip()
             where = f"{path}:{lineno}"
             if not line or line.startswith("#"):
