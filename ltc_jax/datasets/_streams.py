@@ -166,7 +166,7 @@ class SensorStreams:
             raise ValueError(
                 "Rows must be sorted by machine, then sensor, then strictly "
                 f"increasing time; row index {row} (0-based; {self._row(row)}, time "
-                f"{float(self.time[row])!r}) does not follow row {row - 1} "
+                f"{float(self.time[row])!r}) does not follow row index {row - 1} "
                 f"({self._row(row - 1)}, time {float(self.time[row - 1])!r})."
             )
 
