@@ -187,9 +187,9 @@ def read_for_run(
 
     **Raises:** `FileNotFoundError` for a missing file; `ValueError` if the file's
     channels do not match the run's (checked first, on each series), or its
-    labels; for a `.ts` run, if `failures` is given or the file is not a `.ts`
-    file; for a stream run, if the file is not a `.csv`, `.csv.gz` or
-    `.parquet` log.
+    labels; for a `.ts` run, if `failures` is given, or as `read_ts` (a file
+    that is not UTF-8 text, such as a Parquet log, included); for a stream
+    run, if the file is not a `.csv`, `.csv.gz` or `.parquet` log.
     """
     for name, given in (("--data", path), ("--failures", failures)):
         if given is not None and not os.path.isfile(given):
