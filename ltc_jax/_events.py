@@ -146,9 +146,10 @@ class Crossing(eqx.Module):
     the readout minus the threshold on one sequence's state; `event_fired` of
     the trajectory is diffrax's `event_mask`.
 
-    **Raises:** `ValueError` for an unknown `direction` (on construction), a
-    `unit` outside the state or a `readout` that does not return a scalar
-    (when solved).
+    **Raises:** `ValueError` for an unknown `direction`, a `threshold` that is
+    not a scalar, or one that is not finite (where it is known: not under
+    `jax.jit`) (on construction), a `unit` outside the state or a `readout`
+    that does not return a scalar (when solved).
 
     Source: `diffrax.Event` (Kidger 2021; Chen, Amos & Nickel 2021, "Learning
     neural event functions for ordinary differential equations"), with a
@@ -168,6 +169,17 @@ class Crossing(eqx.Module):
         if self.direction not in _DIRECTIONS:
             raise ValueError(
                 f"direction must be 'up', 'down' or 'either'; got {self.direction!r}."
+            )
+        if self.threshold.shape != ():
+            raise ValueError(
+                "A Crossing's threshold is one level (a scalar); got shape "
+                f"{self.threshold.shape}."
+            )
+        if not isinstance(self.threshold, jax.core.Tracer) and not jnp.isfinite(
+            self.threshold
+        ):
+            raise ValueError(
+                f"A Crossing's threshold must be finite; got {self.threshold}."
             )
 
     def value(self, y: Float[Array, " hidden"]) -> Float[Array, ""]:

@@ -13,6 +13,7 @@ import optax
 
 from ._adjoint import WindowedBacksolveAdjoint, resolve_windows
 from ._batch import Batch, batches, epoch_order, make_input_path
+from ._checkpoint import list_checkpoints
 from ._errors import NonFiniteLossError
 from ._failures import classify_failure, non_finite_leaves, non_finite_message
 from ._integrator import Integrator
@@ -244,15 +245,27 @@ def fit(
     [`ltc_jax.TrainingFailedError`][]); [`ltc_jax.CheckpointError`][] when
     resuming finds no usable checkpoint, or one of a model built with other
     options (each named, with its value on disk and the value asked for);
-    `ValueError` for bad options, a model whose parameters are not finite,
-    unlabelled data (every label `-1`), labels that do not fit the model's
-    `output_size`, or a `batch_size` that does not divide over the placement.
+    `ValueError` for bad options, a `checkpoint_dir` that already holds
+    checkpoints without `resume` (a new run there would mix its checkpoints
+    with the old run's, and pruning by step would delete its own), a model
+    whose parameters are not finite, unlabelled data (every label `-1`),
+    labels that do not fit the model's `output_size`, or a `batch_size` that
+    does not divide over the placement.
     """
     for name, value in (("epochs", epochs), ("batch_size", batch_size)):
         if value < 1:
             raise ValueError(f"{name} must be positive; got {value}.")
     if resume and checkpoint_dir is None:
         raise ValueError("resume=True needs the checkpoint_dir to resume from.")
+    if checkpoint_dir is not None and not resume:
+        existing = list_checkpoints(checkpoint_dir)
+        if existing:  # a new run would mix its checkpoints with the old run's
+            raise ValueError(
+                f"checkpoint_dir {os.fspath(checkpoint_dir)} already holds "
+                f"{len(existing)} checkpoint(s), the newest "
+                f"{os.path.basename(existing[-1])}: pass resume=True to continue "
+                "that run, or give an empty folder for a new one."
+            )
     if patience is not None and validation is None:
         raise ValueError("patience needs validation data to stop on.")
     placement.check_batch_size(batch_size)

@@ -188,6 +188,38 @@ def test_a_solve_continues_from_a_given_initial_state(getkey):
         model.solve(whole, integrator=integrator, y0=jnp.zeros((n, 5)))
 
 
+def test_a_new_run_refuses_a_folder_of_another_runs_checkpoints(getkey, tmp_path):
+    """Without `resume`, a folder that holds checkpoints is refused, and left
+    as it was: a new run there would mix its steps with the old run's, and
+    pruning the oldest would delete its own."""
+    model = ltc_jax.LTC(2, 4, 2, key=getkey())
+    data, integrator = _dataset(), ltc_jax.make_integrator(**HEUN)
+    options = dict(optimizer=ltc_jax.training.make_optimizer(1e-2, 9), seed=2)
+    quiet_fit(
+        model,
+        data,
+        integrator,
+        epochs=2,
+        batch_size=4,
+        checkpoint_dir=tmp_path,
+        **options,
+    )
+    before = ltc_jax.training.list_checkpoints(tmp_path)
+    with pytest.raises(
+        ValueError, match="already holds 2 checkpoint\\(s\\), the newest"
+    ):
+        quiet_fit(
+            model,
+            data,
+            integrator,
+            epochs=1,
+            batch_size=5,
+            checkpoint_dir=tmp_path,
+            **options,
+        )
+    assert ltc_jax.training.list_checkpoints(tmp_path) == before
+
+
 def test_a_checkpoint_of_the_earlier_format_resumes(getkey, tmp_path):
     """A run whose checkpoints were written before the training state (format
     1: `consecutive`, `initial_loss`, totals with `rejected`) resumes to the
