@@ -2,6 +2,7 @@
 thin composition of it with epochs, validation, checkpoints and monitors."""
 
 import math
+import numbers
 import os
 import time
 import warnings
@@ -253,8 +254,9 @@ def fit(
     does not divide over the placement.
     """
     for name, value in (("epochs", epochs), ("batch_size", batch_size)):
-        if value < 1:
-            raise ValueError(f"{name} must be positive; got {value}.")
+        whole = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+        if not whole or value < 1:  # 1.5 epochs would run 2
+            raise ValueError(f"{name} must be a positive int; got {value!r}.")
     if resume and checkpoint_dir is None:
         raise ValueError("resume=True needs the checkpoint_dir to resume from.")
     if checkpoint_dir is not None and not resume:
