@@ -283,7 +283,7 @@ def stream_windows(
     clock_hz: float | None = None,
     stride_seconds: float | None = None,
     sensors: Sequence[str] | None = None,
-    machines: Sequence[int | np.integer | str] | None = None,
+    machines: Sequence[int | float | np.integer | str] | None = None,
     fill: float | None = None,
 ) -> StreamWindows:
     """Cut sensor streams into labelled windows on one slow clock, with a cost
@@ -333,7 +333,8 @@ def stream_windows(
         `window_seconds`: windows that do not overlap). The first window of a
         machine ends `window_seconds` after its first sample.
     - `sensors`: the sensors to use, by name (default all).
-    - `machines`: the machines to cut, by index or by name (default all).
+    - `machines`: the machines to cut, by index (a whole number) or by name
+        (default all).
     - `fill`: the value given to a fast sensor with no sample in a whole window,
         or a slow one with no sample up to the window's end (its `mean` or
         `last`; `std` and `diff_rms` 0, `new` 0); default `None`, which refuses
