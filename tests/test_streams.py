@@ -22,6 +22,20 @@ def plant():
     return simulate_plant(machines=2, sensors=10, seed=3, horizon_seconds=900.0)
 
 
+def _single_sensor(times, values, group, rate_hz, failure=np.nan):
+    """One machine's streams of one sensor of `group` at `rate_hz`, sampled at
+    `times`, failing at `failure` (NaN: none seen)."""
+    return SensorStreams(
+        machine=np.zeros(times.size, np.int32),
+        sensor=np.zeros(times.size, np.int32),
+        time=times,
+        value=values,
+        sensor_group=(group,),
+        sensor_rate_hz=[rate_hz],
+        failure_time=[failure],
+    )
+
+
 def _direct(streams, machine, sensor, kind, end, window, clock):
     """The features of one sensor in one window, frame by frame with masks."""
     times, values = streams.samples(machine, sensor)
@@ -126,15 +140,7 @@ def test_frame_statistics_keep_their_precision_far_from_zero():
     times = np.arange(1, 200_001) / 100.0
     noise = 1e-3 * np.random.default_rng(0).standard_normal(times.size)
     values = np.where(times < 1.0, 0.0, 1000.0 + noise)
-    streams = SensorStreams(
-        machine=np.zeros(times.size, np.int32),
-        sensor=np.zeros(times.size, np.int32),
-        time=times,
-        value=values,
-        sensor_group=("vibration",),
-        sensor_rate_hz=[100.0],
-        failure_time=[np.nan],
-    )
+    streams = _single_sensor(times, values, "vibration", 100.0)
     windows = stream_windows(streams, 10.0, clock_hz=1.0, horizon_seconds=0.0)
     last = windows.dataset.xs[-1, -1]  # the last frame: samples in (t - 1, t]
     end = windows.end_time[-1]
@@ -148,15 +154,7 @@ def test_windows_end_within_the_stream():
     """A stream of 0.1 s steps whose windows' count rounds up: none ends after
     the failure, so none reads past it."""
     times = 0.1 + np.arange(51) / 100.0  # to 0.6 s
-    streams = SensorStreams(
-        machine=np.zeros(times.size, np.int32),
-        sensor=np.zeros(times.size, np.int32),
-        time=times,
-        value=np.sin(times),
-        sensor_group=("pressure",),
-        sensor_rate_hz=[100.0],
-        failure_time=[0.6],
-    )
+    streams = _single_sensor(times, np.sin(times), "pressure", 100.0, failure=0.6)
     windows = stream_windows(
         streams, 0.2, clock_hz=10.0, stride_seconds=0.1, horizon_seconds=0.15
     )
@@ -469,15 +467,7 @@ def test_the_default_clock_never_outpaces_the_slowest_sensor():
     ]
     for rate, window, frames in cases:
         times = np.arange(1, int(2.2 * window * rate) + 1) / rate
-        streams = SensorStreams(
-            machine=np.zeros(times.size, np.int32),
-            sensor=np.zeros(times.size, np.int32),
-            time=times,
-            value=np.cos(times),
-            sensor_group=("temperature",),
-            sensor_rate_hz=[rate],
-            failure_time=[np.nan],
-        )
+        streams = _single_sensor(times, np.cos(times), "temperature", rate)
         windows = stream_windows(streams, window, horizon_seconds=0.0)
         assert windows.dataset.xs.shape[1] == frames
         assert windows.clock_hz == frames / window <= rate * 1.001
@@ -506,15 +496,7 @@ def test_whole_numbers_of_any_type_index_machines_and_sensors(plant):
 def test_a_silent_sensor_at_unix_times_is_named_with_its_window_end():
     start = 1.7e9
     times = start + np.r_[np.arange(0, 100), np.arange(130, 200)] / 10.0
-    streams = SensorStreams(
-        machine=np.zeros(times.size, np.int32),
-        sensor=np.zeros(times.size, np.int32),
-        time=times,
-        value=np.sin(times - start),
-        sensor_group=("vibration",),
-        sensor_rate_hz=[10.0],
-        failure_time=[np.nan],
-    )
+    streams = _single_sensor(times, np.sin(times - start), "vibration", 10.0)
     # The 1 s windows end a second apart from 1.7e9 + 1 s; (10, 11] s is silent.
     with pytest.raises(ValueError, match="window ending at 1700000011.0 s"):
         stream_windows(streams, 1.0, clock_hz=1.0, horizon_seconds=0.0)

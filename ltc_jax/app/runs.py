@@ -322,12 +322,12 @@ def predict_run(run_dir: str, path: str, out: str, failures: str | None = None) 
     place, row_place = [], [[] for _ in outputs]
     if where is not None:
         origin = where["time_origin"]
+        zero = datetime.datetime.fromisoformat(origin) if origin else None
         place = ["machine", "end_time"] + (["end_utc"] if origin else [])
         for i, end in enumerate(where["end_time"]):
             row_place[i] = [where["machine"][i], repr(float(end))]
-            if origin:
-                at = datetime.datetime.fromisoformat(origin)
-                at += datetime.timedelta(seconds=float(end))
+            if zero is not None:
+                at = zero + datetime.timedelta(seconds=float(end))
                 row_place[i].append(at.isoformat())
     with open(out, "w", newline="") as file:
         writer = csv.writer(file)
