@@ -381,7 +381,7 @@ def fit_main_job(train, others=(), validation=None, config=None, **options):
     return job, model, history, time.perf_counter() - start
 
 
-def train_main_job(train, test, **options) -> dict:
+def train_main_job(train, test, *, with_outputs=False, **options) -> dict:
     """The main job's model and schedule for `train` (`fit_main_job`, after
     standardising both sets' values with `train`'s statistics, as the main job
     does), trained and evaluated on `test`. `options` are
@@ -392,15 +392,16 @@ def train_main_job(train, test, **options) -> dict:
     units squared), `accuracy` (`nan` for regression), `train_accuracy` of the
     last epoch (`None` for regression), `epochs`, `seconds` of training,
     `points` (mean observations per training sequence) and `channels` (the
-    path's, masks included)."""
+    path's, masks included); with `with_outputs`, also `outputs`, the trained
+    model's outputs on `test`, `(len(test), output_size)` NumPy."""
     train, test = ltc_jax.datasets.standardize(train, test)
     job, model, history, seconds = fit_main_job(train, (test,), **options)
-    result = ltc_jax.evaluate(
-        model,
-        test,
-        integrator=job.final_integrator,
-        path=ltc_jax.make_input_path(test, **job.path_options),
-    )
+    path = ltc_jax.make_input_path(test, **job.path_options)
+    result = ltc_jax.evaluate(model, test, integrator=job.final_integrator, path=path)
+    extra = {}
+    if with_outputs:
+        trajectory = model.solve(path, integrator=job.final_integrator)
+        extra["outputs"] = np.asarray(model.outputs(trajectory.ys))
     return dict(
         loss=float(result["loss"]),
         accuracy=float(result["accuracy"]),
@@ -409,4 +410,5 @@ def train_main_job(train, test, **options) -> dict:
         seconds=seconds,
         points=float(np.mean(train.lengths)),
         channels=int(job.path.input_size),
+        **extra,
     )

@@ -794,6 +794,7 @@ def rr_intervals(m: dict, c: dict, run_dir: str) -> str:
     """The table of `experiments.rr_intervals`."""
     b, env = m["baselines"], m["environment"]
     seeds = len(c["seeds"])
+    model = {"ltc": "LTC", "cfc": "CfC", "jump": "JumpLTC"}[c.get("model", "ltc")]
     rows = [
         dict(
             task="next interval longer than the median (accuracy)",
@@ -810,13 +811,24 @@ def rr_intervals(m: dict, c: dict, run_dir: str) -> str:
             constant=f"{1000 * b['mean_rmse']:.1f} (training mean)",
         ),
     ]
+    if "threshold_accuracy_mean" in m:  # runs before it lack the row
+        rows.append(
+            dict(
+                task="the regression's prediction longer than the median (accuracy)",
+                ltc=f"{m['threshold_accuracy_mean']:.3f} +- "
+                f"{m['threshold_accuracy_std']:.3f}",
+                persistence=f"{b['persistence_accuracy']:.3f}",
+                linear=f"{b['ar_accuracy']:.3f}",
+                constant="",
+            )
+        )
     return table(
         f"RR intervals, windows of {c['beats']} beats every {c['stride']}: "
         f"{m['train_size']} train / {m['test_size']} test, median "
         f"{1000 * m['median']:.0f} ms; the main job's defaults, {seeds} seed(s) "
         f"({env['backend']}, {env['cpu_count']} CPUs):",
         rows,
-        "task:task | LTC:ltc | persistence:persistence | "
+        f"task:task | {model}:ltc | persistence:persistence | "
         f"linear AR({b['ar_order']}):linear | constant:constant",
     )
 

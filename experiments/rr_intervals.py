@@ -20,10 +20,13 @@ signal: persistence (the last interval, or whether it is longer than the
 median), a linear autoregression on the last `AR_ORDER` (8) intervals (least
 squares on the training windows; for the classification, whether its
 prediction is longer than the median), and the training part's majority class
-or its targets' mean.
+or its targets' mean. The regression's predictions are also read as the
+classification's answer (longer than the median or not), as the
+autoregression's are.
 
     python -m experiments.rr_intervals            # 3 seeds, about 13 minutes
     python -m experiments.rr_intervals --quick    # 1 seed, 2 epochs, 8 units
+    python -m experiments.rr_intervals --model jump --epochs 40
 
 Writes `results/rr_intervals/<run>/`: `config.json`, `metrics.json` and
 `report.txt` (`experiments._report`), and prints the table.
@@ -59,6 +62,9 @@ class Config(_run.RunConfig):
     train_share: float = 0.7
     """Share of the windows, in time order, that train."""
     seeds: tuple[int, ...] = (0, 1, 2)
+    model: Literal["ltc", "cfc", "jump"] = "ltc"
+    """The model (the main job's `--model`): the LTC, the CfC, or the LTC with
+    a GRU jump at each beat (`ltc_jax.JumpLTC`)."""
     epochs: int | None = None
     """Override the main job's epochs (default: its own)."""
     hidden_size: int | None = None
@@ -212,6 +218,7 @@ def main(config: Config) -> dict:
         load_intervals(), config.beats, config.stride, config.train_share
     )
     options = dict(
+        model=config.model,
         epochs=config.epochs,
         hidden_size=config.hidden_size,
         interpolation=config.interpolation,
@@ -224,11 +231,18 @@ def main(config: Config) -> dict:
         for seed in config.seeds
     ]
     regression = [
-        _problems.train_main_job(*split["regression"].values(), seed=seed, **options)
+        _problems.train_main_job(
+            *split["regression"].values(), seed=seed, with_outputs=True, **options
+        )
         for seed in config.seeds
     ]
+    test_classes = split["classification"]["test"].labels
+    for result in regression:  # its prediction longer than the median, as the AR's
+        predicted = result.pop("outputs")[:, 0] > split["median"]
+        result["threshold_accuracy"] = float(np.mean(predicted == test_classes))
     accuracies = [r["accuracy"] for r in classification]
     errors = [float(np.sqrt(r["loss"])) for r in regression]
+    thresholded = [r["threshold_accuracy"] for r in regression]
     return run.finish(
         dict(
             train_size=len(split["classification"]["train"]),
@@ -241,6 +255,8 @@ def main(config: Config) -> dict:
             accuracy_std=statistics.pstdev(accuracies),
             rmse_mean=statistics.mean(errors),
             rmse_std=statistics.pstdev(errors),
+            threshold_accuracy_mean=statistics.mean(thresholded),
+            threshold_accuracy_std=statistics.pstdev(thresholded),
         )
     )
 

@@ -516,6 +516,31 @@ def test_rr_windows_and_baselines_by_hand():
 
 
 @pytest.mark.slow
+def test_train_main_job_outputs_give_its_loss():
+    """`train_main_job(with_outputs=True)` returns the trained model's outputs
+    on the test set: their mean squared error against the targets, computed
+    here, is the loss `ltc_jax.evaluate` reports."""
+    from experiments import _problems
+    from ltc_jax.datasets import SequenceDataset
+
+    rng = np.random.default_rng(0)
+
+    def data(n):
+        ts = np.sort(rng.uniform(0, 3, (n, 6)), axis=1)
+        xs = rng.standard_normal((n, 6, 2))
+        labels = rng.standard_normal((n, 1))
+        return SequenceDataset.from_sequences(list(ts), list(xs), labels)
+
+    test = data(5)
+    found = _problems.train_main_job(
+        data(16), test, with_outputs=True, epochs=1, hidden_size=4
+    )
+    assert found["outputs"].shape == (5, 1)
+    mse = np.mean((found["outputs"] - test.labels) ** 2)
+    assert mse == pytest.approx(found["loss"], rel=1e-5)
+
+
+@pytest.mark.slow
 def test_rr_intervals_quick(tmp_path):
     """Both tasks train with the main job's defaults (`--quick`) on the bundled
     hour of intervals: 407 training and 171 test windows, a finite test error,
@@ -531,6 +556,7 @@ def test_rr_intervals_quick(tmp_path):
     persistence = np.mean((raw[starts + 31] > median) == (raw[starts + 32] > median))
     assert metrics["baselines"]["persistence_accuracy"] == pytest.approx(persistence)
     assert 0 <= metrics["accuracy_mean"] <= 1 and np.isfinite(metrics["rmse_mean"])
+    assert 0 <= metrics["threshold_accuracy_mean"] <= 1
     assert (out / "report.txt").exists()
 
 
