@@ -6,6 +6,7 @@ import io
 import json
 import os
 import shutil
+from collections.abc import Callable
 from typing import Any
 
 import equinox as eqx
@@ -218,17 +219,28 @@ def load_checkpoint(checkpoint: str | os.PathLike, like: PyTree) -> tuple[PyTree
 
 
 def load_latest_checkpoint(
-    directory: str | os.PathLike, like: PyTree
+    directory: str | os.PathLike,
+    like: PyTree,
+    *,
+    check: Callable[[dict, str], None] | None = None,
 ) -> tuple[PyTree, dict, list[str]]:
     """Load the newest usable checkpoint under `directory`, falling back to older
     ones past any that is truncated or corrupted.
+
+    **Arguments:** `directory` and `like` as [`ltc_jax.training.load_checkpoint`][]
+    takes a folder and `like`; `check`, optional, called as `check(meta,
+    folder)` with the chosen checkpoint's metadata and folder before any of
+    its arrays is read (and after its models' options are compared with
+    `like`'s, so that a model built otherwise is named first), to refuse it
+    by raising with a message that names what differs.
 
     **Returns:** `(tree, meta, skipped)`, `skipped` naming each damaged checkpoint
     passed over and why.
 
     **Raises:** [`ltc_jax.CheckpointError`][] if no checkpoint is usable, or as
     [`ltc_jax.training.load_checkpoint`][] if the newest intact one does not fit
-    `like` (older ones are not tried: they hold the same model).
+    `like` (older ones are not tried: they hold the same model); whatever
+    `check` raises.
     """
     skipped = []
     for checkpoint in reversed(list_checkpoints(directory)):
@@ -237,6 +249,9 @@ def load_latest_checkpoint(
         except CheckpointError as error:
             skipped.append(str(error))
             continue
+        if check is not None:
+            check_models_match(meta.get(_MODELS), like, checkpoint)
+            check(meta, checkpoint)
         return _restore(checkpoint, meta, blob, like), meta, skipped
     detail = "; ".join(skipped) if skipped else "none found"
     raise CheckpointError(f"No usable checkpoint in {os.fspath(directory)} ({detail}).")

@@ -3,9 +3,11 @@ where it stands, which checkpoints hold and resuming restores."""
 
 import math
 import os
+from collections.abc import Callable
 from typing import Any
 
 import equinox as eqx
+import jax
 import optax
 from jaxtyping import PyTree
 
@@ -125,8 +127,48 @@ def save_train_state(
     arrays = (state.model, state.opt_state, state.best_model)
     position = {name: getattr(state, name) for name in _POSITION}
     position["history"] = list(state.history)
-    return save_checkpoint(
-        directory, state.step, arrays, dict(meta, format=FORMAT, **position)
+    meta = dict(meta, format=FORMAT, **position)
+    meta[_OPTIMIZER] = _array_shapes(state.opt_state)
+    return save_checkpoint(directory, state.step, arrays, meta)
+
+
+_OPTIMIZER = "optimizer_arrays"
+"""The metadata key of the shapes of the optimiser state's arrays, in leaf
+order (absent from checkpoints written before it)."""
+
+
+def _array_shapes(tree: PyTree) -> list[list[int]]:
+    """The shapes of `tree`'s array leaves, in leaf order, as JSON lists."""
+    return [list(leaf.shape) for leaf in jax.tree.leaves(tree) if eqx.is_array(leaf)]
+
+
+def _check_optimizer(like: TrainState) -> Callable[[dict, str], None]:
+    """A `check` for `load_latest_checkpoint`: refuses a checkpoint whose
+    optimiser state has other arrays than `like`'s optimiser makes, before the
+    arrays are read (they would be read into the model's places, and the error
+    would name a model's array)."""
+
+    def check(meta: dict, folder: str) -> None:
+        saved, given = meta.get(_OPTIMIZER), _array_shapes(like.opt_state)
+        if saved is not None and saved != given:
+            raise CheckpointError(
+                f"{folder}: its optimiser state holds {_arrays(saved)}; the "
+                f"optimiser given makes {_arrays(given)}. Resume with the "
+                "optimiser the run was started with (the same transformations "
+                "in the same order)."
+            )
+
+    return check
+
+
+def _arrays(shapes: list[list[int]], shown: int = 6) -> str:
+    """How many arrays, and the first `shown` of their shapes."""
+    if not shapes:
+        return "no arrays"
+    text = ", ".join(str(tuple(shape)) for shape in shapes[:shown])
+    more = len(shapes) - shown
+    return f"{len(shapes)} arrays, of shapes {text}" + (
+        f" and {more} more" if more > 0 else ""
     )
 
 
@@ -159,13 +201,15 @@ def load_train_state(
 
     **Raises:** [`ltc_jax.CheckpointError`][] if no checkpoint is usable, the
     newest one has a format this version cannot read (named in the message),
-    or its model was built with other options than `like.model` (each named,
-    with both values: build the model with the saved options).
+    its model was built with other options than `like.model` (each named,
+    with both values: build the model with the saved options), or its
+    optimiser state has other arrays than `like.opt_state` (both named: resume
+    with the run's optimiser).
     """
     remove_interrupted_saves(directory)
     arrays = (like.model, like.opt_state, like.best_model)
     (model, opt_state, best_model), meta, skipped = load_latest_checkpoint(
-        directory, arrays
+        directory, arrays, check=_check_optimizer(like)
     )
     version = meta.get("format", 1)
     if version == 1 and "consecutive" in meta:

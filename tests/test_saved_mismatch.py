@@ -106,6 +106,30 @@ def test_resume_names_the_option_once(tmp_path):
     assert str(error.value).count("hidden_size 8 on disk, 16 asked") == 1
 
 
+def test_resume_with_another_optimizer_names_the_optimizer(tmp_path):
+    """Resuming an Adam run with SGD (no state) or with SGD with momentum
+    (one array per parameter, where Adam has two and a count) is refused
+    naming the optimiser's arrays on both sides, before the saved arrays are
+    read into the model's places; the same optimiser resumes."""
+    model = ltc_jax.LTC(2, 4, 2, key=jr.PRNGKey(0))
+    saved = TrainState.create(model, optax.adam(1e-3))
+    save_train_state(tmp_path, saved, seed=0)
+    parameters = len(jax.tree.leaves(eqx.filter(model, eqx.is_inexact_array)))
+    for optimizer, given in (
+        (optax.sgd(1e-3), "no arrays."),
+        (optax.sgd(1e-3, 0.9), f"{parameters} arrays, of shapes (4, 2)"),
+    ):
+        asked = TrainState.create(model, optimizer)
+        with pytest.raises(ltc_jax.CheckpointError) as error:
+            load_train_state(tmp_path, asked)
+        message = str(error.value)
+        assert f"holds {2 * parameters + 1} arrays, of shapes ()" in message
+        assert f"the optimiser given makes {given}" in message
+        assert "Resume with the optimiser the run was started with" in message
+    state, _, _ = load_train_state(tmp_path, TrainState.create(model, optax.adam(1)))
+    assert eqx.tree_equal(state.opt_state, saved.opt_state)
+
+
 def test_checkpoint_saved_before_the_options_names_the_array(tmp_path):
     """A checkpoint without recorded options (written by an earlier version)
     still fails with a `CheckpointError`, naming the array that differs."""
