@@ -4,7 +4,6 @@ check, progress), each an object with the init/step/close pattern of diffrax's
 `AbstractProgressMeter`."""
 
 import math
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,6 +17,7 @@ from ._objective import AbstractObjective, SupervisedLoss
 from ._parallel import AbstractPlacement, SingleDevice
 from ._paths import InputPath
 from ._train_state import TrainState, save_train_state
+from ._warn import warn
 from .datasets import SequenceDataset
 
 
@@ -266,7 +266,7 @@ class StepBudget(AbstractMonitor):
             )
         for text in texts:
             say(text)
-            warnings.warn(text, stacklevel=2)
+            warn(text)
         return state
 
 
@@ -288,12 +288,11 @@ class LearningCheck(AbstractMonitor):
         kept = [r for r in state.history if r.get("best")] or list(state.history[-1:])
         learned = kept[0]["loss"] < (1 - self.fraction) * state.first_loss
         if not learned:
-            warnings.warn(
+            warn(
                 f"Training did not lower the loss by {self.fraction:.0%}: "
                 f"{state.first_loss:.4g} at the first step, "
                 f"{kept[0]['loss']:.4g} in the epoch kept. The model may not see "
                 "its input (check the time scale: tau against the sequences' "
-                "durations) or the learning rate may be too low.",
-                stacklevel=2,
+                "durations) or the learning rate may be too low."
             )
         return _with_last_record(state, learned=bool(learned))

@@ -5,7 +5,6 @@ import math
 import numbers
 import os
 import time
-import warnings
 from collections.abc import Iterable, Sequence
 from contextlib import nullcontext
 
@@ -35,6 +34,7 @@ from ._progress import TqdmFitProgress
 from ._solver.stability import check_stability
 from ._tolerances import ToleranceSchedule
 from ._train_state import TrainState, load_train_state
+from ._warn import warn
 from .datasets import SequenceDataset
 
 
@@ -274,7 +274,7 @@ def fit(
     check_trainable(model, train, objective)
     field = model.vector_field if isinstance(model, AbstractSequenceModel) else None
     if field is not None:
-        check_stability(_epoch_integrator(integrator, 0), field, stacklevel=3)
+        check_stability(_epoch_integrator(integrator, 0), field)
     path = make_input_path(train) if path is None else path
     built_in = [StepBudget()]
     if validation is not None:
@@ -372,7 +372,7 @@ def epoch_record(
 def _resumed(directory, state: TrainState, seed: int) -> TrainState:
     state, meta, skipped = load_train_state(directory, state)
     for text in skipped:
-        warnings.warn(f"Skipped a damaged checkpoint: {text}", stacklevel=3)
+        warn(f"Skipped a damaged checkpoint: {text}")
     if meta["seed"] != seed:
         raise ValueError(
             f"The checkpoint was written with seed {meta['seed']}, not {seed}."

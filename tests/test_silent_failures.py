@@ -5,6 +5,7 @@ import math
 import warnings
 
 import equinox as eqx
+import helpers
 import jax
 import jax.numpy as jnp
 import jax.random as jr
@@ -36,6 +37,7 @@ def test_a_finite_divergence_is_an_error_and_warned_about():
     expected = 2.7852935634052813 / (1 / float(jnp.min(model.cell.tau)) + 1)
     assert largest == pytest.approx(expected, rel=1e-9)
     assert f"{largest:.3g}" in str(caught[0].message)
+    assert caught[0].filename == __file__  # the caller's line
     with pytest.raises(eqx.EquinoxRuntimeError, match="left the bound"):
         model.solve(path, integrator=integrator)
     # Without the check the same solve returns a state far outside the bound.
@@ -97,9 +99,10 @@ def test_training_stops_with_a_divergence_error_not_at_chance():
         class_names=("a", "b"),
     )
     integrator = ltc_jax.make_integrator("rk4", dt0=0.5, max_steps=16)
-    with pytest.warns(ltc_jax.training.StabilityWarning):
+    with pytest.warns(ltc_jax.training.StabilityWarning) as caught:
         with pytest.raises(ltc_jax.DivergenceError, match="epoch 0, batch 0"):
             quiet_fit(model, data, integrator)
+    assert caught[0].filename == helpers.__file__  # the line that called fit
 
 
 def test_the_biophysical_state_bound_is_its_reversal_potentials(getkey):

@@ -10,6 +10,7 @@ import equinox as eqx
 import numpy as np
 
 from .._integrator import Integrator
+from .._warn import warn
 from .fused import needs_ltc_form
 
 
@@ -70,7 +71,7 @@ class StabilityWarning(UserWarning):
 
 
 def check_stability(
-    integrator: Integrator, field: eqx.Module, *, stacklevel: int = 2
+    integrator: Integrator, field: eqx.Module, *, stacklevel: int | None = None
 ) -> float | None:
     r"""Whether fixed explicit steps of `integrator` are stable on `field`, from
     the field's fastest decay rate $\lambda$ (`field.decay_bound()`, $1 /
@@ -86,7 +87,9 @@ def check_stability(
     solve's state-bound check then reports.
 
     **Arguments:** `integrator`; `field`, the vector field (an LTC's `cell`);
-    `stacklevel` of the warning.
+    `stacklevel` of the warning, as `warnings.warn` takes it (default: the
+    line of the first caller outside ltc_jax, such as the call of
+    [`ltc_jax.fit`][] that checks it).
 
     **Returns:** the largest stable `dt0` (time units), or `None` where there is
     nothing to check: adaptive steps, implicit or fused solvers, or a field that
@@ -101,12 +104,14 @@ def check_stability(
         return None
     largest = bound / rate
     if integrator.dt0 > largest:
-        warnings.warn(
+        message = (
             f"dt0={integrator.dt0:g} is outside {type(integrator.solver).__name__}'s "
             f"stability region on this model's fastest decay (rate {rate:.3g} per "
             f"time unit): the largest stable step is about {largest:.3g}. Lower dt0, "
-            "raise tau_min, or take adaptive steps.",
-            StabilityWarning,
-            stacklevel=stacklevel,
+            "raise tau_min, or take adaptive steps."
         )
+        if stacklevel is None:
+            warn(message, StabilityWarning)
+        else:
+            warnings.warn(message, StabilityWarning, stacklevel=stacklevel)
     return largest
