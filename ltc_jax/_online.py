@@ -270,7 +270,8 @@ class OnlineLearner(eqx.Module):
         resumed stream draws what an uninterrupted one would.
 
     **Raises:** `ValueError` for a `batch_size` below 1 (below 2 with replay),
-    `passes` below 1, an unknown `task`, or a `ts` that is not increasing.
+    `passes` below 1, an unknown `task`, or a `ts` that is not one increasing
+    grid of at least two times.
 
     Source: prequential evaluation (Dawid 1984, "Present position and
     potential developments: the prequential approach", JRSS A 147(2));
@@ -295,8 +296,12 @@ class OnlineLearner(eqx.Module):
 
     def __check_init__(self):
         ts = np.asarray(self.ts)
-        if ts.ndim != 1 or ts.size < 1 or np.any(np.diff(ts) <= 0):
-            raise ValueError("ts must be one increasing grid of the windows' times.")
+        if ts.ndim != 1 or ts.size < 2 or np.any(np.diff(ts) <= 0):
+            raise ValueError(
+                "ts must be one increasing grid of the windows' times, of at "
+                f"least two (a window's solve runs from its first to its last); "
+                f"got shape {ts.shape}."
+            )
         if self.batch_size < 1 or self.passes < 1:
             raise ValueError(
                 f"batch_size and passes must be positive; got {self.batch_size} "
