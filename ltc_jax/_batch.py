@@ -244,8 +244,9 @@ def check_labels(model, data: SequenceDataset, purpose: str) -> None:
     boundary of training and evaluation.
 
     **Raises:** `ValueError` for unlabelled data, a class index outside `[0,
-    output_size)` (with a hint for 1-based labels), or regression targets of
-    another width.
+    output_size)` (with a hint for 1-based labels), regression targets of
+    another width, or a regression target that is NaN or infinite (the loss
+    would be, with nothing to say why).
     """
     check_labelled(data, purpose)
     size = getattr(model, "output_size", None)
@@ -265,4 +266,12 @@ def check_labels(model, data: SequenceDataset, purpose: str) -> None:
         raise ValueError(
             f"Regression targets must be (n, {size}) for a model with "
             f"output_size={size}; got {labels.shape}."
+        )
+    elif not np.all(np.isfinite(labels)):
+        bad = np.flatnonzero(~np.all(np.isfinite(labels), axis=1))
+        raise ValueError(
+            f"Regression targets must be finite; {data.name or 'the data'} has "
+            f"{len(bad)} sequence(s) with a NaN or infinite target, the first at "
+            f"index {bad[0]} ({labels[bad[0]].tolist()}): drop those sequences "
+            f"or fill their targets before {purpose}."
         )

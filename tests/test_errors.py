@@ -1,5 +1,7 @@
 """Input checks at the library's API boundary: each names the problem."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 from helpers import quiet_fit
@@ -31,6 +33,19 @@ def test_one_based_labels_are_named_before_training(getkey):
         ltc_jax.evaluate(
             model, _data([0, 5]), integrator=ltc_jax.make_integrator(**INTEGRATOR)
         )
+
+
+def test_a_non_finite_regression_target_is_named_before_training(getkey):
+    """A NaN target made the first loss NaN, and the error blamed the
+    solver's step; it is refused naming the sequence, in fit and evaluate."""
+    model = ltc_jax.LTC(3, 4, 1, key=getkey())
+    targets = np.array([[0.5], [np.nan], [1.0], [np.inf]])
+    data = dataclasses.replace(_data([0, 1, 0, 1]), labels=targets, class_names=())
+    integrator = ltc_jax.make_integrator(**INTEGRATOR)
+    with pytest.raises(ValueError, match=r"2 sequence\(s\) with a NaN or infinite"):
+        quiet_fit(model, data, integrator)
+    with pytest.raises(ValueError, match=r"the first at index 1 \(\[nan\]\)"):
+        ltc_jax.evaluate(model, data, integrator=integrator)
 
 
 def test_wrong_input_size_is_a_value_error(getkey):
