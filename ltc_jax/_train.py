@@ -245,8 +245,11 @@ def fit(
     [`ltc_jax.DivergenceError`][], [`ltc_jax.NonFiniteLossError`][],
     [`ltc_jax.TrainingFailedError`][]); [`ltc_jax.CheckpointError`][] when
     resuming finds no usable checkpoint, or one of a model built with other
-    options (each named, with its value on disk and the value asked for);
-    `ValueError` for bad options, a `checkpoint_dir` that already holds
+    options (each named, with its value on disk and the value asked for), or
+    of another optimiser; `ValueError` for a resume with another `seed`, or
+    from within an epoch with another `batch_size` or number of training
+    sequences (which would skip or repeat sequences), for bad options, a
+    `checkpoint_dir` that already holds
     checkpoints without `resume` (a new run there would mix its checkpoints
     with the old run's, and pruning by step would delete its own), a model
     whose parameters are not finite, unlabelled data (every label `-1`),
@@ -289,11 +292,11 @@ def fit(
     built_in.append(LearningCheck())
     if checkpoint_dir is not None:
         directory = os.fspath(checkpoint_dir)
-        meta = dict(seed=seed)
+        meta = dict(seed=seed, batch_size=batch_size, train_size=len(train))
         built_in.append(Checkpointing(directory, checkpoint_every, placement, meta))
     state = TrainState.create(model, optimizer)
     if resume:
-        state = _resumed(checkpoint_dir, state, seed)
+        state = _resumed(checkpoint_dir, state, seed, batch_size, len(train))
     state = placement.place(state)
     total_steps = epochs * math.ceil(len(train) / batch_size)
     horizon = float(max(train.durations))
@@ -369,13 +372,34 @@ def epoch_record(
     return record
 
 
-def _resumed(directory, state: TrainState, seed: int) -> TrainState:
+def _resumed(
+    directory, state: TrainState, seed: int, batch_size: int, train_size: int
+) -> TrainState:
+    """The state `fit` resumes from: the newest usable checkpoint, if it was
+    written with the same `seed` and, where it stopped within an epoch, the
+    same `batch_size` and number of training sequences, which with the seed
+    place it in the epoch's order (checkpoints from before those were recorded
+    are taken as they are)."""
     state, meta, skipped = load_train_state(directory, state)
     for text in skipped:
         warn(f"Skipped a damaged checkpoint: {text}")
     if meta["seed"] != seed:
         raise ValueError(
             f"The checkpoint was written with seed {meta['seed']}, not {seed}."
+        )
+    given = dict(batch_size=batch_size, train_size=train_size)
+    differ = [
+        f"{name} {meta[name]} there, {value} now"
+        for name, value in given.items()
+        if meta.get(name, value) != value
+    ]
+    if differ and state.batch:
+        raise ValueError(
+            f"The checkpoint stopped after batch {state.batch} of epoch "
+            f"{state.epoch} of a run with another batching ({'; '.join(differ)}; "
+            "train_size is the number of training sequences): resuming there "
+            "would skip or repeat sequences. Resume with the run's batch size "
+            "and data."
         )
     return state
 

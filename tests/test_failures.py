@@ -80,6 +80,55 @@ def test_skip_drops_failed_updates_and_stops_after_k_in_a_row():
         )
 
 
+def test_failed_steps_leave_the_last_good_checkpoints(tmp_path):
+    """Resumed with a `max_steps` no solve fits in, every step fails and is
+    skipped until the run stops: no checkpoint is written after a failed step,
+    so the two kept from the good epoch (steps 3 and 4) stay."""
+    data = _dataset([3, 3, 3, 3])
+    good = ltc_jax.make_integrator("heun", dt0=0.125, max_steps=64)
+    options = dict(checkpoint_dir=tmp_path, checkpoint_every=1)
+    _fit(data, good, **options)
+    names = lambda: [  # noqa: E731
+        os.path.basename(p) for p in ltc_jax.training.list_checkpoints(tmp_path)
+    ]
+    assert names() == ["step-00000003", "step-00000004"]
+    short = ltc_jax.make_integrator("heun", dt0=0.125, max_steps=2)
+    with pytest.raises(ltc_jax.TrainingFailedError, match="3 failed steps in a row"):
+        _fit(
+            data,
+            short,
+            epochs=2,
+            resume=True,
+            on_failure=ltc_jax.training.SkipFailures(max_consecutive=3),
+            **options,
+        )
+    assert names() == ["step-00000003", "step-00000004"]
+
+
+def test_resume_within_an_epoch_needs_the_runs_batching(tmp_path):
+    """A checkpoint after batch 3 of 4 places the run in an epoch's order of 4
+    sequences in batches of 1: resuming there with batches of 2, or 5
+    sequences, would skip or repeat sequences, and is refused naming both
+    values; at an epoch's end another batch size continues."""
+    data = _dataset([3, 3, 3, 3])
+    integrator = ltc_jax.make_integrator("heun", dt0=0.125, max_steps=64)
+    options = dict(checkpoint_dir=tmp_path, checkpoint_every=1)
+    _fit(data, integrator, **options)
+    end_of_epoch = ltc_jax.training.list_checkpoints(tmp_path)[-1]
+    os.rename(end_of_epoch, str(end_of_epoch) + ".tmp")  # as if killed before it
+    for changed, named in (
+        (dict(batch_size=2), "batch_size 1 there, 2 now"),
+        (dict(data=_dataset([3] * 5)), "train_size 4 there, 5 now"),
+    ):
+        arguments = dict(data=data, batch_size=1) | changed
+        with pytest.raises(ValueError, match=f"after batch 3 of epoch 0 .*{named}"):
+            _fit(arguments.pop("data"), integrator, resume=True, **arguments, **options)
+    _, history = _fit(data, integrator, resume=True, **options)  # the same: goes on
+    assert len(history) == 1
+    _, history = _fit(data, integrator, resume=True, epochs=2, batch_size=2, **options)
+    assert len(history) == 2  # from the end of epoch 0, in batches of 2
+
+
 def test_warns_when_a_solve_nears_max_steps():
     data = _dataset([20, 20])
     loose = ltc_jax.make_integrator("tsit5", rtol=1e-3, atol=1e-4)
