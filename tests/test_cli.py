@@ -43,6 +43,34 @@ SMALL_RUN = ("--hidden-size", "4", "--epochs", "2", "--batch-size", "8")
 """A few units, two epochs, batches of 8: a run of the toy data in seconds."""
 
 
+def test_cli_regression_reports_the_test_error(tmp_path, capsys):
+    """A `.ts` pair of regression targets (each series' mean): the summary
+    prints the test error, not a NaN accuracy, and the validation share's
+    reason speaks of series, not classes."""
+    rng = np.random.default_rng(0)
+
+    def regression_file(path, n):
+        lines = ["@problemName sums", "@dimensions 1", "@targetLabel true", "@data"]
+        for _ in range(n):
+            values = rng.normal(size=rng.integers(4, 9))
+            lines.append(",".join(f"{v:.4f}" for v in values) + f":{values.mean():.4f}")
+        path.write_text("\n".join(lines) + "\n")
+        return str(path)
+
+    train = regression_file(tmp_path / "train.ts", 24)
+    test = regression_file(tmp_path / "test.ts", 8)
+    out = tmp_path / "run"
+    args = ["train", "--data", train, "--test-data", test, "--out", str(out)]
+    assert cli.main([*args, "--no-progress", *SMALL_RUN]) == 0
+    printed = capsys.readouterr().out
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert np.isnan(metrics["test_accuracy"]) and "test accuracy" not in printed
+    assert f"test MSE           {metrics['test_loss']:.4g}" in printed
+    reason = json.loads((out / "config.json").read_text())["derived"]
+    reason = reason["validation_fraction"]["reason"]
+    assert "0.1 of 24 training series" in reason and "class" not in reason
+
+
 def test_cli_on_any_ts_pair(tmp_path, capsys):
     train, test, out, metrics = _train_toy(
         tmp_path,

@@ -4,6 +4,7 @@ and prints."""
 import dataclasses
 import functools
 import inspect
+import math
 import operator
 import os
 import sys
@@ -24,9 +25,13 @@ def _mib(value: int | None) -> str:
 
 
 def print_report(metrics: dict, memory_hint: bool = True) -> None:
-    """Print the main job's summary: accuracy, time, steps and the memory table,
-    or, without one and with `memory_hint`, how to ask for it."""
-    print(f"test accuracy      {metrics['test_accuracy']:.4f}")
+    """Print the main job's summary: accuracy (the mean squared error for
+    regression), time, steps and the memory table, or, without one and with
+    `memory_hint`, how to ask for it."""
+    if math.isnan(metrics["test_accuracy"]):  # regression: no classes
+        print(f"test MSE           {metrics['test_loss']:.4g}")
+    else:
+        print(f"test accuracy      {metrics['test_accuracy']:.4f}")
     print(f"train wall time    {metrics['train_seconds']:.1f} s")
     if metrics.get("windows"):
         print(

@@ -46,7 +46,8 @@ def validation_share(config: TrainConfig, train: SequenceDataset) -> tuple[float
     if config.validation_fraction is not None:
         return config.validation_fraction, "given"
     _, held = stratified_split(train, VALIDATION_FRACTION, seed=config.seed)
-    share = f"{VALIDATION_FRACTION:g} of each class of {len(train)} training series"
+    of = "of each class of" if train.is_classification else "of"
+    share = f"{VALIDATION_FRACTION:g} {of} {len(train)} training series"
     if len(held) >= MIN_VALIDATION_SERIES:
         return VALIDATION_FRACTION, (
             f"{share} holds out {len(held)}, at least {MIN_VALIDATION_SERIES}: "
