@@ -216,6 +216,16 @@ class OnlineState(eqx.Module):
         return OnlineState(**(fields | changes))
 
 
+def _end_times(end_time) -> np.ndarray:
+    """Windows' end times as `float64[n]`, checked finite (a NaN would compare
+    false with every time, and be refused for the wrong reason)."""
+    end_time = np.asarray(end_time, np.float64).reshape(-1)
+    if not np.all(np.isfinite(end_time)):
+        i = int(np.argmin(np.isfinite(end_time)))
+        raise ValueError(f"End times must be finite; end_time[{i}] is {end_time[i]}.")
+    return end_time
+
+
 class OnlineLearner(eqx.Module):
     r"""A learner over a stream of windows that end one after another, each of
     a stream (a machine) and labelled some time after it ends: prequential
@@ -364,12 +374,13 @@ class OnlineLearner(eqx.Module):
 
         **Raises:** `ValueError` for no windows, windows off the learner's
         grid or of another channel count, mismatched lengths, a window ending
-        after `now`, a `now` before the state's, a window given twice, or one
-        that does not end after its stream's latest predicted window.
+        after `now`, a `now` before the state's, a window given twice, one
+        that does not end after its stream's latest predicted window, or an
+        end time or `now` that is not finite.
         """
         xs = self._values(windows)
         stream = np.asarray(stream, np.int64).reshape(-1)
-        end_time = np.asarray(end_time, np.float64).reshape(-1)
+        end_time = _end_times(end_time)
         n = xs.shape[0]
         if n == 0:
             raise ValueError("No windows to predict: give at least one.")
@@ -470,8 +481,10 @@ class OnlineLearner(eqx.Module):
         return xs
 
     def _advance(self, state: OnlineState, now: float) -> float:
-        """`now`, checked not to go back."""
+        """`now`, checked to be finite and not to go back."""
         now = float(now)
+        if not np.isfinite(now):
+            raise ValueError(f"now must be a finite time; got {now}.")
         if not now >= state.now:
             raise ValueError(
                 f"now={now} is before the stream's time so far ({state.now}): "
@@ -533,11 +546,11 @@ class OnlineLearner(eqx.Module):
         has ended (`now < end_time`: it would be known before its window's
         data), a window not pending (never predicted, or labelled already), a
         window labelled twice in the call, a class outside `[0, output_size)`,
-        a target of another shape or not finite, or a `now` before the
-        state's.
+        a target of another shape or not finite, a `now` before the state's,
+        or an end time or `now` that is not finite.
         """
         stream = np.asarray(stream, np.int64).reshape(-1)
-        end_time = np.asarray(end_time, np.float64).reshape(-1)
+        end_time = _end_times(end_time)
         now = self._advance(state, now)
         early = end_time > now
         if np.any(early):

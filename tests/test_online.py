@@ -83,6 +83,10 @@ def test_labels_before_their_windows_end_and_other_bad_input_are_refused():
         learner.label(state, streams, ends, [0, 1, 2], now=9.0)
     with pytest.raises(ValueError, match=r"must be \(n, 8, channels\)"):
         learner.predict(state, xs[:, :5], streams, ends + 8, now=16.0)
+    with pytest.raises(ValueError, match=r"end_time\[1\] is nan"):
+        learner.predict(state, xs, streams, [16.0, np.nan, 16.0], now=16.0)
+    with pytest.raises(ValueError, match="now must be a finite time; got nan"):
+        learner.label(state, streams, ends, labels, now=np.nan)
     for ts in ([8.0], [1.0, 3.0, 2.0], np.ones((2, 4))):  # one time, unsorted, 2-D
         with pytest.raises(ValueError, match="increasing grid of the windows' times"):
             make_learner(ts=ts)
