@@ -213,7 +213,9 @@ def fit(
     - `integrator`: an [`ltc_jax.Integrator`][] or a tolerance schedule.
     - `optimizer`: an optax transformation (e.g.
         [`ltc_jax.training.make_optimizer`][]).
-    - `epochs`: passes over the data, at least 1.
+    - `epochs`: passes over the data, at least 1; with `resume`, the run's
+        total, the checkpoint's epochs included (a checkpoint past it is
+        returned as it is, with a warning).
     - `batch_size`: sequences per optimiser step, at least 1.
     - `seed`: the data order.
     - `path`: `make_input_path(train, ...)` when the inputs need options
@@ -297,6 +299,12 @@ def fit(
     state = TrainState.create(model, optimizer)
     if resume:
         state = _resumed(checkpoint_dir, state, seed, batch_size, len(train))
+        if state.epoch > epochs:
+            warn(
+                f"The checkpoint has trained {state.epoch} epochs, more than "
+                f"epochs={epochs} (the run's total, not more to train): the "
+                "model is returned as the checkpoint holds it."
+            )
     state = placement.place(state)
     total_steps = epochs * math.ceil(len(train) / batch_size)
     horizon = float(max(train.durations))

@@ -127,6 +127,9 @@ def test_resume_within_an_epoch_needs_the_runs_batching(tmp_path):
     assert len(history) == 1
     _, history = _fit(data, integrator, resume=True, epochs=2, batch_size=2, **options)
     assert len(history) == 2  # from the end of epoch 0, in batches of 2
+    with pytest.warns(UserWarning, match="trained 2 epochs, more than epochs=1"):
+        _, history = _fit(data, integrator, resume=True, batch_size=2, **options)
+    assert len(history) == 2
 
 
 def test_warns_when_a_solve_nears_max_steps():
