@@ -298,35 +298,6 @@ def test_jittery_rates_give_a_whole_number_of_frames_and_failures_match_the_log(
         read_sensor_log(tmp_path / "log.parquet", failures=tmp_path / "failures.csv")
 
 
-def test_numbered_machines_and_tags_read_alike_from_csv_and_parquet(tmp_path):
-    """Machines and tags numbered in a float Parquet column (1.0, as a column
-    with a gap is stored) take the names a CSV file of integers gives them (1),
-    so a failure table in CSV finds them."""
-    frame = pd.DataFrame(
-        {
-            "time": [0.0, 1.0, 2.0, 0.0, 1.0, 2.0],
-            "tag": [101.0, 101.0, 101.0, 7.0, 7.0, 7.0],
-            "value": np.arange(6.0),
-            "machine": [1.0, 1.0, 1.0, 2.0, 2.0, 2.0],
-        }
-    )
-    frame.to_parquet(tmp_path / "log.parquet")
-    frame.astype({"machine": int, "tag": int}).to_csv(tmp_path / "log.csv", index=False)
-    pd.DataFrame({"machine": [2], "time": [2.5]}).to_csv(
-        tmp_path / "failures.csv", index=False
-    )
-    read = {
-        suffix: read_sensor_log(
-            tmp_path / f"log.{suffix}", failures=tmp_path / "failures.csv"
-        )
-        for suffix in ("csv", "parquet")
-    }
-    for streams in read.values():
-        assert streams.machine_names == ("1", "2")
-        assert streams.sensor_names == ("101", "7")
-        np.testing.assert_array_equal(streams.failure_time, [np.nan, 2.5])
-
-
 def test_a_bad_time_among_numbers_is_named_by_its_row(tmp_path):
     frame = pd.DataFrame(
         {"time": ["0.0", "0.5", "1.0", "", "2.0"], "tag": "t", "value": "1"}

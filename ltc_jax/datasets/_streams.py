@@ -626,8 +626,6 @@ def read_sensor_log(
         surrounding spaces: tags that differ only by them are one sensor).
     - `value_column`: the reading, a number.
     - `machine_column`: the machine's name, or `None` for a file of one machine.
-        Names stored as whole numbers in a float column (machine `1.0`) read
-        as the integers a CSV file writes (`"1"`), tags alike.
     - `event_tags`: the tags whose samples are events (alarms): they form the
         group `"event"`; the others are `"continuous"`.
     - `rates_hz`: a continuous tag's nominal rate, in hertz; default: one over
@@ -762,15 +760,8 @@ def _first_bad(valid: np.ndarray, frame, column, path, text: str):
 
 def _names(frame, column, path) -> np.ndarray:
     """A column of names as strings without surrounding spaces (a historian's
-    padded tags); whole numbers in a float column (a Parquet file's machine 1.0)
-    as the integers a CSV file writes (1); a missing one is refused."""
-    import pandas as pd
-
+    padded tags); a missing one is refused."""
     names = frame[column]
-    if pd.api.types.is_float_dtype(names):
-        finite = names.dropna()
-        if np.all(np.isfinite(finite)) and np.all(finite == np.round(finite)):
-            names = names.astype("Int64")
     stripped = names.astype(str).str.strip()
     valid = (names.notna() & (stripped != "")).to_numpy()
     if not np.all(valid):
