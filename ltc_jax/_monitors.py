@@ -197,11 +197,11 @@ class Checkpointing(AbstractMonitor):
     """Checkpoints of the whole training state
     ([`ltc_jax.training.save_train_state`][]) after every epoch and every
     `every` steps, written by process 0 only. Atomic: a run killed mid-write
-    keeps its previous checkpoints. A step that failed (and was skipped, under
-    [`ltc_jax.training.SkipFailures`][]) is not checkpointed, nor any step
-    until one succeeds: a run that then stops on too many failures in a row
-    keeps its last checkpoint from before them, which its pruning would
-    otherwise push out.
+    keeps its previous checkpoints. Nothing is checkpointed after a step that
+    failed (and was skipped, under [`ltc_jax.training.SkipFailures`][]), at a
+    step or an epoch's end, until a step succeeds: a run that then stops on
+    too many failures in a row keeps its last checkpoints from before them,
+    which its pruning would otherwise push out.
 
     **Fields:** `directory`; `every` (`None`: epochs only); `placement` (to
     read the state back to the host); `meta`, a dict recorded with each
@@ -238,7 +238,8 @@ class Checkpointing(AbstractMonitor):
             self._save(state)
 
     def epoch(self, monitor_state, state, integrator, say):
-        self._save(state)
+        if not state.failures_in_a_row:
+            self._save(state)
         return state
 
 

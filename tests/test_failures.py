@@ -80,29 +80,35 @@ def test_skip_drops_failed_updates_and_stops_after_k_in_a_row():
         )
 
 
-def test_failed_steps_leave_the_last_good_checkpoints(tmp_path):
+@pytest.mark.parametrize("every", [1, None])
+def test_failed_steps_leave_the_last_good_checkpoints(tmp_path, every):
     """Resumed with a `max_steps` no solve fits in, every step fails and is
-    skipped until the run stops: no checkpoint is written after a failed step,
-    so the two kept from the good epoch (steps 3 and 4) stay."""
+    skipped until the run stops: nothing is checkpointed after a failed step,
+    at a step (`checkpoint_every=1`) or at the epochs' ends those failures
+    cross (epoch-only saves, batches of 2), so the two checkpoints kept from
+    the good run stay."""
     data = _dataset([3, 3, 3, 3])
     good = ltc_jax.make_integrator("heun", dt0=0.125, max_steps=64)
-    options = dict(checkpoint_dir=tmp_path, checkpoint_every=1)
-    _fit(data, good, **options)
+    batch_size, epochs = (1, 1) if every else (2, 2)
+    options = dict(checkpoint_dir=tmp_path, checkpoint_every=every)
+    _fit(data, good, epochs=epochs, batch_size=batch_size, **options)
     names = lambda: [  # noqa: E731
         os.path.basename(p) for p in ltc_jax.training.list_checkpoints(tmp_path)
     ]
-    assert names() == ["step-00000003", "step-00000004"]
+    kept = ["step-00000003" if every else "step-00000002", "step-00000004"]
+    assert names() == kept
     short = ltc_jax.make_integrator("heun", dt0=0.125, max_steps=2)
-    with pytest.raises(ltc_jax.TrainingFailedError, match="3 failed steps in a row"):
+    with pytest.raises(ltc_jax.TrainingFailedError, match="5 failed steps in a row"):
         _fit(
             data,
             short,
-            epochs=2,
+            epochs=epochs + 3,
+            batch_size=batch_size,
             resume=True,
-            on_failure=ltc_jax.training.SkipFailures(max_consecutive=3),
+            on_failure=ltc_jax.training.SkipFailures(max_consecutive=5),
             **options,
         )
-    assert names() == ["step-00000003", "step-00000004"]
+    assert names() == kept
 
 
 def test_resume_within_an_epoch_needs_the_runs_batching(tmp_path):
