@@ -24,7 +24,7 @@ or its targets' mean. The regression's predictions are also read as the
 classification's answer (longer than the median or not), as the
 autoregression's are.
 
-    python -m experiments.rr_intervals            # 3 seeds, about 13 minutes
+    python -m experiments.rr_intervals            # 3 seeds, about 11 minutes
     python -m experiments.rr_intervals --quick    # 1 seed, 2 epochs, 8 units
     python -m experiments.rr_intervals --model jump --epochs 40
 
