@@ -66,6 +66,11 @@ def test_cli_regression_reports_the_test_error(tmp_path, capsys):
     metrics = json.loads((out / "metrics.json").read_text())
     assert np.isnan(metrics["test_accuracy"]) and "test accuracy" not in printed
     assert f"test MSE           {metrics['test_loss']:.4g}" in printed
+    assert metrics["task"] == "regression"
+    assert cli.main(["evaluate", str(out), "--data", test]) == 0
+    printed = capsys.readouterr().out
+    assert "accuracy" not in printed
+    assert f"loss       {metrics['test_loss']:.4f} (mean squared error)" in printed
     reason = json.loads((out / "config.json").read_text())["derived"]
     reason = reason["validation_fraction"]["reason"]
     assert "0.1 of 24 training series" in reason and "class" not in reason
@@ -90,6 +95,7 @@ def test_cli_on_any_ts_pair(tmp_path, capsys):
     ):
         assert key in metrics
     assert metrics["gradient_mode"] == "checkpoint" and metrics["solver"] == "fused"
+    assert metrics["task"] == "classification"
     assert set(metrics["memory_bytes_by_mode"]) == set(ltc_jax.ADJOINT_NAMES)
     assert all(m["temp_bytes"] > 0 for m in metrics["memory_bytes_by_mode"].values())
     assert metrics["environment"]["backend"] == jax.default_backend()

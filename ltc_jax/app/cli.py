@@ -28,7 +28,7 @@ def print_report(metrics: dict, memory_hint: bool = True) -> None:
     """Print the main job's summary: accuracy (the mean squared error for
     regression), time, steps and the memory table, or, without one and with
     `memory_hint`, how to ask for it."""
-    if math.isnan(metrics["test_accuracy"]):  # regression: no classes
+    if metrics.get("task") == "regression":
         print(f"test MSE           {metrics['test_loss']:.4g}")
     else:
         print(f"test accuracy      {metrics['test_accuracy']:.4f}")
@@ -135,8 +135,11 @@ def _run(config) -> int:
         print_report(metrics, memory_hint=not config.memory_table)
     elif isinstance(config, EvaluateConfig):
         result = evaluate_run(config.run_dir, config.data, config.failures)
-        print(f"accuracy   {result['accuracy']:.4f}")
-        print(f"loss       {result['loss']:.4f}")
+        if math.isnan(result["accuracy"]):  # regression: the loss is the MSE
+            print(f"loss       {result['loss']:.4f} (mean squared error)")
+        else:
+            print(f"accuracy   {result['accuracy']:.4f}")
+            print(f"loss       {result['loss']:.4f}")
         print(f"steps      {result['num_steps']:.1f} per sequence")
     else:
         name = os.path.splitext(os.path.basename(config.data))[0]

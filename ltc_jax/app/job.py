@@ -243,7 +243,8 @@ def train_and_evaluate(
     resumed, what is being compiled); default: silent.
 
     **Returns:** the metrics dict, also written to `metrics.json`, with at least
-    `test_accuracy`, `train_seconds`, `gradient_mode`, `solver`,
+    `task` (`"classification"` or `"regression"`), `test_accuracy` (`nan` for
+    regression), `test_loss`, `train_seconds`, `gradient_mode`, `solver`,
     `steps_per_sequence` and `memory_bytes_by_mode`, plus `history`,
     `parameters_sha256` (a digest of the final parameters) and `environment`.
 
@@ -371,6 +372,7 @@ def train_and_evaluate(
             model, optimizer, batch, config, settings, (train, *held, test)
         )
     metrics = dict(
+        task="classification" if train.is_classification else "regression",
         test_accuracy=result["accuracy"],
         test_loss=result["loss"],
         train_seconds=sum(record["seconds"] for record in history)
