@@ -531,11 +531,11 @@ def test_train_main_job_outputs_give_its_loss():
         labels = rng.standard_normal((n, 1))
         return SequenceDataset.from_sequences(list(ts), list(xs), labels)
 
-    test = data(5)
+    test = data(70)  # more than one of evaluate's batches of 64
     found = _problems.train_main_job(
         data(16), test, with_outputs=True, epochs=1, hidden_size=4
     )
-    assert found["outputs"].shape == (5, 1)
+    assert found["outputs"].shape == (70, 1)
     mse = np.mean((found["outputs"] - test.labels) ** 2)
     assert mse == pytest.approx(found["loss"], rel=1e-5)
 
