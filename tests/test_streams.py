@@ -298,6 +298,42 @@ def test_jittery_rates_give_a_whole_number_of_frames_and_failures_match_the_log(
         read_sensor_log(tmp_path / "log.parquet", failures=tmp_path / "failures.csv")
 
 
+def test_a_failure_for_a_machine_the_log_lacks_is_named(tmp_path):
+    """A failure table's machine the log does not have, or one failing twice,
+    is refused naming the row; a machine numbered as a float in the log
+    (a Parquet file's 1.0) and as an integer in the table gets the hint."""
+    frame = pd.DataFrame(
+        {
+            "time": [0.0, 1.0, 0.0, 1.0],
+            "tag": "t",
+            "value": 1.0,
+            "machine": [1.0] * 2 + [2.0] * 2,
+        }
+    )
+    frame.to_parquet(tmp_path / "log.parquet")
+    for machines, message in (
+        ([3], "row 1, column 'machine': machine '3' is not in the log."),
+        (
+            ["2", "1"],
+            "row 1, column 'machine': machine '2' is not in the log, "
+            "which names it '2.0': write the machines alike",
+        ),
+        ([2.0, 2.0], "row 2, column 'machine': machine '2.0' fails twice."),
+    ):
+        table = pd.DataFrame({"machine": machines, "time": 0.5})
+        table.to_csv(tmp_path / "failures.csv", index=False)
+        with pytest.raises(ValueError) as error:
+            read_sensor_log(
+                tmp_path / "log.parquet", failures=tmp_path / "failures.csv"
+            )
+        assert str(error.value).startswith(f"{tmp_path / 'failures.csv'}: {message}")
+    table.iloc[:1].to_csv(tmp_path / "failures.csv", index=False)
+    streams = read_sensor_log(
+        tmp_path / "log.parquet", failures=tmp_path / "failures.csv"
+    )
+    np.testing.assert_array_equal(streams.failure_time, [np.nan, 0.5])
+
+
 def test_a_bad_time_among_numbers_is_named_by_its_row(tmp_path):
     frame = pd.DataFrame(
         {"time": ["0.0", "0.5", "1.0", "", "2.0"], "tag": "t", "value": "1"}

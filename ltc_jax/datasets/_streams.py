@@ -706,9 +706,16 @@ def read_sensor_log(
         for row, name in enumerate(named):
             if name not in index or not np.isnan(failure_time[index[name]]):
                 problem = "is not in the log" if name not in index else "fails twice"
+                same = _same_number(name, index) if name not in index else None
                 raise ValueError(
                     f"{failures}: row {row + 1}, column {machine_column!r}: machine "
-                    f"{name!r} {problem}."
+                    f"{name!r} {problem}"
+                    + (
+                        f", which names it {same!r}: write the machines alike in "
+                        "both files (integers in one and floats in the other?)."
+                        if same
+                        else "."
+                    )
                 )
             failure_time[index[name]] = at[row]
     return SensorStreams(
@@ -723,6 +730,22 @@ def read_sensor_log(
         machine_names=tuple(str(name) for name in machine_names),
         time_origin=origin,
     )
+
+
+def _same_number(name: str, names) -> str | None:
+    """The name among `names` that is the number `name` written another way
+    (`"1.0"` for `"1"`), or `None`."""
+
+    def number(text):
+        try:
+            return float(text)
+        except ValueError:
+            return None
+
+    value = number(name)
+    if value is None:
+        return None
+    return next((other for other in names if number(other) == value), None)
 
 
 def _read_table(path, columns):
