@@ -152,15 +152,20 @@ def deserialise_checked(
     like: PyTree,
     saved: list[dict] | None,
     where: str,
+    before: Callable[[], None] | None = None,
 ) -> PyTree:
     """`eqx.tree_deserialise_leaves(file, like)`, after `check_models_match`
-    has compared the models' options (`saved`) with `like`'s.
+    has compared the models' options (`saved`) with `like`'s, and then
+    `before()`, if given, has checked what else it checks.
 
     **Raises:** [`ltc_jax.CheckpointError`][] naming each option that differs;
-    or, where no options were recorded and the arrays of `file` do not fit
-    `like` (another shape, dtype or structure), with Equinox's description.
+    what `before` raises; or, where no options were recorded and the arrays of
+    `file` do not fit `like` (another shape, dtype or structure), with
+    Equinox's description.
     """
     check_models_match(saved, like, where)
+    if before is not None:
+        before()
     try:
         return eqx.tree_deserialise_leaves(file, like)
     except RuntimeError as error:  # Equinox: a leaf or tree that does not fit
@@ -193,9 +198,23 @@ def _read(folder: str) -> tuple[dict, bytes]:
     return meta, blob
 
 
-def _restore(folder: str, meta: dict, blob: bytes, like: PyTree) -> PyTree:
-    """The tree of a checkpoint read by `_read`, shaped like `like`."""
-    return deserialise_checked(io.BytesIO(blob), like, meta.get(_MODELS), folder)
+def _restore(
+    folder: str,
+    meta: dict,
+    blob: bytes,
+    like: PyTree,
+    check: Callable[[dict, str], None] | None = None,
+) -> PyTree:
+    """The tree of a checkpoint read by `_read`, shaped like `like`; `check`,
+    if given, sees its metadata after the models' options are compared and
+    before any array is read."""
+    return deserialise_checked(
+        io.BytesIO(blob),
+        like,
+        meta.get(_MODELS),
+        folder,
+        before=None if check is None else lambda: check(meta, folder),
+    )
 
 
 def load_checkpoint(checkpoint: str | os.PathLike, like: PyTree) -> tuple[PyTree, dict]:
@@ -249,9 +268,6 @@ def load_latest_checkpoint(
         except CheckpointError as error:
             skipped.append(str(error))
             continue
-        if check is not None:
-            check_models_match(meta.get(_MODELS), like, checkpoint)
-            check(meta, checkpoint)
-        return _restore(checkpoint, meta, blob, like), meta, skipped
+        return _restore(checkpoint, meta, blob, like, check), meta, skipped
     detail = "; ".join(skipped) if skipped else "none found"
     raise CheckpointError(f"No usable checkpoint in {os.fspath(directory)} ({detail}).")

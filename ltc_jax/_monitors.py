@@ -220,6 +220,8 @@ class Checkpointing(AbstractMonitor):
             raise ValueError(f"checkpoint_every must be positive; got {self.every}.")
 
     def _save(self, state: TrainState) -> None:
+        if state.failures_in_a_row:  # nothing after a failure until a success
+            return
         if jax.process_index() == 0:
             host = state.replace(
                 **self.placement.to_host(
@@ -233,13 +235,11 @@ class Checkpointing(AbstractMonitor):
             save_train_state(self.directory, host, **self.meta)
 
     def step(self, monitor_state, state):
-        due = self.every and state.step % self.every == 0
-        if due and not state.failures_in_a_row:
+        if self.every and state.step % self.every == 0:
             self._save(state)
 
     def epoch(self, monitor_state, state, integrator, say):
-        if not state.failures_in_a_row:
-            self._save(state)
+        self._save(state)
         return state
 
 
