@@ -73,6 +73,9 @@ class Config(_run.RunConfig):
     """The input path between beats (the main job's default: linear)."""
     weight_decay: float = 0.0
     """Decoupled weight decay (AdamW; the main job's default: none)."""
+    folds: int | None = None
+    """Choose the epochs by this many folds of the training windows (the main
+    job's `--folds`; default: none, the job's own epochs)."""
 
 
 QUICK = dict(seeds=(0,), epochs=2, hidden_size=8)
@@ -223,6 +226,7 @@ def main(config: Config) -> dict:
         hidden_size=config.hidden_size,
         interpolation=config.interpolation,
         weight_decay=config.weight_decay,
+        folds=config.folds,
     )
     classification = [
         _problems.train_main_job(

@@ -131,6 +131,40 @@ def best_epoch(history: Sequence[dict]) -> int | None:
     return None if best is None else best[0]
 
 
+def best_mean_epoch(
+    histories: Sequence[Sequence[dict]],
+) -> tuple[int, tuple[float, ...]]:
+    """How many epochs give the lowest mean validation loss over several runs
+    (the folds of a cross-validation, [`ltc_jax.datasets.stratified_folds`][]),
+    each weighted equally, over the epochs every run recorded (runs stopped
+    early by `patience` record fewer); the fewest on a tie.
+
+    **Arguments:** `histories`: each run's history from [`ltc_jax.fit`][] with
+    `validation` (a record per epoch, in order, with `validation_loss`).
+
+    **Returns:** `(epochs, mean_losses)`: the number of epochs (at least 1) and
+    the mean validation loss after each common epoch, in order.
+
+    **Raises:** `ValueError` for no history, or none with a finite mean
+    validation loss at any common epoch (a history without validation, say).
+    """
+    if not histories:
+        raise ValueError("best_mean_epoch needs at least one history.")
+    common = min(len(history) for history in histories)
+    means = tuple(
+        math.fsum(h[i].get("validation_loss", math.nan) for h in histories)
+        / len(histories)
+        for i in range(common)
+    )
+    finite = [(loss, i) for i, loss in enumerate(means) if math.isfinite(loss)]
+    if not finite:
+        raise ValueError(
+            "No epoch has a finite validation loss in every history: train each "
+            "with `validation`."
+        )
+    return min(finite)[1] + 1, means
+
+
 class Validation(AbstractMonitor):
     """Validation and early stopping: each epoch ends with the loss and accuracy
     on held-out data (`validation_loss`, `validation_accuracy` in its record;

@@ -37,6 +37,7 @@ from ._monitors import (
     LearningCheck as LearningCheck,
     StepBudget as StepBudget,
     Validation as Validation,
+    best_mean_epoch as best_mean_epoch,
 )
 from ._objective import (
     AbstractObjective as AbstractObjective,

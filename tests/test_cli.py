@@ -813,6 +813,91 @@ def test_prepare_builds_what_the_cli_trains(tmp_path, model):
     assert result["accuracy"] == metrics["test_accuracy"]
 
 
+@pytest.mark.filterwarnings("ignore:Training did not lower the loss")
+def test_folds_choose_the_epochs_the_run_trains_for(tmp_path):
+    """`--folds 3`: the epochs the run trains for are those of the lowest mean
+    validation loss, recomputed here from three fits of the job's own parts on
+    folds dealt by hand (each class's series shuffled by the seed and dealt in
+    turn); the final parameters are those of the job prepared for that many
+    epochs, without folds; and resuming the run does not fold again."""
+    options = ("--hidden-size", "4", "--epochs", "3", "--patience", "1")
+    train_file, test_file, out, metrics = _train_toy(
+        tmp_path, 24, 10, *options, "--folds", "3"
+    )
+    train = ltc_jax.datasets.read_ts(train_file)
+    test = ltc_jax.datasets.read_ts(test_file, class_names=train.class_names)
+    train, test = ltc_jax.datasets.standardize(train, test)
+    config = app.TrainConfig(hidden_size=4, epochs=3, patience=1)
+    job = app.prepare(config, train, others=(test,))
+
+    rng = np.random.default_rng(config.seed)
+    fold_of, dealt = np.empty(len(train), int), 0
+    for c in range(train.num_classes):
+        members = rng.permutation(np.flatnonzero(train.labels == c))
+        fold_of[members] = (dealt + np.arange(len(members))) % 3
+        dealt += len(members)
+    losses = []
+    for k in range(3):
+        rest, held = (
+            train.take(np.flatnonzero(f)) for f in (fold_of != k, fold_of == k)
+        )
+        _, history = ltc_jax.fit(
+            job.model,
+            rest,
+            integrator=job.integrator,
+            optimizer=ltc_jax.training.make_optimizer(
+                job.config.learning_rate, 3 * -(-len(rest) // job.batch_size)
+            ),
+            epochs=3,
+            batch_size=job.batch_size,
+            seed=config.seed,
+            validation=held,
+            patience=1,
+            progress=ltc_jax.training.NoFitProgress(),
+        )
+        losses.append([record["validation_loss"] for record in history])
+    common = min(map(len, losses))
+    mean = np.mean([row[:common] for row in losses], axis=0)
+    epochs = int(np.argmin(mean)) + 1
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["epochs"] == epochs and saved["folds"] == 3
+    reason = saved["derived"]["epochs"]["reason"]
+    assert f"lowest mean validation loss ({mean[epochs - 1]:.4g}) of 3 folds" in reason
+    assert saved["derived"]["validation_fraction"]["value"] == 0.0
+
+    final = app.prepare(dataclasses.replace(config, epochs=epochs), train, (test,))
+    trained, _ = ltc_jax.fit(
+        final.model,
+        train,
+        integrator=final.integrator,
+        optimizer=final.optimizer,
+        epochs=epochs,
+        batch_size=final.batch_size,
+        seed=config.seed,
+        progress=ltc_jax.training.NoFitProgress(),
+    )
+    assert ltc_jax.training.parameter_digest(trained) == metrics["parameters_sha256"]
+
+    from ltc_jax.app.job import _resumed_config
+
+    resumed, _ = _resumed_config(app.TrainConfig(resume=str(out)))
+    assert resumed.folds is None and resumed.epochs == epochs
+
+
+def test_folds_are_refused_where_they_cannot_choose(tmp_path, capsys):
+    """Fewer than two folds, folds beside a validation share, and folds of a
+    stream's overlapping windows are refused by name."""
+    for options, message in [
+        (("train", "--folds", "1"), "--folds must be at least 2"),
+        (
+            ("train", "--folds", "3", "--validation-fraction", "0.2"),
+            "drop --validation-fraction 0.2 or --folds",
+        ),
+        (("stream", "--folds", "3"), "holds out whole machines instead"),
+    ]:
+        assert message in _bad(tmp_path, capsys, *options)
+
+
 def test_a_resumed_run_is_checked_with_its_folder_as_out(tmp_path):
     """A run saved in the default folder (no --out), resumed on several
     processes: the resumed options name its folder as --out, so the check that

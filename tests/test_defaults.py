@@ -153,6 +153,52 @@ def test_stratified_split_keeps_class_shares_and_is_disjoint():
         stratified_split(data, 1.0)
 
 
+def test_stratified_folds_hold_each_sequence_out_once_in_class_shares():
+    """40 sequences (30 of one class, 10 of the other) in 4 folds: each held out
+    exactly once, 7 or 8 of the first class and 2 or 3 of the second per fold
+    (the deal runs on from class to class), 10 per fold, each fold's rest the
+    other 30; a regression set deals all together."""
+    labels = np.array([0] * 30 + [1] * 10, dtype=np.int32)
+    data = _grid(40, 3, 1.0, labels=labels)
+    key = {row.tobytes(): i for i, row in enumerate(data.xs.reshape(40, -1))}
+    held_count = np.zeros(40, int)
+    for rest, held in ltc_jax.datasets.stratified_folds(data, 4, seed=1):
+        assert len(held) == 10 and len(rest) == 30
+        assert sorted(np.bincount(held.labels).tolist()) in ([2, 8], [3, 7])
+        inside = [key[row.tobytes()] for row in held.xs.reshape(len(held), -1)]
+        outside = [key[row.tobytes()] for row in rest.xs.reshape(len(rest), -1)]
+        assert not set(inside) & set(outside)
+        held_count[inside] += 1
+    assert held_count.tolist() == [1] * 40
+    targets = SequenceDataset.from_sequences(
+        [np.arange(3.0)] * 5, [np.ones((3, 1))] * 5, np.arange(5.0)[:, None]
+    )
+    sizes = [len(h) for _, h in ltc_jax.datasets.stratified_folds(targets, 2)]
+    assert sorted(sizes) == [2, 3]
+    for folds in (1, 41):
+        with pytest.raises(ValueError, match=r"folds must lie in \[2, 40\]"):
+            ltc_jax.datasets.stratified_folds(data, folds)
+
+
+def test_best_mean_epoch_averages_the_epochs_every_fold_reached():
+    """Losses by hand: fold a 3, 2, 1.5, 4; fold b (stopped early) 1, 2, 2.
+    Over the three common epochs the means are 2, 2, 1.75: three epochs. A tie
+    keeps the fewest; a history without validation is refused."""
+
+    def history(losses):
+        return [dict(epoch=e, validation_loss=loss) for e, loss in enumerate(losses)]
+
+    epochs, means = ltc_jax.training.best_mean_epoch(
+        [history([3, 2, 1.5, 4]), history([1, 2, 2])]
+    )
+    assert (epochs, means) == (3, (2.0, 2.0, 1.75))
+    assert ltc_jax.training.best_mean_epoch([history([1, 1])])[0] == 1
+    with pytest.raises(ValueError, match="finite validation loss"):
+        ltc_jax.training.best_mean_epoch([[dict(epoch=1, loss=0.5)]])
+    with pytest.raises(ValueError, match="at least one history"):
+        ltc_jax.training.best_mean_epoch([])
+
+
 def _heun():
     """Heun at an eighth of the grid spacing: the integrator these tests train with."""
     return ltc_jax.make_integrator("heun", dt0=0.125, max_steps=64)

@@ -216,6 +216,12 @@ class TrainConfig:
     patience: Annotated[int | None, tyro.conf.arg(metavar="INT")] = 20
     """Stop after this many epochs without a lower validation loss, keeping the best
     (None: never; needs a validation share)."""
+    folds: OptionalInt = None
+    """Choose the epochs by K-fold cross-validation of the training set: each
+    fold trains with the job's model and schedule, validated on its held-out
+    part and stopped by --patience (None: every epoch); then the whole training
+    set trains for the epoch of lowest mean validation loss (--epochs at most),
+    without a validation share. Costs up to K more trainings. Default: none."""
     learning_rate: OptionalFloat = None
     """Peak learning rate of Adam (cosine decay to 1% of it). Default: 1e-3 for
     the CfC, else 1e-2."""
@@ -310,6 +316,15 @@ class TrainConfig:
             if value is not None and not value >= 0:
                 raise ValueError(
                     f"{_flag(name)} must be zero or positive; got {value}."
+                )
+        if self.folds is not None:
+            if self.folds < 2:
+                raise ValueError(f"--folds must be at least 2; got {self.folds}.")
+            if self.validation_fraction:
+                raise ValueError(
+                    "--folds chooses the epochs instead of a validation share; "
+                    f"drop --validation-fraction {self.validation_fraction:g} or "
+                    "--folds."
                 )
         if self.validation_fraction is not None and not (
             0.0 <= self.validation_fraction < 1.0
@@ -472,6 +487,12 @@ class StreamConfig(TrainConfig):
             raise ValueError(
                 "ltc-jax stream reads --log and --failures, not --data or "
                 "--test-data (those are ltc-jax train's .ts files)."
+            )
+        if self.folds is not None:
+            raise ValueError(
+                "--folds deals windows to folds, but a machine's windows overlap "
+                "and share its wear; ltc-jax stream holds out whole machines "
+                "instead (--validation-fraction)."
             )
         if self.drop_rate > 0:
             raise ValueError(

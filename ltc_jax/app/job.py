@@ -177,7 +177,8 @@ def _resumed_config(config: TrainConfig) -> tuple[TrainConfig, dict[str, Any]]:
     run keeps its options, except where it runs (`PLACEMENT`), which comes from
     `config` (another device count gives the same run to round-off). The batch
     size and the validation share the run derived are kept (so that neither
-    another device count nor a later rule can change them), and a run saved
+    another device count nor a later rule can change them), the folds are
+    not run again (the saved epochs are their choice), and a run saved
     before readout times and batching were derived keeps reading its final
     state and the batching it had.
     """
@@ -210,6 +211,8 @@ def _resumed_config(config: TrainConfig) -> tuple[TrainConfig, dict[str, Any]]:
     kept = {}
     if saved.validation_fraction is None and "validation_fraction" in derived:
         kept["validation_fraction"] = derived["validation_fraction"]["value"]
+    if saved.folds is not None:  # its saved epochs are the folds' choice
+        kept["folds"] = None
     if saved.batch_size is None and "batch_size" in derived:
         kept["batch_size"] = derived["batch_size"]["value"]
     if saved.readout_times is None and "readout_times" not in derived:
@@ -269,7 +272,7 @@ def train_and_evaluate(
     data = load_data(config)
     train, validation, test = data["train"], data["validation"], data["test"]
     held = () if validation is None else (validation,)
-    job = prepare(config, train, (*held, test))
+    job = prepare(config, train, (*held, test), say=say)
     # What was resolved; the run adds to its own copy of the derived record.
     config, settings = job.config, dict(job.settings)
     settings["derived"] = dict(settings["derived"])

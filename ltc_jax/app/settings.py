@@ -5,6 +5,7 @@ and model they give."""
 
 import dataclasses
 import math
+from collections.abc import Callable
 from typing import Any
 
 import diffrax
@@ -13,7 +14,7 @@ import jax.random as jr
 import optax
 
 import ltc_jax
-from ltc_jax.datasets import SequenceDataset, stratified_split
+from ltc_jax.datasets import SequenceDataset, stratified_folds, stratified_split
 
 from .._batch import check_labelled
 from .._names import has_reverse_solve
@@ -38,13 +39,16 @@ def validation_share(config: TrainConfig, train: SequenceDataset) -> tuple[float
     epoch, and why: `config.validation_fraction` where given; otherwise
     `VALIDATION_FRACTION` where the stratified split
     ([`ltc_jax.datasets.stratified_split`][], which rounds per class) holds out
-    at least `MIN_VALIDATION_SERIES` series, else none (0): on fewer, the epoch
+    at least `MIN_VALIDATION_SERIES` series, else none (0; none either with
+    `config.folds`, which choose the epochs instead): on fewer, the epoch
     chosen follows the noise of a few series, and stopping early cuts the
     learning-rate schedule short (measured on the development benchmark, 3
     seeds: without a share every dataset gained, JapaneseVowels 0.8 points to
     97.7%, ACSF1 11 points; the docs' benchmark page)."""
     if config.validation_fraction is not None:
         return config.validation_fraction, "given"
+    if config.folds is not None:
+        return 0.0, f"--folds {config.folds} chooses the epochs instead"
     _, held = stratified_split(train, VALIDATION_FRACTION, seed=config.seed)
     of = "of each class of" if train.is_classification else "of"
     share = f"{VALIDATION_FRACTION:g} {of} {len(train)} training series"
@@ -459,6 +463,7 @@ def prepare(
     config: TrainConfig,
     train: SequenceDataset,
     others: tuple[SequenceDataset, ...] = (),
+    say: Callable[[str], None] | None = None,
 ) -> JobSetup:
     """The main job's model, integrator, optimiser and schedule for the data,
     as `ltc-jax train` builds them: one call for a library user who wants what
@@ -481,11 +486,17 @@ def prepare(
     first to match it. With the same config, data and seed, the parameters
     after training equal the command line's (a test checks after one epoch).
 
+    With `config.folds`, this call trains: the epochs are chosen by that many
+    folds of `train` ([`fold_epochs`][ltc_jax.app.settings.fold_epochs]), and
+    the job returned trains for them, its schedule over them, with the reason
+    in `derived["epochs"]`.
+
     **Arguments:** `config`: the options, as on the command line (its `data`,
     `out` and reporting options are not used here); `train`: the training set
     (labelled), from which the settings are derived; `others`: every other set
     the model will be solved on (a validation share, the test set), which only
-    widen `max_steps` so that every solve fits.
+    widen `max_steps` so that every solve fits; `say`: called with a line
+    before each fold (default: silent).
 
     **Returns:** a [`JobSetup`][ltc_jax.app.JobSetup].
 
@@ -495,7 +506,40 @@ def prepare(
     """
     config.check()
     check_labelled(train, "training")
+    job = _setup(config, train, others)
+    if config.folds is None:
+        return job
+    epochs, reason = fold_epochs(job, train, say or (lambda message: None))
+    return _setup(
+        dataclasses.replace(config, epochs=epochs),
+        train,
+        others,
+        epochs=dict(value=epochs, reason=reason),
+    )
+
+
+def _optimizer(
+    config: TrainConfig, steps_per_epoch: int
+) -> optax.GradientTransformation:
+    """The job's optimiser, its schedule over `config.epochs * steps_per_epoch`."""
+    return ltc_jax.training.make_optimizer(
+        config.learning_rate,
+        config.epochs * steps_per_epoch,
+        warmup_steps=config.warmup_steps,
+        clip_norm=config.clip_norm,
+        weight_decay=config.weight_decay,
+    )
+
+
+def _setup(
+    config: TrainConfig,
+    train: SequenceDataset,
+    others: tuple[SequenceDataset, ...],
+    **derived: dict[str, Any],
+) -> JobSetup:
+    """`prepare` without the folds; `derived` adds to the settings' reasons."""
     settings = resolve_settings(config, train, others)
+    settings["derived"] = settings["derived"] | derived
     config = dataclasses.replace(
         config,
         solver=settings["solver"],
@@ -510,20 +554,65 @@ def prepare(
     path = ltc_jax.make_input_path(train, **options)
     model = make_model(config, path.input_size, output_size_of(train), settings)
     steps_per_epoch = math.ceil(len(train) / settings["batch_size"])
-    optimizer = ltc_jax.training.make_optimizer(
-        config.learning_rate,
-        config.epochs * steps_per_epoch,
-        warmup_steps=config.warmup_steps,
-        clip_norm=config.clip_norm,
-        weight_decay=config.weight_decay,
-    )
     return JobSetup(
         config=config,
         settings=settings,
         model=model,
         integrator=integrator if schedule is None else schedule,
-        optimizer=optimizer,
+        optimizer=_optimizer(config, steps_per_epoch),
         path=path,
         path_options=options,
         steps_per_epoch=steps_per_epoch,
+    )
+
+
+def fold_epochs(
+    job: JobSetup, train: SequenceDataset, say: Callable[[str], None]
+) -> tuple[int, str]:
+    """The epochs `job` should train `train` for, chosen by `job.config.folds`-fold
+    cross-validation ([`ltc_jax.datasets.stratified_folds`][] by the job's
+    seed): each fold trains `job.model` with the job's integrator, batch size
+    and schedule (over `job.epochs` of its own batches), validated on its
+    held-out part and stopped by the config's `patience`; the epoch of lowest
+    mean validation loss over the folds
+    ([`ltc_jax.training.best_mean_epoch`][]) is returned with its reason.
+    `say` is called before each fold.
+
+    **Raises:** `ValueError` for more folds than training series; the errors
+    of [`ltc_jax.fit`][].
+    """
+    config = job.config
+    splits = stratified_folds(train, config.folds, seed=config.seed)
+    histories = []
+    for k, (rest, held) in enumerate(splits, start=1):
+        say(
+            f"fold {k} of {config.folds}: training on {len(rest)} series, "
+            f"validating on {len(held)} ..."
+        )
+        _, history = ltc_jax.fit(
+            job.model,
+            rest,
+            integrator=job.integrator,
+            optimizer=_optimizer(config, math.ceil(len(rest) / job.batch_size)),
+            epochs=job.epochs,
+            batch_size=job.batch_size,
+            seed=config.seed,
+            path=ltc_jax.make_input_path(rest, **job.path_options),
+            validation=held,
+            validation_path=ltc_jax.make_input_path(held, **job.path_options),
+            patience=config.patience,
+            progress=ltc_jax.training.NoFitProgress(),
+        )
+        histories.append(history)
+    epochs, means = ltc_jax.training.best_mean_epoch(histories)
+    ran = (
+        f"every fold ran all {job.epochs}"
+        if len(means) == job.epochs
+        else f"the first fold to stop did after epoch {len(means)}"
+    )
+    return epochs, (
+        f"the lowest mean validation loss ({means[epochs - 1]:.4g}) of "
+        f"{config.folds} folds of the {len(train)} training series, each trained "
+        f"with this schedule over {job.epochs} epochs and stopped by --patience "
+        f"{config.patience}: {ran}"
     )

@@ -9,6 +9,7 @@ from ._dataset import (
     hold_last as hold_last,
     standardize as standardize,
     standardize_with as standardize_with,
+    stratified_folds as stratified_folds,
     stratified_split as stratified_split,
 )
 from ._ecg import (
@@ -44,6 +45,7 @@ __all__ = [
     "standardize",
     "standardize_with",
     "channel_statistics",
+    "stratified_folds",
     "stratified_split",
     "drop_observations",
     "hold_last",

@@ -387,3 +387,43 @@ def stratified_split(
     mask = np.zeros(len(data), dtype=bool)
     mask[held] = True
     return data.take(np.flatnonzero(~mask)), data.take(np.flatnonzero(mask))
+
+
+def stratified_folds(
+    data: SequenceDataset, folds: int, *, seed: int = 0
+) -> list[tuple[SequenceDataset, SequenceDataset]]:
+    """`folds`-fold cross-validation splits of `data`: `folds` pairs `(rest,
+    held_out)`, each sequence held out in exactly one. Each class's sequences
+    (all of them, for regression) are shuffled by `seed` and dealt to the folds
+    in turn, the deal continuing from class to class, so every fold holds each
+    class in proportion (to one sequence) and the folds' sizes differ by at
+    most one.
+
+    **Returns:** a list of `folds` pairs of datasets, each pair disjoint and
+    together `data` (order within each kept).
+
+    **Raises:** `ValueError` unless `2 <= folds <= len(data)`.
+    """
+    if not 2 <= folds <= len(data):
+        raise ValueError(
+            f"folds must lie in [2, {len(data)}] (the number of sequences of "
+            f"{data.name or 'the data'}); got {folds}."
+        )
+    rng = np.random.default_rng(seed)
+    groups = (
+        [np.flatnonzero(data.labels == c) for c in range(data.num_classes)]
+        if data.is_classification
+        else [np.arange(len(data))]
+    )
+    fold_of = np.empty(len(data), dtype=int)
+    dealt = 0
+    for members in groups:
+        fold_of[rng.permutation(members)] = (dealt + np.arange(len(members))) % folds
+        dealt += len(members)
+    return [
+        (
+            data.take(np.flatnonzero(fold_of != k)),
+            data.take(np.flatnonzero(fold_of == k)),
+        )
+        for k in range(folds)
+    ]
