@@ -884,6 +884,27 @@ def test_folds_choose_the_epochs_the_run_trains_for(tmp_path):
     assert resumed.folds is None and resumed.epochs == epochs
 
 
+def test_ctrl_c_in_the_folds_writes_nothing_and_says_so(tmp_path, capsys, monkeypatch):
+    """Ctrl-C while `--folds` trains its folds (here the first fold's `fit`
+    raises it): exit status 130, a line saying nothing was written, and no run
+    folder; Ctrl-C in the run's own training names the folder to resume."""
+    train = toy_ts_file(tmp_path / "train.ts", 12, 0)
+    test = toy_ts_file(tmp_path / "test.ts", 4, 1)
+    out = tmp_path / "run"
+    args = ["train", "--data", train, "--test-data", test, "--out", str(out)]
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ltc_jax, "fit", interrupted)
+    assert cli.main([*args, "--no-progress", "--folds", "2"]) == 130
+    said = capsys.readouterr().err
+    assert "interrupted before training began; nothing was written" in said
+    assert not out.exists()
+    assert cli.main([*args, "--no-progress"]) == 130
+    assert f"--resume {out}" in capsys.readouterr().err and out.is_dir()
+
+
 def test_folds_are_refused_where_they_cannot_choose(tmp_path, capsys):
     """Fewer than two folds, folds beside a validation share, and folds of a
     stream's overlapping windows are refused by name."""

@@ -207,10 +207,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         return _run(config)
     except RunInterrupted as interrupted:
-        _say(
-            f"ltc-jax: interrupted; the run's newest checkpoint is intact. Continue "
-            f"with: ltc-jax {interrupted.command} --resume {interrupted.run_dir}"
-        )
+        if interrupted.run_dir is None:
+            _say("ltc-jax: interrupted before training began; nothing was written.")
+        else:
+            _say(
+                "ltc-jax: interrupted; the run's newest checkpoint is intact. "
+                f"Continue with: ltc-jax {interrupted.command} --resume "
+                f"{interrupted.run_dir}"
+            )
         return 130
     except _RUN_FAILURES as error:
         if debug:

@@ -38,9 +38,10 @@ from .streams import load_stream_data
 class RunInterrupted(Exception):
     """Training was interrupted (Ctrl-C); `run_dir` holds the run, whose newest
     checkpoint (written atomically) `ltc-jax <command> --resume` continues
-    from (`command`: `"train"` or `"stream"`)."""
+    from (`command`: `"train"` or `"stream"`); `None` where it was interrupted
+    before the run folder was made (in the folds of `--folds`)."""
 
-    def __init__(self, run_dir: str, command: str = "train"):
+    def __init__(self, run_dir: str | None, command: str = "train"):
         super().__init__(run_dir)
         self.run_dir = run_dir
         self.command = command
@@ -272,7 +273,10 @@ def train_and_evaluate(
     data = load_data(config)
     train, validation, test = data["train"], data["validation"], data["test"]
     held = () if validation is None else (validation,)
-    job = prepare(config, train, (*held, test), say=say)
+    try:  # with --folds this trains, before the run folder exists
+        job = prepare(config, train, (*held, test), say=say)
+    except KeyboardInterrupt:
+        raise RunInterrupted(None, config.command) from None
     # What was resolved; the run adds to its own copy of the derived record.
     config, settings = job.config, dict(job.settings)
     settings["derived"] = dict(settings["derived"])
