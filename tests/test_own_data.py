@@ -75,6 +75,50 @@ def test_mismatched_sequences_are_named():
         )
 
 
+def test_bad_times_and_string_labels_are_refused_when_the_set_is_built():
+    """Repeated, decreasing and NaN times name their sequence and position at
+    construction (they failed inside the solve before); float32 Unix times
+    whose 300 s gaps are rounded to 256 and 384 are refused by
+    `from_sequences` as by the constructor; string labels given to the
+    constructor point to `from_sequences`."""
+    one = [np.zeros((3, 1))]
+    for times, message in [
+        ([0.0, 1.0, 1.0], "Sequence 0: .* time 1.0 at position 2, after 1.0"),
+        ([0.0, 2.0, 1.0], "time 1.0 at position 2, after 2.0"),
+        ([0.0, np.nan, 2.0], "time nan at position 1"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            SequenceDataset.from_sequences([np.array(times)], one, ["a"])
+    unix = (1.7e9 + np.arange(6) * 300.0).astype(np.float32)
+    assert sorted(set(np.diff(unix.astype(np.float64)))) == [256.0, 384.0]
+    for build in (
+        lambda: SequenceDataset.from_sequences([unix] * 2, [np.zeros(6)] * 2, [0, 1]),
+        lambda: SequenceDataset(
+            np.stack([unix] * 2), np.zeros((2, 6, 1)), [6, 6], [0, 1]
+        ),
+    ):
+        with pytest.raises(ValueError, match="lose their resolution in float32"):
+            build()
+    with pytest.raises(ValueError, match="from_sequences takes class labels"):
+        SequenceDataset(
+            np.tile(np.arange(3.0), (2, 1)), np.zeros((2, 3, 1)), [3, 3], ["a", "b"]
+        )
+
+
+@pytest.mark.parametrize("unit", ["s", "ms", "ns"])
+def test_datetime64_times_become_unix_seconds_whatever_their_resolution(unit):
+    """Times 30 and 60 s apart from 2024-01-01T00:00:00 (1,704,067,200 Unix
+    seconds), as datetime64 of any resolution, or as the timedelta64 from the
+    first: the same seconds."""
+    start = np.datetime64("2024-01-01T00:00:00", unit)
+    dates = start + np.array([0, 30, 90], dtype="timedelta64[s]")
+    for times, first in [(dates, 1_704_067_200.0), (dates - start, 0.0)]:
+        data = SequenceDataset.from_sequences(
+            [times] * 2, [np.zeros(3)] * 2, ["a", "b"]
+        )
+        np.testing.assert_array_equal(data.ts[0, :3], first + np.array([0, 30, 90]))
+
+
 def test_windows_at_absolute_times_take_one_shared_grid():
     """Windows cut at different offsets of one 360 Hz recording, each keeping
     its absolute times: from their starts they agree to float64 rounding, so

@@ -30,9 +30,12 @@ class SequenceDataset:
         for integer labels without names, `"0"` to the largest label).
     - `name`: a short description, e.g. the file it came from.
 
-    **Raises:** `ValueError` for mismatched shapes, no sequences, or times given
-    in a precision below float64 that has already rounded the gaps between them
-    (the message names the resolution and the smallest gap).
+    **Raises:** `ValueError` for mismatched shapes, no sequences, labels that
+    are neither integers nor floats (strings: use `from_sequences`), times that
+    are not finite and strictly increasing within a sequence's `lengths` (the
+    sequence and position named), or times given in a precision below float64
+    that has already rounded the gaps between them (the message names the
+    resolution and the smallest gap).
     """
 
     # Any array-like (lists too) on construction; stored as NumPy arrays.
@@ -59,12 +62,23 @@ class SequenceDataset:
                 f"lengths {self.lengths.shape} and labels {self.labels.shape} must "
                 f"have {n} rows, like xs."
             )
+        if not (
+            np.issubdtype(self.labels.dtype, np.integer)
+            or np.issubdtype(self.labels.dtype, np.floating)
+        ):
+            example = self.labels.flat[0].item()
+            raise ValueError(
+                f"labels must be int class indices or float regression targets; "
+                f"got {self.labels.dtype} (labels such as {example!r}). "
+                "SequenceDataset.from_sequences takes class labels of any kind."
+            )
         if np.issubdtype(self.ts.dtype, np.floating) and self.ts.dtype != np.float64:
             # Times given in a lower precision were rounded before they came here.
             problem = time_resolution_problem(self.ts, self.lengths, self.ts.dtype)
             if problem is not None:
                 raise ValueError(problem)
         object.__setattr__(self, "ts", self.ts.astype(np.float64))
+        _check_times(self.ts, self.lengths)
         if self.is_classification and not self.class_names:
             # Integer labels without names: the classes are 0 .. max, named so.
             count = int(np.max(self.labels, initial=-1)) + 1
@@ -86,7 +100,9 @@ class SequenceDataset:
         **Arguments:**
 
         - `ts`: `n` arrays of observation times, `(length_i,)`, strictly
-            increasing, in any unit (absolute times such as Unix seconds too).
+            increasing, in any unit (absolute times such as Unix seconds too);
+            `datetime64` times (a pandas `DatetimeIndex`, say) become Unix
+            seconds and `timedelta64` ones seconds, whatever their resolution.
         - `xs`: `n` arrays of values, `(length_i, channels)`, or `(length_i,)`
             for one channel; NaN marks a value not observed.
         - `labels`: `n` class labels of any kind (strings, integers: the classes
@@ -103,7 +119,9 @@ class SequenceDataset:
 
         **Raises:** `ValueError` for lists of different lengths, no sequences,
         a sequence whose times and values differ in length or that is empty,
-        different channel counts, or a label not among `class_names`.
+        times that are not finite and strictly increasing (the sequence and
+        position named), float32 times that have rounded the gaps between
+        them, different channel counts, or a label not among `class_names`.
         """
         if not len(ts) == len(xs) == len(labels):
             raise ValueError(
@@ -112,7 +130,9 @@ class SequenceDataset:
             )
         if not len(ts):
             raise ValueError(f"{name or 'The dataset'} has no sequences.")
-        times = [np.asarray(t, dtype=np.float64) for t in ts]
+        times = [_seconds_if_dates(np.asarray(t)) for t in ts]
+        given = np.result_type(*(t.dtype for t in times))
+        times = [t.astype(np.float64) for t in times]
         values = [np.asarray(x, dtype=np.float64) for x in xs]
         values = [x[:, None] if x.ndim == 1 else x for x in values]
         for i, (t, x) in enumerate(zip(times, values, strict=True)):
@@ -125,6 +145,8 @@ class SequenceDataset:
         if len(channels) > 1:
             raise ValueError(f"The sequences have different channels: {channels}.")
         padded_ts, padded_xs, lengths = pad_sequences(times, values)
+        if np.issubdtype(given, np.floating):  # float32 times: checked as such
+            padded_ts = padded_ts.astype(given)
         labels = np.asarray(labels)
         if np.issubdtype(labels.dtype, np.floating):
             targets = labels[:, None] if labels.ndim == 1 else labels
@@ -186,6 +208,33 @@ class SequenceDataset:
     def valid_mask(self) -> np.ndarray:
         """`bool[n, times]`, True at observed (non-padding) positions."""
         return np.arange(self.ts.shape[1]) < self.lengths[:, None]
+
+
+def _seconds_if_dates(t: np.ndarray) -> np.ndarray:
+    """`datetime64` times as Unix seconds, `timedelta64` as seconds (float64),
+    whatever their resolution; other times as they are."""
+    if np.issubdtype(t.dtype, np.datetime64):
+        t = t - np.datetime64(0, "s")
+    if np.issubdtype(t.dtype, np.timedelta64):
+        return t / np.timedelta64(1, "s")
+    return t
+
+
+def _check_times(ts: np.ndarray, lengths: np.ndarray) -> None:
+    """Refuse times that are not finite and strictly increasing within each
+    sequence's `lengths`, naming the first such sequence and position."""
+    valid = np.arange(ts.shape[1])[None] < lengths[:, None]
+    bad = valid & ~np.isfinite(ts)
+    bad[:, 1:] |= valid[:, 1:] & ~(np.diff(ts, axis=1) > 0)
+    if bad.any():
+        i, j = (int(k) for k in np.argwhere(bad)[0])
+        what = f"time {float(ts[i, j])!r} at position {j}"
+        if np.isfinite(ts[i, j]):
+            what += f", after {float(ts[i, j - 1])!r}"
+        raise ValueError(
+            f"Sequence {i}: observation times must be finite and strictly "
+            f"increasing; it has {what}."
+        )
 
 
 def pad_sequences(
