@@ -256,7 +256,8 @@ def fit(
     with the old run's, and pruning by step would delete its own), a model
     whose parameters are not finite, unlabelled data (every label `-1`),
     labels that do not fit the model's `output_size`, or a `batch_size` that
-    does not divide over the placement.
+    does not divide over the placement; `TypeError` for a `progress` or
+    monitor that is not a monitor (`progress=False`, say).
     """
     for name, value in (("epochs", epochs), ("batch_size", batch_size)):
         whole = isinstance(value, numbers.Integral) and not isinstance(value, bool)
@@ -275,6 +276,13 @@ def fit(
             )
     if patience is not None and validation is None:
         raise ValueError("patience needs validation data to stop on.")
+    for monitor in (progress, *monitors):
+        if not isinstance(monitor, AbstractMonitor):
+            raise TypeError(
+                "progress and monitors must be ltc_jax.training.AbstractMonitor "
+                f"objects; got {monitor!r} (no progress: "
+                "progress=ltc_jax.training.NoFitProgress())."
+            )
     placement.check_batch_size(batch_size)
     check_trainable(model, train, objective)
     field = model.vector_field if isinstance(model, AbstractSequenceModel) else None

@@ -905,6 +905,15 @@ def test_ctrl_c_in_the_folds_writes_nothing_and_says_so(tmp_path, capsys, monkey
     assert f"--resume {out}" in capsys.readouterr().err and out.is_dir()
 
 
+def test_one_series_per_class_trains_without_a_validation_share(tmp_path):
+    """Two training series, one per class: nothing can be held out, so the
+    derived share is 0 with that reason (it was an error, "too small to hold
+    any out", though no share was wanted)."""
+    _, _, _, metrics = _train_toy(tmp_path, 2, 4, "--hidden-size", "4", "--epochs", "1")
+    share = metrics["derived"]["validation_fraction"]
+    assert share["value"] == 0.0 and "would hold out 0" in share["reason"]
+
+
 def test_folds_are_refused_where_they_cannot_choose(tmp_path, capsys):
     """Fewer than two folds, folds beside a validation share, and folds of a
     stream's overlapping windows are refused by name."""

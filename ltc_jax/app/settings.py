@@ -49,7 +49,10 @@ def validation_share(config: TrainConfig, train: SequenceDataset) -> tuple[float
         return config.validation_fraction, "given"
     if config.folds is not None:
         return 0.0, f"--folds {config.folds} chooses the epochs instead"
-    _, held = stratified_split(train, VALIDATION_FRACTION, seed=config.seed)
+    try:
+        _, held = stratified_split(train, VALIDATION_FRACTION, seed=config.seed)
+    except ValueError:  # no class has two series: nothing can be held out
+        held = ()
     of = "of each class of" if train.is_classification else "of"
     share = f"{VALIDATION_FRACTION:g} {of} {len(train)} training series"
     if len(held) >= MIN_VALIDATION_SERIES:
