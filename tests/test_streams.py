@@ -247,6 +247,11 @@ def test_csv_and_parquet_give_the_same_windows(tmp_path):
             "log.csv: row 5, column 'time': 'soon' is not a date-time.",
         ),
         (
+            lambda f: f.assign(time=f["time"].where(f.index != 2, f["time"] + "Z")),
+            "log.csv: row 3, column 'time': '2026-01-01T00:00:00.2Z' has a time "
+            "zone, unlike row 1: a date-time without a zone is read as UTC",
+        ),
+        (
             lambda f: f.iloc[[0, 1, 3, 2, *range(4, len(f))]],
             "log.csv: row 4, column 'time': '2026-01-01T00:00:00.2' is not after "
             "the previous sample of tag 'temp' on machine 'm': sort the rows by "
@@ -268,6 +273,38 @@ def test_malformed_logs_name_the_file_row_and_column(tmp_path, change, message):
         read_sensor_log(tmp_path / "log.csv")
     assert str(error.value).replace(str(tmp_path) + "/", "").startswith(message)
     assert "\n" not in str(error.value)
+
+
+def test_a_failure_table_gives_a_time_zone_where_the_log_does(tmp_path):
+    """A log at +02:00 fails at 08:20:30 local time, 50 s after its start at
+    06:19:40 UTC (08:19:40 local): the failure written with its offset is read
+    at 50 s; written without one it would be read as UTC, two hours late, and
+    is refused; so is a zone in a table beside a log without one."""
+    start = pd.Timestamp("2024-05-01T08:19:40+02:00")
+    times = [(start + pd.Timedelta(seconds=k)).isoformat() for k in range(120)]
+    frame = pd.DataFrame({"time": times, "tag": "temp", "value": 1.0, "machine": "m"})
+    frame.to_csv(tmp_path / "log.csv", index=False)
+    frame.assign(time=[t[:-6] for t in times]).to_csv(
+        tmp_path / "naive.csv", index=False
+    )
+    for failed, log, expected in [
+        ("2024-05-01T08:20:30+02:00", "log.csv", 50.0),
+        ("2024-05-01T06:20:30Z", "log.csv", 50.0),
+        ("2024-05-01T08:20:30", "naive.csv", 50.0),
+        ("2024-05-01T08:20:30", "log.csv", "has no time zone, unlike the log's"),
+        ("2024-05-01T08:20:30Z", "naive.csv", "has a time zone, unlike the log's"),
+    ]:
+        pd.DataFrame({"machine": ["m"], "time": [failed]}).to_csv(
+            tmp_path / "failures.csv", index=False
+        )
+        if isinstance(expected, float):
+            streams = read_sensor_log(
+                tmp_path / log, failures=tmp_path / "failures.csv"
+            )
+            np.testing.assert_allclose(streams.failure_time, [expected])
+            continue
+        with pytest.raises(ValueError, match=f"row 1, column 'time': .* {expected}"):
+            read_sensor_log(tmp_path / log, failures=tmp_path / "failures.csv")
 
 
 def test_jittery_rates_give_a_whole_number_of_frames_and_failures_match_the_log(

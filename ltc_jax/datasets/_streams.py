@@ -618,7 +618,9 @@ def read_sensor_log(
     - `time_column`: the sample's time: numbers (seconds, Unix seconds
         included, kept as given), durations (Parquet or pandas timedeltas,
         taken in seconds) or date-times (ISO 8601, or Parquet timestamps; a
-        date-time without a zone is taken as UTC), which become seconds since
+        date-time without a zone is taken as UTC, so the log and the failure
+        table give every date-time a zone or offset, or none), which become
+        seconds since
         the earliest of them, to float64's rounding of the nanoseconds between
         (`time_origin` records it).
     - `tag_column`: the sensor's name (names here, in `machine_column`, in the
@@ -637,8 +639,9 @@ def read_sensor_log(
     **Raises:** `ValueError` naming the file, the row (1-based, in the file's
     order) and the column: a log without rows, a CSV row that does not parse
     (pandas' message, with the file), a missing column, a value or time that
-    does not parse or is missing, times not strictly increasing within a tag of a
-    machine, a failure for a machine the log does not have (or two), a
+    does not parse or is missing, date-times with a zone beside ones without
+    (in the log, or between the log and the failure table), times not strictly
+    increasing within a tag of a machine, a failure for a machine the log does not have (or two), a
     continuous tag with fewer than two samples on every machine and no rate
     given, or an unknown name in `event_tags` or `rates_hz`. `ImportError`
     naming the extra where pandas (or pyarrow) is not installed.
@@ -658,7 +661,7 @@ def read_sensor_log(
         else np.full(len(frame), "0", dtype=object)
     )
     value = _numbers(frame, value_column, path)
-    time, origin = _times(frame, time_column, path)
+    time, origin, zoned = _times(frame, time_column, path)
     sensor_names, sensor = np.unique(tags, return_inverse=True)
     machine_names, machine = np.unique(machine_labels, return_inverse=True)
 
@@ -691,7 +694,7 @@ def read_sensor_log(
     failure_time = np.full(len(machine_names), np.nan)
     if failures is not None:
         failed = _read_table(failures, [machine_column, time_column])
-        at, _ = _times(failed, time_column, failures, origin=origin)
+        at, _, _ = _times(failed, time_column, failures, origin, zoned)
         if machine_column is None and len(failed) > 1:
             raise ValueError(
                 f"{failures}: {len(failed)} rows, but a log of one machine "
@@ -802,10 +805,16 @@ def _numbers(frame, column, path) -> np.ndarray:
     return numbers
 
 
-def _times(frame, column, path, origin: str | None = None) -> tuple[np.ndarray, str]:
-    """Seconds as float64, and their origin: numbers as given (origin ""), or
-    date-times as seconds since the earliest (or since `origin`, for a second
-    table of the same log), to float64's rounding of the nanoseconds between."""
+def _times(
+    frame, column, path, origin: str | None = None, zoned: bool | None = None
+) -> tuple[np.ndarray, str, bool | None]:
+    """Seconds as float64, their origin and whether they carry a time zone:
+    numbers as given (origin "", zone `None`), or date-times as seconds since
+    the earliest (or since `origin`, for a second table of the same log, whose
+    date-times must carry a zone where the log's do: `zoned`), to float64's
+    rounding of the nanoseconds between. Date-times with a zone and without
+    one are not mixed: a time without one is taken as UTC, which would shift
+    it by the other times' offset."""
     import pandas as pd
 
     values = frame[column]
@@ -819,13 +828,13 @@ def _times(frame, column, path, origin: str | None = None) -> tuple[np.ndarray, 
         valid = np.isfinite(seconds)
         if not np.all(valid):
             _first_bad(valid, frame, column, path, "is not a duration")
-        return seconds, ""
+        return seconds, "", None
     if origin is None and not pd.api.types.is_datetime64_any_dtype(values):
         # The log itself: numbers if most times are (a bad one is named below).
         parsed = pd.to_numeric(values, errors="coerce")
         origin = "" if parsed.notna().mean() > 0.5 else None
     if origin == "":
-        return _numbers(frame, column, path), ""
+        return _numbers(frame, column, path), "", None
     if (
         len(values)
         and not pd.api.types.is_datetime64_any_dtype(values)
@@ -839,10 +848,39 @@ def _times(frame, column, path, origin: str | None = None) -> tuple[np.ndarray, 
     valid = stamps.notna().to_numpy()
     if not np.all(valid):
         _first_bad(valid, frame, column, path, "is not a date-time")
+    has_zone = _has_zone(values)
+    expected = has_zone[0] if zoned is None and len(has_zone) else zoned
+    if np.any(has_zone != expected):
+        row = int(np.argmax(has_zone != expected))
+        given = "has a" if has_zone[row] else "has no"
+        unlike = "the log's times" if zoned is not None else "row 1"
+        raise ValueError(
+            f"{path}: row {row + 1}, column {column!r}: "
+            f"{frame[column].iloc[row]!r} {given} time zone, unlike {unlike}: "
+            "a date-time without a zone is read as UTC, which would shift it by "
+            "the others' offset. Give every date-time a zone, or none."
+        )
     ns = stamps.dt.tz_localize(None).to_numpy("datetime64[ns]").astype(np.int64)
     zero = pd.Timestamp(origin).value if origin else int(ns.min())
     seconds = (ns - zero) / 1e9
-    return seconds, origin or pd.Timestamp(zero, tz="UTC").isoformat()
+    origin = origin or pd.Timestamp(zero, tz="UTC").isoformat()
+    return seconds, origin, bool(expected) if len(has_zone) else zoned
+
+
+def _has_zone(values) -> np.ndarray:
+    """`bool[n]`: whether each date-time (a string, a timestamp, or a column of
+    timestamps) names its time zone or offset."""
+    import pandas as pd
+
+    if pd.api.types.is_datetime64_any_dtype(values):
+        return np.full(len(values), getattr(values.dt, "tz", None) is not None)
+    text = values.astype(str).str.strip()
+    # A zone or offset after the time of day (a date alone, "2024-05-01", has
+    # none: its "-01" is the day).
+    zone = r"\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?\s*(?:Z|[+-]\d{2}(?::?\d{2})?)$"
+    zoned = text.str.contains(zone, regex=True).to_numpy(bool)
+    stamps = [isinstance(v, pd.Timestamp) and v.tzinfo is not None for v in values]
+    return zoned | np.array(stamps, dtype=bool)
 
 
 def _rates(time, key, sensors, is_event, names, given, path) -> np.ndarray:
