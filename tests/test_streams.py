@@ -530,7 +530,8 @@ def test_the_default_clock_never_outpaces_the_slowest_sensor():
     1 Hz sensor gives 3 frames (rounding to even gave 4, at 1.14 Hz); 600 s
     at 0.9995 Hz (599.7) gives 600, 3600 s at 0.9995 Hz (3598.2) 3599, and at
     1.0005 Hz (3601.8) 3602. The clock is never more than 0.1% faster than
-    the sensor, and where it is not faster every frame has a new sample."""
+    the sensor, and where it is not faster every frame has a new sample. A
+    default clock of one frame per window is refused, naming the sensor."""
     cases = [
         (1.0, 3.5, 3),
         (1.0, 2.5, 2),
@@ -547,6 +548,12 @@ def test_the_default_clock_never_outpaces_the_slowest_sensor():
         if frames <= window * rate:
             new = windows.channel_names.index("temperature_0:new")
             assert np.all(windows.dataset.xs[..., new] == 1.0)
+    # 1.5 samples of a 0.1 Hz sensor per 15 s window: one frame, no time scale.
+    times = np.arange(1, 40) * 10.0
+    streams = _single_sensor(times, np.cos(times), "temperature", 0.1)
+    with pytest.raises(ValueError, match="'temperature_0' at 0.1 Hz, samples 1.5 "):
+        stream_windows(streams, 15.0, horizon_seconds=0.0)
+    assert stream_windows(streams, 15.0, clock_hz=0.2, horizon_seconds=0.0).clock_hz
 
 
 def test_whole_numbers_of_any_type_index_machines_and_sensors(plant):

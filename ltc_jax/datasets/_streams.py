@@ -346,7 +346,8 @@ def stream_windows(
 
     **Raises:** `ValueError` naming the problem for a length, clock or stride
     that is not positive and finite, a negative or infinite horizon, a window
-    that is not a whole number of frames, no sensor, a repeated or unknown
+    that is not a whole number of frames, a default clock of fewer than two
+    frames per window (the slowest sensor named), no sensor, a repeated or unknown
     sensor name, an unknown machine, a machine without samples, a sensor silent
     as `fill` says (unless `fill`; the message names the machine, the sensor
     and the window), or no window at all.
@@ -365,12 +366,23 @@ def stream_windows(
         # down, or up to the next whole frame where that is within 0.1% (a
         # rate read from jittery times is a little off its nominal value), so
         # the clock is at most 0.1% faster than the slowest sensor.
-        slowest = float(np.min(streams.sensor_rate_hz[continuous]))
+        rates = streams.sensor_rate_hz[continuous]
+        slowest = float(np.min(rates))
         exact = window_seconds * slowest
         frames = math.ceil(exact)
         if frames > exact * (1 + _FRAME_SLACK):
             frames = math.floor(exact)
-        clock_hz = max(frames, 1) / window_seconds
+        if frames < 2:  # one frame has no time scale to learn from
+            name = streams.sensor_names[continuous[np.argmin(rates)]]
+            raise ValueError(
+                f"The slowest continuous sensor, {name!r} at {slowest:.3g} Hz, "
+                f"samples {exact:.3g} times in a {window_seconds:g} s window, so "
+                f"the default clock (its rate) would give {max(frames, 1)} frame "
+                "per window: give clock_hz (between its samples a sensor holds "
+                "its last value), leave the sensor out (sensors=), or lengthen "
+                "the window."
+            )
+        clock_hz = frames / window_seconds
     stride_seconds = window_seconds if stride_seconds is None else stride_seconds
     if not (0 < clock_hz < math.inf and 0 < stride_seconds < math.inf):
         raise ValueError(
@@ -641,9 +653,10 @@ def read_sensor_log(
     (pandas' message, with the file), a missing column, a value or time that
     does not parse or is missing, date-times with a zone beside ones without
     (in the log, or between the log and the failure table), times not strictly
-    increasing within a tag of a machine, a failure for a machine the log does not have (or two), a
-    continuous tag with fewer than two samples on every machine and no rate
-    given, or an unknown name in `event_tags` or `rates_hz`. `ImportError`
+    increasing within a tag of a machine, a failure for a machine the log does
+    not have (or two), a continuous tag with fewer than two samples on every
+    machine and no rate given, or an unknown name in `event_tags` or
+    `rates_hz`. `ImportError`
     naming the extra where pandas (or pyarrow) is not installed.
     """
     if isinstance(event_tags, str):
