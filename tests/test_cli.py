@@ -608,6 +608,12 @@ def test_cli_predicts_unlabelled_files_and_names_the_real_mismatch(tmp_path, cap
     with open(out / "predictions-new.csv") as file:
         rows = list(csv.DictReader(file))
     assert len(rows) == 10 and rows == labelled_rows
+    # Labels of a class the run never saw: not read by predict.
+    text = open(test).read().replace("up down", "up sideways")
+    (tmp_path / "unseen.ts").write_text(text.replace(":down\n", ":sideways\n"))
+    assert cli.main(["predict", str(out), "--data", str(tmp_path / "unseen.ts")]) == 0
+    with open(out / "predictions-unseen.csv") as file:
+        assert list(csv.DictReader(file)) == labelled_rows
     capsys.readouterr()
     assert "new.ts has no labels" in _bad(
         tmp_path, capsys, "evaluate", str(out), "--data", unlabelled

@@ -2,6 +2,7 @@
 the end, and a finished run read back to evaluate or predict on new data."""
 
 import csv
+import dataclasses
 import datetime
 import json
 import os
@@ -165,7 +166,7 @@ def load_run(
 
 
 def read_for_run(
-    run_dir: str, path: str, failures: str | None = None
+    run_dir: str, path: str, failures: str | None = None, labels: bool = True
 ) -> tuple[
     TrainConfig,
     ltc_jax.LTC | ltc_jax.CfC | ltc_jax.JumpLTC,
@@ -177,7 +178,9 @@ def read_for_run(
     training data was: a `.ts` file, or for a run of `ltc-jax stream` a
     sensor log (CSV or Parquet) cut into windows as the run cut its own
     ([`ltc_jax.app.streams.read_windows_for_run`][]), labelled by the failure
-    table `failures` where given. **Returns:** the run's config, model, the
+    table `failures` where given; with `labels=False` (for prediction) a `.ts`
+    file's labels are not read (every label `-1`, the run's class names
+    kept). **Returns:** the run's config, model, the
     data, its settings, and for a log the windows' `machine` (by name),
     `end_time` (in the log's seconds) and the log's `time_origin` (empty for
     times given as numbers); `None` for a `.ts` file.
@@ -213,11 +216,17 @@ def read_for_run(
             f"--failures labels a sensor log; {run_dir} is a run of ltc-jax "
             "train, which reads .ts files and their labels."
         )
-    else:
+    elif labels:
         data = read_ts(
             path,
             class_names=tuple(class_names) if class_names else None,
             num_channels=stats["input_channels"],
+        )
+    else:  # its labels, of whatever classes, are not read against the run's
+        data = read_ts(path, num_channels=stats["input_channels"])
+        unlabelled = np.full(len(data), -1, dtype=np.int32)
+        data = dataclasses.replace(
+            data, labels=unlabelled, class_names=tuple(class_names or ())
         )
     settings = dict(stats["settings"])
     settings.setdefault("solver", config.solver)  # runs saved before it was derived
@@ -292,15 +301,18 @@ def predict_run(run_dir: str, path: str, out: str, failures: str | None = None) 
     `end_utc`), the predicted class and each class's probability (for
     regression, the predicted targets). The file may be unlabelled
     (`@classLabel false`, or a log without `failures`: then every window the
-    log holds); labels in it are read but not used. **Returns:** the number of
-    series. **Raises:** as `read_for_run`; `FileExistsError` if `out`
-    exists."""
+    log holds); a `.ts` file's labels are not read (a class the run never saw
+    is no error), a log's failure table only chooses the windows. **Returns:**
+    the number of series. **Raises:** as `read_for_run`; `FileExistsError` if
+    `out` exists."""
     if os.path.exists(out):
         raise FileExistsError(
             f"{out} exists; predictions never overwrite a file: give another with "
             "--out."
         )
-    config, model, data, settings, where = read_for_run(run_dir, path, failures)
+    config, model, data, settings, where = read_for_run(
+        run_dir, path, failures, labels=False
+    )
     integrator = _final_integrator(config, settings)
     options = path_options(config)
     forward = eqx.filter_jit(lambda m, p: m(p, integrator=integrator))
