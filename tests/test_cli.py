@@ -920,6 +920,26 @@ def test_one_series_per_class_trains_without_a_validation_share(tmp_path):
     assert share["value"] == 0.0 and "would hold out 0" in share["reason"]
 
 
+def test_warnings_print_as_one_line_of_the_command(tmp_path, capsys):
+    """A learning rate too small to learn: the learning check's warning is one
+    line, `ltc-jax: warning: ...`, without Python's file and source line."""
+    _train_toy(
+        tmp_path,
+        8,
+        4,
+        "--hidden-size",
+        "4",
+        "--epochs",
+        "1",
+        "--learning-rate",
+        "1e-12",
+    )
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if "did not lower the loss" in line]
+    assert lines and all(line.startswith("ltc-jax: warning: ") for line in lines)
+    assert "UserWarning" not in err and "ltc_jax.fit(" not in err
+
+
 def test_folds_are_refused_where_they_cannot_choose(tmp_path, capsys):
     """Fewer than two folds, folds beside a validation share, and folds of a
     stream's overlapping windows are refused by name."""

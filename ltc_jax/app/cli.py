@@ -8,6 +8,7 @@ import math
 import operator
 import os
 import sys
+import warnings
 from typing import Annotated, Any, ClassVar
 
 import equinox as eqx
@@ -128,6 +129,12 @@ def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    """A warning as one line of the command's own (`--debug`: Python's, with
+    the line that raised it)."""
+    _say(f"ltc-jax: warning: {' '.join(str(message).split())}")
+
+
 def _run(config) -> int:
     """Run one parsed subcommand; return the exit status."""
     if isinstance(config, TrainConfig):
@@ -166,7 +173,9 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of `ltc-jax` (and `python -m ltc_jax`): subcommands `train`,
     `stream` (failure prediction from sensor streams), `evaluate` and
     `predict`; `--version`; `--debug` (anywhere) shows the traceback of an
-    error instead of its one-line message.
+    error instead of its one-line message, and warnings as Python shows them
+    (with the line that raised them) instead of one line each,
+    `ltc-jax: warning: ...`.
 
     **Returns:** the exit status: 0 on success, 1 when training fails (a diverged
     or failed solve), 2 for a user error (a bad option or file), 130 on Ctrl-C.
@@ -177,6 +186,14 @@ def main(argv: list[str] | None = None) -> int:
     if args == ["--version"]:
         print(f"ltc-jax {ltc_jax.__version__}")
         return 0
+    with warnings.catch_warnings():  # restores Python's own display after
+        if not debug:
+            warnings.showwarning = _show_warning
+        return _main(args, debug)
+
+
+def _main(args: list[str], debug: bool) -> int:
+    """`main` after `--version` and `--debug`."""
     try:
         # Building a TrainConfig validates its options, so parsing can fail too.
         config = tyro.cli(
