@@ -647,3 +647,21 @@ def test_padded_names_are_read_without_their_spaces(tmp_path):
     assert streams.machine_names == ("m1",)
     assert streams.sensor_group == ("event", "continuous")
     np.testing.assert_array_equal(streams.failure_time, [2.5])
+
+
+def test_the_stream_jobs_validation_machines_and_their_reason_agree():
+    """Five machines: a quarter tested (one), and of the four left a sixth,
+    rounded up to at least one, validates: the record's value is the share of
+    whole machines held out (1 of 4), and its reason says how that came from a
+    sixth."""
+    from ltc_jax.app import StreamConfig
+    from ltc_jax.app.streams import split_machines
+
+    plant = simulate_plant(machines=5, sensors=4, seed=0, horizon_seconds=300.0)
+    windows = stream_windows(plant, 60.0, horizon_seconds=0.0)
+    train, validation, test, record = split_machines(StreamConfig(), windows)
+    assert (len(train), len(validation), len(test)) == (3, 1, 1)
+    assert sorted(train + validation + test) == [0, 1, 2, 3, 4]
+    assert record["value"] == 0.25
+    assert record["reason"].startswith("0.167 of the training machines, rounded")
+    assert record["reason"].endswith("; 1 of 4")

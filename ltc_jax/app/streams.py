@@ -97,8 +97,9 @@ def split_machines(
     if share is None:
         share = VALIDATION_MACHINES if len(rest) >= 3 else 0.0
         reason = (
-            f"about {share:.3g} of the training machines, whole machines, as the "
-            "test split: a machine's windows overlap and share its wear"
+            f"{share:.3g} of the training machines, rounded, at least one: whole "
+            "machines, as in the test split, since a machine's windows overlap "
+            "and share its wear"
             if share
             else "fewer than 3 training machines: none held out"
         )
