@@ -74,6 +74,12 @@ def test_cli_regression_reports_the_test_error(tmp_path, capsys):
     reason = json.loads((out / "config.json").read_text())["derived"]
     reason = reason["validation_fraction"]["reason"]
     assert "0.1 of 24 training series" in reason and "class" not in reason
+    # A file of class labels is named as such, not as targets of another shape.
+    classes = tmp_path / "classes.ts"
+    classes.write_text("@dimensions 1\n@classLabel true a b\n@data\n1,2,3:a\n")
+    assert f"classes.ts holds class labels, but {out} is a regression run" in _bad(
+        tmp_path, capsys, "evaluate", str(out), "--data", str(classes)
+    )
 
 
 def test_cli_on_any_ts_pair(tmp_path, capsys):
@@ -624,6 +630,12 @@ def test_cli_predicts_unlabelled_files_and_names_the_real_mismatch(tmp_path, cap
     no_label.write_text(header + "1,2,3:4,5,6\n")
     assert "no_label.ts:4: missing label" in _bad(
         tmp_path, capsys, "predict", str(out), "--data", str(no_label)
+    )
+    # Targets given to a classifier: named as such.
+    targets = tmp_path / "targets.ts"
+    targets.write_text("@dimensions 2\n@targetLabel true\n@data\n1,2:3,4:0.5\n")
+    assert "targets.ts holds regression targets, but" in _bad(
+        tmp_path, capsys, "evaluate", str(out), "--data", str(targets)
     )
     # Three channels with a label the run never saw: the channels, first.
     three = tmp_path / "three.ts"

@@ -190,9 +190,10 @@ def read_for_run(
 
     **Raises:** `FileNotFoundError` for a missing file; `ValueError` if the file's
     channels do not match the run's (checked first, on each series), or its
-    labels; for a `.ts` run, if `failures` is given, or as `read_ts` (a file
-    that is not UTF-8 text, such as a Parquet log, included); for a stream
-    run, if the file is not a `.csv`, `.csv.gz` or `.parquet` log.
+    labels (class labels for a regression run, or targets for a classifier);
+    for a `.ts` run, if `failures` is given, or as `read_ts` (a file that is
+    not UTF-8 text, such as a Parquet log, included); for a stream run, if
+    the file is not a `.csv`, `.csv.gz` or `.parquet` log.
     """
     for name, given in (("--data", path), ("--failures", failures)):
         if given is not None and not os.path.isfile(given):
@@ -222,6 +223,13 @@ def read_for_run(
             class_names=tuple(class_names) if class_names else None,
             num_channels=stats["input_channels"],
         )
+        if data.is_labelled and data.is_classification != bool(class_names):
+            has, run = (
+                ("class labels", "a regression")
+                if data.is_classification
+                else ("regression targets", f"a classifier of {tuple(class_names)}")
+            )
+            raise ValueError(f"{path} holds {has}, but {run_dir} is {run} run.")
     else:  # its labels, of whatever classes, are not read against the run's
         data = read_ts(path, num_channels=stats["input_channels"])
         unlabelled = np.full(len(data), -1, dtype=np.int32)
