@@ -952,6 +952,31 @@ def test_warnings_print_as_one_line_of_the_command(tmp_path, capsys):
     assert "UserWarning" not in err and "ltc_jax.fit(" not in err
 
 
+def test_a_channel_a_series_never_observes_takes_the_fill_asked_for(tmp_path, capsys):
+    """A training series whose second channel is all missing: refused, naming
+    it and the option; with `--empty-channel-fill 0` (the training mean) the run
+    trains, and evaluates its own files; the stream job refuses the option."""
+    train = toy_ts_file(tmp_path / "train.ts", 12, 0)
+    lines = open(train).read().splitlines()
+    first, second, label = lines[4].split(":")
+    lines[4] = ":".join([first, ",".join("?" * len(second.split(","))), label])
+    (tmp_path / "gap.ts").write_text("\n".join(lines) + "\n")
+    test = toy_ts_file(tmp_path / "test.ts", 4, 1)
+    out = tmp_path / "run"
+    args = ["train", "--data", str(tmp_path / "gap.ts"), "--test-data", test]
+    assert cli.main([*args, "--out", str(out), "--no-progress"]) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "channel 1 of sequence 0; pass empty_channel_fill" in last
+    assert last.startswith("ltc-jax: error: ") and not out.exists()
+    options = ("--hidden-size", "4", "--epochs", "1", "--empty-channel-fill", "0")
+    assert cli.main([*args, "--out", str(out), "--no-progress", *options]) == 0
+    assert cli.main(["evaluate", str(out), "--data", str(tmp_path / "gap.ts")]) == 0
+    capsys.readouterr()
+    assert "ltc-jax stream gives a channel a window never observes 0" in _bad(
+        tmp_path, capsys, "stream", "--empty-channel-fill", "1"
+    )
+
+
 def test_folds_are_refused_where_they_cannot_choose(tmp_path, capsys):
     """Fewer than two folds, folds beside a validation share, and folds of a
     stream's overlapping windows are refused by name."""

@@ -184,6 +184,10 @@ class TrainConfig:
     """Add a 0/1 channel per input channel: observed (1) or NaN (0)."""
     time_since_observation: bool = False
     """Add a channel per input channel: time since its previous observation."""
+    empty_channel_fill: OptionalFloat = None
+    """The value of a channel that a series never observes (all NaN), after
+    standardisation (0: the training mean). Default: such a series is an error
+    naming it."""
     drop_rate: float = 0.0
     """Drop this fraction of each sequence's observations at random, train and test,
     seeded by --seed (Kidger et al. 2020's protocol)."""
@@ -487,6 +491,12 @@ class StreamConfig(TrainConfig):
             raise ValueError(
                 "ltc-jax stream reads --log and --failures, not --data or "
                 "--test-data (those are ltc-jax train's .ts files)."
+            )
+        if self.empty_channel_fill is not None:
+            raise ValueError(
+                "--empty-channel-fill: ltc-jax stream gives a channel a window "
+                "never observes 0, the training mean (--fill is the value of a "
+                "sensor silent for a whole window)."
             )
         if self.folds is not None:
             raise ValueError(

@@ -284,14 +284,17 @@ def resolve_settings(
 
 
 def path_options(config: TrainConfig) -> dict[str, Any]:
-    """The `InputPath` options a config asks for; for a stream job, a channel
-    a window never observes (a fast sensor's `diff_rms` with one sample per
-    frame, say) is 0, the training mean, not an error."""
+    """The `InputPath` options a config asks for (`--empty-channel-fill` for a
+    channel a series never observes); for a stream job, a channel a window
+    never observes (a fast sensor's `diff_rms` with one sample per frame, say)
+    is 0, the training mean, not an error."""
     return dict(
         interpolation=config.interpolation,
         observation_mask=config.observation_mask,
         time_since_observation=config.time_since_observation,
-        empty_channel_fill=0.0 if isinstance(config, StreamConfig) else None,
+        empty_channel_fill=0.0
+        if isinstance(config, StreamConfig)
+        else config.empty_channel_fill,
     )
 
 
