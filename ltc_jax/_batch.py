@@ -229,8 +229,15 @@ def abstract_batch(
 
 
 def check_labelled(data: SequenceDataset, purpose: str) -> None:
-    """**Raises:** `ValueError` if `data` has no labels (an unlabelled `.ts` file,
-    read with every label `-1`), which `purpose` (e.g. "training") needs."""
+    """**Raises:** `TypeError` if `data` is not a `SequenceDataset` (the windows
+    of `stream_windows` hold theirs in `.dataset`); `ValueError` if it has no
+    labels (an unlabelled `.ts` file, read with every label `-1`), which
+    `purpose` (e.g. "training") needs."""
+    if not isinstance(data, SequenceDataset):
+        held = " (its .dataset is one)" if hasattr(data, "dataset") else ""
+        raise TypeError(
+            f"{purpose} needs a SequenceDataset; got a {type(data).__name__}{held}."
+        )
     if not data.is_labelled:
         raise ValueError(
             f"{data.name or 'The data'} has no labels (every label is -1, as for a "

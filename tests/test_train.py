@@ -287,3 +287,39 @@ def test_evaluate_reports_no_accuracy_for_an_objective_without_one():
     )
     assert 0 <= plain["accuracy"] <= 1 and np.isnan(bare["accuracy"])
     assert bare["loss"] == plain["loss"]
+
+
+def test_fit_names_arguments_of_the_wrong_kind():
+    """Without the tests' run-time type checks (in a fresh interpreter, as a
+    user runs it): `progress=False` and a `StreamWindows` in place of its
+    `.dataset` are refused by name, not by an AttributeError inside `fit`."""
+    import subprocess
+    import sys
+
+    script = """
+import numpy as np, jax.random as jr, ltc_jax
+from ltc_jax.datasets import simulate_plant, stream_windows
+windows = stream_windows(
+    simulate_plant(machines=1, sensors=2, seed=0, horizon_seconds=200.0),
+    20.0, horizon_seconds=0.0, clock_hz=0.5,
+)
+data = windows.dataset
+model = ltc_jax.LTC(data.num_channels, 2, 2, key=jr.key(0))
+integrator = ltc_jax.make_integrator("fused", dt0=2.0, max_steps=16)
+options = dict(integrator=integrator, optimizer=ltc_jax.training.make_optimizer(
+    1e-2, 1), epochs=1, batch_size=2)
+for train, progress in [(windows, ltc_jax.training.NoFitProgress()), (data, False)]:
+    try:
+        ltc_jax.fit(model, train, progress=progress, **options)
+    except TypeError as error:
+        print(error)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
+    )
+    lines = done.stdout.splitlines()
+    assert lines == [
+        "training needs a SequenceDataset; got a StreamWindows (its .dataset is one).",
+        "progress and monitors must be ltc_jax.training.AbstractMonitor objects; "
+        "got False (no progress: progress=ltc_jax.training.NoFitProgress()).",
+    ], done.stderr
