@@ -977,6 +977,19 @@ def test_a_channel_a_series_never_observes_takes_the_fill_asked_for(tmp_path, ca
     )
 
 
+def test_training_series_of_one_class_are_refused(tmp_path, capsys):
+    """A training file whose series are all "up" (the file declares "down"
+    too): refused before anything is written, naming the class."""
+    train = toy_ts_file(tmp_path / "train.ts", 6, 0)
+    lines = [line for line in open(train).read().splitlines() if ":down" not in line]
+    (tmp_path / "up.ts").write_text("\n".join(lines) + "\n")
+    test = toy_ts_file(tmp_path / "test.ts", 4, 1)
+    args = ["train", "--data", str(tmp_path / "up.ts"), "--test-data", test]
+    assert "Every training series is of one class, 'up'" in _bad(
+        tmp_path, capsys, *args, "--out", str(tmp_path / "run")
+    )
+
+
 def test_folds_are_refused_where_they_cannot_choose(tmp_path, capsys):
     """Fewer than two folds, folds beside a validation share, and folds of a
     stream's overlapping windows are refused by name."""

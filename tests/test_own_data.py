@@ -43,6 +43,12 @@ def test_a_test_set_takes_the_training_classes_and_refuses_others():
     np.testing.assert_array_equal(data.labels, [3, 0, 3, 1])
     with pytest.raises(ValueError, match=r"\['walk'\] are not among"):
         SequenceDataset.from_sequences(ts, xs, labels, class_names=("run", "sit"))
+    # Class names given as numbers name the classes of numeric labels.
+    numbers = SequenceDataset.from_sequences(ts, xs, [1, 0, 1, 0], class_names=[0, 1])
+    assert numbers.class_names == ("0", "1")
+    np.testing.assert_array_equal(numbers.labels, [1, 0, 1, 0])
+    with pytest.raises(ValueError, match=r"Sequence 2 has no label \(None\)"):
+        SequenceDataset.from_sequences(ts, xs, ["run", "sit", None, "walk"])
 
 
 def test_one_channel_and_float_targets_make_a_regression_set():

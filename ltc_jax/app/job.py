@@ -253,7 +253,8 @@ def train_and_evaluate(
     `parameters_sha256` (a digest of the final parameters) and `environment`.
 
     **Raises:** `ValueError` for a bad or inconsistent option
-    ([`ltc_jax.app.TrainConfig.check`][]); `FileNotFoundError` and
+    ([`ltc_jax.app.TrainConfig.check`][]), or training series all of one
+    class; `FileNotFoundError` and
     `FileExistsError` from [`ltc_jax.app.job.check_paths`][]; the errors of
     [`ltc_jax.fit`][]; a [`ltc_jax.datasets.TSFormatError`][] for a malformed
     `.ts` file; `RunInterrupted` on Ctrl-C during training.
@@ -272,6 +273,19 @@ def train_and_evaluate(
         jax.config.update("jax_enable_x64", True)
     data = load_data(config)
     train, validation, test = data["train"], data["validation"], data["test"]
+    present = np.unique(train.labels) if train.is_classification else [0, 1]
+    if len(present) < 2:
+        only = train.class_names[int(present[0])]
+        raise ValueError(
+            f"Every training series is of one class, {only!r}: a classifier "
+            "needs two or more to learn from"
+            + (
+                " (no training machine fails within --horizon-seconds of a "
+                "window's end: give more machines or a longer horizon)."
+                if "stream" in data
+                else "."
+            )
+        )
     held = () if validation is None else (validation,)
     try:  # with --folds this trains, before the run folder exists
         job = prepare(config, train, (*held, test), say=say)

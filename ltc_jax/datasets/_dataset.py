@@ -91,7 +91,7 @@ class SequenceDataset:
         xs: Sequence[ArrayLike],
         labels: Sequence | ArrayLike,
         *,
-        class_names: Sequence[str] | None = None,
+        class_names: Sequence[str | int] | None = None,
         name: str = "",
     ) -> "SequenceDataset":
         """A dataset from one array per sequence, of any lengths: what your own
@@ -109,8 +109,9 @@ class SequenceDataset:
             are the distinct labels) or `n` regression targets (floats, or
             `(n, k)` for `k` targets).
         - `class_names`: the classes in index order, e.g. the training set's
-            for a test set; default: the distinct labels in their own order
-            (numbers by value, strings alphabetically), as strings.
+            for a test set (taken as strings, as the labels are); default: the
+            distinct labels in their own order (numbers by value, strings
+            alphabetically), as strings.
         - `name`: a short description.
 
         **Returns:** the sequences padded to the longest (padding continues each
@@ -121,7 +122,8 @@ class SequenceDataset:
         a sequence whose times and values differ in length or that is empty,
         times that are not finite and strictly increasing (the sequence and
         position named), float32 times that have rounded the gaps between
-        them, different channel counts, or a label not among `class_names`.
+        them, different channel counts, a label `None`, or a label not among
+        `class_names`.
         """
         if not len(ts) == len(xs) == len(labels):
             raise ValueError(
@@ -151,9 +153,16 @@ class SequenceDataset:
         if np.issubdtype(labels.dtype, np.floating):
             targets = labels[:, None] if labels.ndim == 1 else labels
             return cls(padded_ts, padded_xs, lengths, targets, (), name)
+        missing = [i for i, label in enumerate(labels.tolist()) if label is None]
+        if missing:
+            raise ValueError(
+                f"Sequence {missing[0]} has no label (None); "
+                f"{len(missing)} in all. Leave unlabelled sequences out."
+            )
         names = [str(label) for label in labels]
         if class_names is None:  # sorted as the labels are: 2 before 10
             class_names = [str(label) for label in np.unique(labels)]
+        class_names = [str(name) for name in class_names]  # 0 and "0" alike
         index = {label: i for i, label in enumerate(class_names)}
         unknown = sorted(set(names) - set(index))
         if unknown:
