@@ -354,14 +354,15 @@ def fit_main_job(train, others=(), validation=None, config=None, **options):
     `validation`) only widen `max_steps`.
 
     **Returns:** `(job, model, history, seconds)`: the `ltc_jax.app.JobSetup`,
-    the trained model, `fit`'s history and the seconds of training."""
+    the trained model, `fit`'s history and the seconds of training (the
+    folds' included, with `folds`)."""
     from ltc_jax.app import TrainConfig, prepare
 
     given = {name: value for name, value in options.items() if value is not None}
     config = dataclasses.replace(config or TrainConfig(), **given)
     held = () if validation is None else (validation,)
+    start = time.perf_counter()  # with folds, `prepare` trains too
     job = prepare(config, train, others=(*held, *others))
-    start = time.perf_counter()
     model, history = ltc_jax.fit(
         job.model,
         train,
