@@ -361,8 +361,9 @@ def fit_main_job(train, others=(), validation=None, config=None, **options):
     given = {name: value for name, value in options.items() if value is not None}
     config = dataclasses.replace(config or TrainConfig(), **given)
     held = () if validation is None else (validation,)
-    start = time.perf_counter()  # with folds, `prepare` trains too
+    folds_start = time.perf_counter()  # with folds, `prepare` trains too
     job = prepare(config, train, others=(*held, *others))
+    start = folds_start if config.folds else time.perf_counter()
     model, history = ltc_jax.fit(
         job.model,
         train,

@@ -55,7 +55,9 @@ def evaluate(
     (every label `-1`), labels the objective does not read (for the default,
     labels that do not fit the model's `output_size`: see
     [`ltc_jax.training.AbstractObjective`][]'s `check_data`), or a
-    `batch_size` that does not divide over the placement.
+    `batch_size` that does not divide over the placement; `TypeError` for
+    `data` that is not a `SequenceDataset` (a `StreamWindows`, whose
+    `.dataset` is one).
     """
     objective.check_data(model, data, "evaluation")
     placement.check_batch_size(batch_size)

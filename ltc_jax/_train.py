@@ -257,7 +257,8 @@ def fit(
     whose parameters are not finite, unlabelled data (every label `-1`),
     labels that do not fit the model's `output_size`, or a `batch_size` that
     does not divide over the placement; `TypeError` for a `progress` or
-    monitor that is not a monitor (`progress=False`, say).
+    monitor that is not a monitor (`progress=False`, say), or a `train` that
+    is not a `SequenceDataset` (a `StreamWindows`, whose `.dataset` is one).
     """
     for name, value in (("epochs", epochs), ("batch_size", batch_size)):
         whole = isinstance(value, numbers.Integral) and not isinstance(value, bool)

@@ -1002,6 +1002,14 @@ def test_folds_are_refused_where_they_cannot_choose(tmp_path, capsys):
         (("stream", "--folds", "3"), "holds out whole machines instead"),
     ]:
         assert message in _bad(tmp_path, capsys, *options)
+    # Devices the machine lacks are named before any fold trains.
+    train = toy_ts_file(tmp_path / "train.ts", 12, 0)
+    test = toy_ts_file(tmp_path / "test.ts", 4, 1)
+    args = ["train", "--data", train, "--test-data", test, "--folds", "2"]
+    devices = str(len(jax.devices()) + 1)
+    assert cli.main([*args, "--devices", devices, "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert f"--devices {devices}: there are" in err and "fold 1 of 2" not in err
 
 
 def test_a_resumed_run_is_checked_with_its_folder_as_out(tmp_path):

@@ -178,6 +178,9 @@ def test_stratified_folds_hold_each_sequence_out_once_in_class_shares():
     for folds in (1, 41):
         with pytest.raises(ValueError, match=r"folds must lie in \[2, 40\]"):
             ltc_jax.datasets.stratified_folds(data, folds)
+    unlabelled = _grid(4, 3, 1.0, labels=np.array([-1, 0, 1, -1], np.int32))
+    with pytest.raises(ValueError, match="labels outside its 2 classes"):
+        ltc_jax.datasets.stratified_folds(unlabelled, 2)
 
 
 def test_best_mean_epoch_averages_the_epochs_every_fold_reached():

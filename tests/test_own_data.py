@@ -105,6 +105,17 @@ def test_bad_times_and_string_labels_are_refused_when_the_set_is_built():
     ):
         with pytest.raises(ValueError, match="lose their resolution in float32"):
             build()
+    # 1 s gaps at Unix times in float32 (steps of 128 s): equal times, named
+    # with the precision that made them equal.
+    seconds = (1.7e9 + np.arange(6.0)).astype(np.float32)
+    with pytest.raises(ValueError, match="after 1700000000.0. The times were given in "
+                       "float32, which resolves only steps of 128"):  # fmt: skip
+        SequenceDataset.from_sequences([seconds] * 2, [np.zeros(6)] * 2, [0, 1])
+    for labels in (["a", "b"], np.array(["a", None], dtype=object)):
+        with pytest.raises(ValueError, match="from_sequences takes class labels"):
+            SequenceDataset(
+                np.tile(np.arange(3.0), (2, 1)), np.zeros((2, 3, 1)), [3, 3], labels
+            )
     with pytest.raises(ValueError, match="from_sequences takes class labels"):
         SequenceDataset(
             np.tile(np.arange(3.0), (2, 1)), np.zeros((2, 3, 1)), [3, 3], ["a", "b"]
@@ -114,11 +125,19 @@ def test_bad_times_and_string_labels_are_refused_when_the_set_is_built():
 @pytest.mark.parametrize("unit", ["s", "ms", "ns"])
 def test_datetime64_times_become_unix_seconds_whatever_their_resolution(unit):
     """Times 30 and 60 s apart from 2024-01-01T00:00:00 (1,704,067,200 Unix
-    seconds), as datetime64 of any resolution, or as the timedelta64 from the
-    first: the same seconds."""
+    seconds), as datetime64 of any resolution, as the timedelta64 from the
+    first, or as a zone-aware pandas index of the same instants at +01:00:
+    the same seconds."""
     start = np.datetime64("2024-01-01T00:00:00", unit)
     dates = start + np.array([0, 30, 90], dtype="timedelta64[s]")
-    for times, first in [(dates, 1_704_067_200.0), (dates - start, 0.0)]:
+    import pandas as pd
+
+    zoned = pd.DatetimeIndex(dates).tz_localize("UTC").tz_convert("Europe/Paris")
+    for times, first in [
+        (dates, 1_704_067_200.0),
+        (dates - start, 0.0),
+        (zoned, 1_704_067_200.0),  # the same instants, at +01:00
+    ]:
         data = SequenceDataset.from_sequences(
             [times] * 2, [np.zeros(3)] * 2, ["a", "b"]
         )

@@ -293,6 +293,8 @@ def test_a_failure_table_gives_a_time_zone_where_the_log_does(tmp_path):
         ("2024-05-01T08:20:30", "naive.csv", 50.0),
         ("2024-05-01T08:20:30", "log.csv", "has no time zone, unlike the log's"),
         ("2024-05-01T08:20:30Z", "naive.csv", "has a time zone, unlike the log's"),
+        ("20240501T082030+0200", "log.csv", 50.0),  # ISO 8601's basic format
+        ("20240501T062030Z", "naive.csv", "has a time zone, unlike the log's"),
     ]:
         pd.DataFrame({"machine": ["m"], "time": [failed]}).to_csv(
             tmp_path / "failures.csv", index=False

@@ -130,9 +130,11 @@ def _say(message: str) -> None:
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
-    """A warning as one line of the command's own (`--debug`: Python's, with
-    the line that raised it)."""
-    _say(f"ltc-jax: warning: {' '.join(str(message).split())}")
+    """A warning as one line of the command's own, naming its category unless
+    it is a `UserWarning` (`--debug`: Python's, with the line that raised
+    it)."""
+    kind = "" if category is UserWarning else f" ({category.__name__})"
+    _say(f"ltc-jax: warning{kind}: {' '.join(str(message).split())}")
 
 
 def _run(config) -> int:

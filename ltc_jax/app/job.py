@@ -31,7 +31,13 @@ from .runs import (
     save_model,
     write_history,
 )
-from .settings import make_config_integrator, prepare, validation_share
+from .settings import (
+    failure_policy,
+    make_config_integrator,
+    prepare,
+    training_placement,
+    validation_share,
+)
 from .streams import load_stream_data
 
 
@@ -360,9 +366,7 @@ def train_and_evaluate(
             checkpoint_dir=checkpoint_dir,
             checkpoint_every=config.checkpoint_every,
             resume=bool(found),
-            on_failure=ltc_jax.training.SkipFailures(config.max_consecutive_failures)
-            if config.on_failure == "skip"
-            else ltc_jax.training.RaiseOnFailure(),
+            on_failure=failure_policy(config),
             placement=placement,
             progress=ltc_jax.training.TqdmFitProgress()
             if config.progress and writer
@@ -448,38 +452,6 @@ def start_processes(config: TrainConfig) -> None:
         num_processes=config.num_processes,
         process_id=config.process_id,
     )
-
-
-def training_placement(
-    config: TrainConfig, settings: dict[str, Any]
-) -> ltc_jax.training.AbstractPlacement:
-    """Where training runs: one device, or the batches split over a device
-    mesh, over which the batch size of `settings` must divide (a derived one
-    was rounded up to a multiple of the device count by `resolve_settings`).
-
-    **Raises:** `ValueError` for more devices than there are, fewer than all of
-    them in a multi-process run, or a given `--batch-size` that does not divide
-    over them."""
-    every = len(jax.devices())
-    count = config.devices or every
-    if count > every:
-        raise ValueError(
-            f"--devices {count}: there are {every} {jax.default_backend()} devices."
-        )
-    if jax.process_count() > 1 and count != every:
-        raise ValueError(
-            f"--devices {count}: a run of {jax.process_count()} processes uses all "
-            f"{every} devices."
-        )
-    if count == 1:
-        return ltc_jax.training.SingleDevice()
-    size = settings["batch_size"]  # a derived one is a multiple of the devices
-    if size % count:
-        raise ValueError(
-            f"--batch-size {size} does not divide over {count} devices; choose a "
-            f"multiple of {count}."
-        )
-    return ltc_jax.training.DataParallel(ltc_jax.training.data_mesh(count))
 
 
 def _tolerance(integrator: ltc_jax.Integrator, name: str) -> float | None:

@@ -179,8 +179,8 @@ def read_for_run(
     sensor log (CSV or Parquet) cut into windows as the run cut its own
     ([`ltc_jax.app.streams.read_windows_for_run`][]), labelled by the failure
     table `failures` where given; with `labels=False` (for prediction) a `.ts`
-    file's labels are not read (every label `-1`, the run's class names
-    kept). **Returns:** the run's config, model, the
+    file's labels are not checked against the run's classes (every label
+    becomes `-1`, the run's class names kept). **Returns:** the run's config, model, the
     data, its settings, and for a log the windows' `machine` (by name),
     `end_time` (in the log's seconds) and the log's `time_origin` (empty for
     times given as numbers); `None` for a `.ts` file.
@@ -309,8 +309,9 @@ def predict_run(run_dir: str, path: str, out: str, failures: str | None = None) 
     `end_utc`), the predicted class and each class's probability (for
     regression, the predicted targets). The file may be unlabelled
     (`@classLabel false`, or a log without `failures`: then every window the
-    log holds); a `.ts` file's labels are not read (a class the run never saw
-    is no error), a log's failure table only chooses the windows. **Returns:**
+    log holds); a `.ts` file's labels are not checked against the run's
+    classes (a class the run never saw is no error), and a log's failure table
+    only chooses the windows. **Returns:**
     the number of series. **Raises:** as `read_for_run`; `FileExistsError` if
     `out` exists."""
     if os.path.exists(out):

@@ -407,6 +407,46 @@ def make_model(
     )
 
 
+def training_placement(
+    config: TrainConfig, settings: dict[str, Any]
+) -> ltc_jax.training.AbstractPlacement:
+    """Where training runs: one device, or the batches split over a device
+    mesh, over which the batch size of `settings` must divide (a derived one
+    was rounded up to a multiple of the device count by `resolve_settings`).
+
+    **Raises:** `ValueError` for more devices than there are, fewer than all of
+    them in a multi-process run, or a given `--batch-size` that does not divide
+    over them."""
+    every = len(jax.devices())
+    count = config.devices or every
+    if count > every:
+        raise ValueError(
+            f"--devices {count}: there are {every} {jax.default_backend()} devices."
+        )
+    if jax.process_count() > 1 and count != every:
+        raise ValueError(
+            f"--devices {count}: a run of {jax.process_count()} processes uses all "
+            f"{every} devices."
+        )
+    if count == 1:
+        return ltc_jax.training.SingleDevice()
+    size = settings["batch_size"]  # a derived one is a multiple of the devices
+    if size % count:
+        raise ValueError(
+            f"--batch-size {size} does not divide over {count} devices; choose a "
+            f"multiple of {count}."
+        )
+    return ltc_jax.training.DataParallel(ltc_jax.training.data_mesh(count))
+
+
+def failure_policy(config: TrainConfig) -> ltc_jax.training.AbstractFailurePolicy:
+    """What a failed training step does under `config.on_failure`: skip it
+    (at most `max_consecutive_failures` in a row) or raise."""
+    if config.on_failure == "skip":
+        return ltc_jax.training.SkipFailures(config.max_consecutive_failures)
+    return ltc_jax.training.RaiseOnFailure()
+
+
 @dataclasses.dataclass(frozen=True)
 class JobSetup:
     """What the main job trains, built from a config and the data by
@@ -508,7 +548,9 @@ def prepare(
 
     **Raises:** `ValueError` for a bad or inconsistent option
     ([`ltc_jax.app.TrainConfig.check`][]), an unlabelled `train`, or as
-    [`ltc_jax.training.derive_defaults`][] for data it cannot derive from.
+    [`ltc_jax.training.derive_defaults`][] for data it cannot derive from;
+    with `config.folds`, as [`fold_epochs`][ltc_jax.app.settings.fold_epochs]
+    (`KeyboardInterrupt` passes through).
     """
     config.check()
     check_labelled(train, "training")
@@ -577,17 +619,19 @@ def fold_epochs(
 ) -> tuple[int, str]:
     """The epochs `job` should train `train` for, chosen by `job.config.folds`-fold
     cross-validation ([`ltc_jax.datasets.stratified_folds`][] by the job's
-    seed): each fold trains `job.model` with the job's integrator, batch size
-    and schedule (over `job.epochs` of its own batches), validated on its
-    held-out part and stopped by the config's `patience`; the epoch of lowest
-    mean validation loss over the folds
-    ([`ltc_jax.training.best_mean_epoch`][]) is returned with its reason.
-    `say` is called before each fold.
+    seed): each fold trains `job.model` with the job's integrator, batch size,
+    schedule (over `job.epochs` of its own batches), failure policy and
+    devices, validated on its held-out part and stopped by the config's
+    `patience`; the number of epochs of lowest mean validation loss over the
+    epochs every fold reached ([`ltc_jax.training.best_mean_epoch`][]) is
+    returned with its reason. `say` is called before each fold.
 
-    **Raises:** `ValueError` for more folds than training series; the errors
-    of [`ltc_jax.fit`][].
+    **Raises:** `ValueError` for more folds than training series, or devices
+    the machine lacks (`training_placement`);
+    the errors of [`ltc_jax.fit`][].
     """
     config = job.config
+    placement = training_placement(config, job.settings)
     splits = stratified_folds(train, config.folds, seed=config.seed)
     histories = []
     for k, (rest, held) in enumerate(splits, start=1):
@@ -607,6 +651,8 @@ def fold_epochs(
             validation=held,
             validation_path=ltc_jax.make_input_path(held, **job.path_options),
             patience=config.patience,
+            on_failure=failure_policy(config),
+            placement=placement,
             progress=ltc_jax.training.NoFitProgress(),
         )
         histories.append(history)

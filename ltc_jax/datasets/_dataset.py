@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .._times import time_resolution_problem
+from .._times import FIX, time_resolution_problem
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,19 +66,30 @@ class SequenceDataset:
             np.issubdtype(self.labels.dtype, np.integer)
             or np.issubdtype(self.labels.dtype, np.floating)
         ):
-            example = self.labels.flat[0].item()
+            example = self.labels.ravel().tolist()[0] if self.labels.size else None
             raise ValueError(
                 f"labels must be int class indices or float regression targets; "
                 f"got {self.labels.dtype} (labels such as {example!r}). "
                 "SequenceDataset.from_sequences takes class labels of any kind."
             )
-        if np.issubdtype(self.ts.dtype, np.floating) and self.ts.dtype != np.float64:
-            # Times given in a lower precision were rounded before they came here.
-            problem = time_resolution_problem(self.ts, self.lengths, self.ts.dtype)
+        given = self.ts.dtype
+        lower = np.issubdtype(given, np.floating) and given != np.float64
+        if lower:  # times given in a lower precision were rounded before
+            problem = time_resolution_problem(self.ts, self.lengths, given)
             if problem is not None:
                 raise ValueError(problem)
         object.__setattr__(self, "ts", self.ts.astype(np.float64))
-        _check_times(self.ts, self.lengths)
+        try:
+            _check_times(self.ts, self.lengths)
+        except ValueError as error:
+            if not lower:
+                raise
+            largest = float(np.max(np.abs(self.ts[self.valid_mask()])))
+            step = float(np.spacing(np.asarray(largest, given)))
+            raise ValueError(
+                f"{error} The times were given in {given.name}, which resolves "
+                f"only steps of {step:.3g} at {largest:.6g}: {FIX}"
+            ) from None
         if self.is_classification and not self.class_names:
             # Integer labels without names: the classes are 0 .. max, named so.
             count = int(np.max(self.labels, initial=-1)) + 1
@@ -221,7 +232,13 @@ class SequenceDataset:
 
 def _seconds_if_dates(t: np.ndarray) -> np.ndarray:
     """`datetime64` times as Unix seconds, `timedelta64` as seconds (float64),
-    whatever their resolution; other times as they are."""
+    whatever their resolution, and date-times that carry a zone (a zone-aware
+    pandas index, which NumPy holds as objects) as Unix seconds too; other
+    times as they are."""
+    if t.dtype == object and t.size:
+        zones = [getattr(v, "tzinfo", None) is not None for v in t.ravel()]
+        if all(zones):
+            return np.array([v.timestamp() for v in t.ravel()]).reshape(t.shape)
     if np.issubdtype(t.dtype, np.datetime64):
         t = t - np.datetime64(0, "s")
     if np.issubdtype(t.dtype, np.timedelta64):
@@ -460,7 +477,8 @@ def stratified_folds(
     **Returns:** a list of `folds` pairs of datasets, each pair disjoint and
     together `data` (order within each kept).
 
-    **Raises:** `ValueError` unless `2 <= folds <= len(data)`.
+    **Raises:** `ValueError` unless `2 <= folds <= len(data)`, or for a class
+    index outside `[0, num_classes)` (an unlabelled set's `-1`).
     """
     if not 2 <= folds <= len(data):
         raise ValueError(
@@ -473,6 +491,13 @@ def stratified_folds(
         if data.is_classification
         else [np.arange(len(data))]
     )
+    if data.is_classification and not np.all(
+        (data.labels >= 0) & (data.labels < data.num_classes)
+    ):
+        raise ValueError(
+            f"{data.name or 'The data'} has labels outside its {data.num_classes} "
+            "classes (-1: unlabelled); folds deal labelled sequences."
+        )
     fold_of = np.empty(len(data), dtype=int)
     dealt = 0
     for members in groups:

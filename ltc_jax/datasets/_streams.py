@@ -888,12 +888,18 @@ def _has_zone(values) -> np.ndarray:
     if pd.api.types.is_datetime64_any_dtype(values):
         return np.full(len(values), getattr(values.dt, "tz", None) is not None)
     text = values.astype(str).str.strip()
-    # A zone or offset after the time of day (a date alone, "2024-05-01", has
-    # none: its "-01" is the day).
-    zone = r"\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?\s*(?:Z|[+-]\d{2}(?::?\d{2})?)$"
+    # A zone or offset after the time of day, extended or basic format
+    # ("12:00:00+02:00", "120000+0200", "12Z"); a date alone, "2024-05-01",
+    # has none: its "-01" is the day.
+    zone = (
+        r"[T ]\d{2}(?::?\d{2}(?::?\d{2}(?:[.,]\d+)?)?)?\s*"
+        r"(?:[Zz]|[+-]\d{2}(?::?\d{2})?)$"
+    )
     zoned = text.str.contains(zone, regex=True).to_numpy(bool)
-    stamps = [isinstance(v, pd.Timestamp) and v.tzinfo is not None for v in values]
-    return zoned | np.array(stamps, dtype=bool)
+    if values.dtype == object:  # timestamps given as objects
+        stamps = [isinstance(v, pd.Timestamp) and v.tzinfo is not None for v in values]
+        zoned |= np.array(stamps, dtype=bool)
+    return zoned
 
 
 def _rates(time, key, sensors, is_event, names, given, path) -> np.ndarray:
