@@ -116,8 +116,7 @@ class TrainConfig:
     """Seeds parameter initialisation and data order."""
     model: Literal["ltc", "cfc", "jump"] = "ltc"
     """ltc: the LTC, an ODE; cfc: the closed-form cell (Hasani et al. 2022);
-    jump: a GRU update at each observation, the LTC alone between (no solver
-    options but --substeps)."""
+    jump: a GRU update at each observation (solver options: --substeps)."""
     hidden_size: int = 64
     """Units of the model."""
     substeps: int = 1
@@ -135,9 +134,8 @@ class TrainConfig:
     wiring: Literal["fc", "random", "ncp"] = "fc"
     """The biophysical cell's wiring: all-to-all, random or NCP."""
     solver: OptionalSolver = None
-    """ODE solver (fused: the original authors' semi-implicit step). Default: fused,
-    one step per observation interval; tsit5 with tolerances, --dtmin, --tighten-at,
-    or --adjoint backsolve or windowed."""
+    """ODE solver. Default: fused (the original authors' semi-implicit step);
+    tsit5 with tolerances, --dtmin, --tighten-at, backsolve or windowed."""
     ode_unfolds: int = 6
     """Sub-steps per step of the fused solver."""
     adjoint: AdjointName = "checkpoint"
@@ -174,9 +172,8 @@ class TrainConfig:
     """Reverse-solve solver for --adjoint backsolve or windowed (default: the
     forward one; needed with --solver fused)."""
     batching: _optional(Batching) = None
-    """Solve the batch as one state (batched) or per sequence (vmap). Default: vmap
-    where a batched adaptive solve would stop over twice as often as one sequence
-    needs, and for kvaerno5."""
+    """Solve the batch as one state (batched) or per sequence (vmap). Default:
+    vmap for kvaerno5 and where batching stops over twice as often."""
     interpolation: Interpolation = "linear"
     """Input path between observations: linear, cubic (Hermite) or hold (the last
     observation until the next: causal)."""
@@ -185,12 +182,9 @@ class TrainConfig:
     time_since_observation: bool = False
     """Add a channel per input channel: time since its previous observation."""
     empty_channel_fill: OptionalFloat = None
-    """The value of a channel that a series never observes (all NaN), after
-    standardisation (0: the training mean). Default: such a series is an error
-    naming it."""
+    """Fill for a channel a series never observes (0: its mean; none: error)."""
     drop_rate: float = 0.0
-    """Drop this fraction of each sequence's observations at random, train and test,
-    seeded by --seed (Kidger et al. 2020's protocol)."""
+    """Drop this share of observations at random (Kidger et al.)."""
     tau_min: OptionalFloat = None
     """Floor on every time constant tau (time units; 0: none). Default: a hundredth
     of the median observation interval."""
@@ -204,9 +198,8 @@ class TrainConfig:
     """The readout sees the states at this many spread times. Default: the median
     sequence's observations, at most 16 (64 if pooled alone)."""
     readout_features: _optional(ReadoutFeatures) = None
-    """What the readout reads: the states at the readout times side by side
-    (states), their final, mean and maximum (pooled), or both (default; states for
-    the biophysical cell)."""
+    """What the readout reads: the states at the readout times (states), their
+    final, mean and maximum (pooled), or both (default; biophysical: states)."""
     epochs: OptionalInt = None
     """Passes over the training set (at most, with a validation share). Default:
     about 4,000 optimiser steps."""
@@ -215,17 +208,13 @@ class TrainConfig:
     Default: about 16 steps per epoch, a power of two in [8, 64]."""
     validation_fraction: OptionalFloat = None
     """Share of each class of the training set held out to choose the epoch (0:
-    none, train for --epochs and keep the last; never the test set). Default: 0.1
-    where that holds out 100 series or more, else 0."""
+    none). Default: 0.1 where that holds out 100 series or more, else 0."""
     patience: Annotated[int | None, tyro.conf.arg(metavar="INT")] = 20
     """Stop after this many epochs without a lower validation loss, keeping the best
     (None: never; needs a validation share)."""
     folds: OptionalInt = None
-    """Choose the epochs by K-fold cross-validation of the training set: each
-    fold trains with the job's model and schedule, validated on its held-out
-    part and stopped by --patience (None: every epoch); then the whole training
-    set trains for the epoch of lowest mean validation loss (--epochs at most),
-    without a validation share. Costs up to K more trainings. Default: none."""
+    """Choose the epochs (at most --epochs) by K-fold cross-validation of the
+    training set, each fold stopped by --patience: K trainings more."""
     learning_rate: OptionalFloat = None
     """Peak learning rate of Adam (cosine decay to 1% of it). Default: 1e-3 for
     the CfC, else 1e-2."""
@@ -260,9 +249,8 @@ class TrainConfig:
     x64: bool = False
     """Run everything in float64."""
     resume: Folder = None
-    """Continue the run in this folder from its newest good checkpoint and saved
-    options (others must match, except --no-progress, --memory-table, --devices and
-    the several-host options)."""
+    """Continue the run in this folder from its newest good checkpoint, with its
+    saved options (only where it runs and reports may differ)."""
     progress: bool = True
     """Whether to show a progress bar; --no-progress hides it."""
 
