@@ -80,7 +80,7 @@ class SequenceDataset:
                 raise ValueError(problem)
         object.__setattr__(self, "ts", self.ts.astype(np.float64))
         try:
-            _check_times(self.ts, self.lengths)
+            _check_times(self.ts, self.valid_mask())
         except ValueError as error:
             if not lower:
                 raise
@@ -246,10 +246,9 @@ def _seconds_if_dates(t: np.ndarray) -> np.ndarray:
     return t
 
 
-def _check_times(ts: np.ndarray, lengths: np.ndarray) -> None:
-    """Refuse times that are not finite and strictly increasing within each
-    sequence's `lengths`, naming the first such sequence and position."""
-    valid = np.arange(ts.shape[1])[None] < lengths[:, None]
+def _check_times(ts: np.ndarray, valid: np.ndarray) -> None:
+    """Refuse times that are not finite and strictly increasing where `valid`
+    (a dataset's `valid_mask()`), naming the first such sequence and position."""
     bad = valid & ~np.isfinite(ts)
     bad[:, 1:] |= valid[:, 1:] & ~(np.diff(ts, axis=1) > 0)
     if bad.any():
@@ -430,6 +429,14 @@ def hold_last(data: SequenceDataset, duration: float, knots: int) -> SequenceDat
     return dataclasses.replace(data, ts=ts, xs=xs, lengths=lengths)
 
 
+def _class_groups(data: SequenceDataset) -> list[np.ndarray]:
+    """Each class's sequence indices, in class order (for regression, one group
+    of all): what the stratified splits deal from."""
+    if not data.is_classification:
+        return [np.arange(len(data))]
+    return [np.flatnonzero(data.labels == c) for c in range(data.num_classes)]
+
+
 def stratified_split(
     data: SequenceDataset, fraction: float, *, seed: int = 0
 ) -> tuple[SequenceDataset, SequenceDataset]:
@@ -446,11 +453,7 @@ def stratified_split(
     if not 0.0 < fraction < 1.0:
         raise ValueError(f"fraction must lie in (0, 1); got {fraction}.")
     rng = np.random.default_rng(seed)
-    groups = (
-        [np.flatnonzero(data.labels == c) for c in range(data.num_classes)]
-        if data.is_classification
-        else [np.arange(len(data))]
-    )
+    groups = _class_groups(data)
     held = []
     for members in groups:
         if len(members) < 2:
@@ -486,11 +489,7 @@ def stratified_folds(
             f"{data.name or 'the data'}); got {folds}."
         )
     rng = np.random.default_rng(seed)
-    groups = (
-        [np.flatnonzero(data.labels == c) for c in range(data.num_classes)]
-        if data.is_classification
-        else [np.arange(len(data))]
-    )
+    groups = _class_groups(data)
     if data.is_classification and not np.all(
         (data.labels >= 0) & (data.labels < data.num_classes)
     ):
