@@ -58,6 +58,11 @@ def test_one_channel_and_float_targets_make_a_regression_set():
     assert data.num_channels == 1 and not data.is_classification
     assert data.num_classes == 0
     np.testing.assert_array_equal(data.labels, [[0.5], [-1.0]])
+    # Float labels with class names meant classes: refused, not read as targets.
+    with pytest.raises(ValueError, match="float labels, which are regression"):
+        SequenceDataset.from_sequences(
+            [np.arange(3.0)] * 2, [np.ones(3)] * 2, [0.0, 1.0], class_names=["a", "b"]
+        )
 
 
 def test_integer_labels_without_names_are_classes_0_to_the_largest():

@@ -133,8 +133,8 @@ class SequenceDataset:
         a sequence whose times and values differ in length or that is empty,
         times that are not finite and strictly increasing (the sequence and
         position named), float32 times that have rounded the gaps between
-        them, different channel counts, a label `None`, or a label not among
-        `class_names`.
+        them, different channel counts, a label `None`, a label not among
+        `class_names`, or `class_names` with float labels (which are targets).
         """
         if not len(ts) == len(xs) == len(labels):
             raise ValueError(
@@ -162,6 +162,12 @@ class SequenceDataset:
             padded_ts = padded_ts.astype(given)
         labels = np.asarray(labels)
         if np.issubdtype(labels.dtype, np.floating):
+            if class_names is not None:  # read as targets, the names would be lost
+                raise ValueError(
+                    f"class_names {tuple(class_names)} were given with float labels, "
+                    "which are regression targets: give the classes as integers "
+                    "or strings (labels.astype(int), say)."
+                )
             targets = labels[:, None] if labels.ndim == 1 else labels
             return cls(padded_ts, padded_xs, lengths, targets, (), name)
         missing = [i for i, label in enumerate(labels.tolist()) if label is None]
