@@ -216,6 +216,28 @@ class OnlineState(eqx.Module):
         return OnlineState(**(fields | changes))
 
 
+_ROUNDING = 64
+"""Units in the last place of a window's end time within which its first
+frame counts as its stream's previous end: the round-off of `end - (ts[-1] -
+ts[0])`, a few ulps at any magnitude (Unix seconds included), never a
+share of the time itself."""
+
+
+def _streams(stream) -> np.ndarray:
+    """Windows' streams as `int64[n]`.
+
+    **Raises:** `ValueError` for a stream that is not an integer (a machine's
+    name, say), which would otherwise fail in NumPy's conversion."""
+    given = np.asarray(stream).reshape(-1)
+    if given.size and not np.issubdtype(given.dtype, np.integer):
+        raise ValueError(
+            f"Streams must be integers, one per stream (machine); got "
+            f"{given[0]!r} ({given.dtype}). Number named streams first, e.g. "
+            "with pandas.factorize, and keep the mapping."
+        )
+    return given.astype(np.int64)
+
+
 def _end_times(end_time) -> np.ndarray:
     """Windows' end times as `float64[n]`, checked finite (a NaN would compare
     false with every time, and be refused for the wrong reason)."""
@@ -248,7 +270,9 @@ class OnlineLearner(eqx.Module):
     last (as every solve in ltc_jax). A window continues its stream when its
     first time (its end minus `ts[-1] - ts[0]`) is at or after the end of
     that stream's latest predicted window, by at most the grid's largest
-    spacing: it starts from the state that window ended in, else from zero.
+    spacing (up to a few units in the last place of the end time, for its
+    rounding, at any magnitude: Unix seconds included): it starts from the
+    state that window ended in, else from zero.
     Windows cut back to back by [`ltc_jax.datasets.stream_windows`][] (stride
     equal to the window) are one frame apart, over which the state is held;
     windows that share their boundary frame chain into one continuous solve.
@@ -375,11 +399,12 @@ class OnlineLearner(eqx.Module):
         **Raises:** `ValueError` for no windows, windows off the learner's
         grid or of another channel count, mismatched lengths, a window ending
         after `now`, a `now` before the state's, a window given twice, one
-        that does not end after its stream's latest predicted window, or an
-        end time or `now` that is not finite.
+        that does not end after its stream's latest predicted window, a
+        stream that is not an integer, or an end time or `now` that is not
+        finite.
         """
         xs = self._values(windows)
-        stream = np.asarray(stream, np.int64).reshape(-1)
+        stream = _streams(stream)
         end_time = _end_times(end_time)
         n = xs.shape[0]
         if n == 0:
@@ -430,7 +455,7 @@ class OnlineLearner(eqx.Module):
                 hit = np.flatnonzero(carried.stream == stream[i])
                 if hit.size:
                     gap = first_time[j] - carried.end_time[hit[0]]
-                    tolerance = 1e-9 * max(1.0, abs(end_time[i]))
+                    tolerance = _ROUNDING * np.spacing(max(1.0, abs(end_time[i])))
                     if -tolerance <= gap <= spacing * (1 + 1e-9) + tolerance:
                         y0[i] = carried.y[hit[0]]
             out, final = self._solve(model, xs[index], y0[index])
@@ -547,9 +572,10 @@ class OnlineLearner(eqx.Module):
         data), a window not pending (never predicted, or labelled already), a
         window labelled twice in the call, a class outside `[0, output_size)`,
         a target of another shape or not finite, a `now` before the state's,
-        or an end time or `now` that is not finite.
+        a stream that is not an integer, or an end time or `now` that is not
+        finite.
         """
-        stream = np.asarray(stream, np.int64).reshape(-1)
+        stream = _streams(stream)
         end_time = _end_times(end_time)
         now = self._advance(state, now)
         early = end_time > now
@@ -567,7 +593,8 @@ class OnlineLearner(eqx.Module):
                 (labels < 0) | (labels >= size)
             ):
                 raise ValueError(
-                    f"Class labels must be integers in [0, {size}); got {labels}."
+                    f"Class labels must be integers in [0, {size}); got {labels} "
+                    f"({labels.dtype})."
                 )
             labels = labels.astype(np.int32)
         else:
@@ -592,7 +619,8 @@ class OnlineLearner(eqx.Module):
             if not hit.size:
                 raise ValueError(
                     f"No pending window of stream {s} ends at {t}: label windows "
-                    "after predicting them, once each."
+                    "after predicting them, once each, by the end times they were "
+                    f"predicted with.{_nearest_end(pending, int(s), float(t))}"
                 )
             where.append(hit[0])
         where = np.asarray(where, np.int64)
@@ -758,6 +786,22 @@ def _outputs_and_final(model, path, y0, integrator):
 def _zero_rows(tree: PyTree, n: int) -> PyTree:
     """`tree` with every array replaced by `n` zero rows of its row shape."""
     return jax.tree.map(lambda a: np.zeros((n, *a.shape[1:]), a.dtype), tree)
+
+
+def _nearest_end(pending: WindowBuffer, stream: int, end_time: float) -> str:
+    """A hint naming the pending window of `stream` whose end is nearest
+    `end_time`, where the two differ only by rounding (float32 end times, say),
+    else `""`."""
+    ends = pending.end_time[pending.stream == stream]
+    if not ends.size:
+        return ""
+    nearest = float(ends[np.argmin(np.abs(ends - end_time))])
+    if abs(nearest - end_time) > 1e-6 * max(1.0, abs(nearest)):
+        return ""
+    return (
+        f" Stream {stream}'s pending window nearest it ends at {nearest!r}: "
+        "give end times in float64, exactly as predicted."
+    )
 
 
 def _distinct_windows(stream, end_time, what: str) -> list[tuple[int, float]]:

@@ -59,6 +59,24 @@ def test_windows_that_share_their_boundary_frame_chain_into_one_solve():
     assert len(state.pending) == 4 and sorted(state.carried.stream) == [0, 1]
 
 
+@pytest.mark.parametrize("origin", [0.0, 1.7e9])
+def test_a_window_continues_its_stream_by_the_grid_not_the_epoch(origin):
+    """Whether a window starts from its stream's carried state depends on the
+    gap between its first frame and that stream's last end, measured against
+    the grid's spacing (1 here), whatever the times' magnitude: at Unix
+    seconds as at 0."""
+    learner, model = make_learner(), make_model()
+    xs = np.random.default_rng(1).normal(size=(2, FRAMES, CHANNELS))
+    first_end = origin + TS[-1]
+    for gap, carried in [(0.0, True), (1.0, True), (1.5, False), (-1.0, False)]:
+        state = learner.init(model)
+        _, state = learner.predict(state, xs[:1], [0], [first_end])
+        end = first_end + (TS[-1] - TS[0]) + gap  # its first frame: the gap on
+        _, state = learner.predict(state, xs[1:], [0], [end])
+        y0 = state.pending.y0[1]
+        assert np.any(y0 != 0) == carried, (origin, gap)
+
+
 def test_labels_before_their_windows_end_and_other_bad_input_are_refused():
     learner, model = make_learner(), make_model()
     state = learner.init(model)
@@ -81,6 +99,12 @@ def test_labels_before_their_windows_end_and_other_bad_input_are_refused():
         learner.label(state, [0, 0], [8.0, 8.0], [0, 1], now=9.0)
     with pytest.raises(ValueError, match=r"integers in \[0, 2\)"):
         learner.label(state, streams, ends, [0, 1, 2], now=9.0)
+    with pytest.raises(ValueError, match=r"got \[0\. 1\.\] \(float64\)"):
+        learner.label(state, streams[:2], ends[:2], [0.0, 1.0], now=9.0)
+    with pytest.raises(ValueError, match="nearest it ends at 8.0: give end times in"):
+        learner.label(state, [0], [8.0 + 1e-7], [1], now=9.0)  # float32's rounding
+    with pytest.raises(ValueError, match="Streams must be integers.*'A'"):
+        learner.predict(state, xs[:1], np.array(["A"]), [16.0], now=16.0)
     with pytest.raises(ValueError, match=r"must be \(n, 8, channels\)"):
         learner.predict(state, xs[:, :5], streams, ends + 8, now=16.0)
     with pytest.raises(ValueError, match=r"end_time\[1\] is nan"):
