@@ -20,6 +20,7 @@ from ._model import AbstractSequenceModel
 _STATE = "state.eqx"
 _META = "meta.json"
 _MODELS = "models"
+_LEAVES = "leaves"
 """The metadata key of the options of the sequence models a checkpoint holds."""
 
 
@@ -39,7 +40,10 @@ def save_checkpoint(
     untouched. `meta` records the SHA-256 of the state file, so a later load can
     tell a damaged checkpoint from a good one, and the options of each sequence
     model in `tree` (`models`: [`ltc_jax.AbstractSequenceModel.options`][]), so
-    that a load into a model built otherwise names the options that differ. The
+    that a load into a model built otherwise names the options that differ, and
+    each leaf's path, shape and dtype (`leaves`), so that a load into another
+    tree (say, the state of another optimiser) names the first leaf that
+    differs. The
     newest `keep` checkpoints are kept. The temporary folders of saves that were
     interrupted (`step-*.tmp`) are removed first: the writer of a directory is
     its only one.
@@ -62,6 +66,7 @@ def save_checkpoint(
     with open(os.path.join(tmp, _META), "w") as file:
         record = dict(meta, step=step, sha256=digest)
         record[_MODELS] = model_options(tree)
+        record[_LEAVES] = describe_leaves(tree)
         json.dump(record, file, indent=2)
         file.flush()
         os.fsync(file.fileno())
@@ -147,25 +152,73 @@ def check_models_match(saved: list[dict] | None, like: PyTree, where: str) -> No
         )
 
 
+def describe_leaves(tree: PyTree) -> list[list[str]]:
+    """What `eqx.tree_serialise_leaves` writes of `tree`, in order: each array
+    leaf as `[path, "<shape> <dtype>"]` and each Python number as `[path,
+    "<type>"]` (paths as `jax.tree_util.keystr` gives them)."""
+    described = []
+    for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
+        if eqx.is_array(leaf):
+            kind = f"{tuple(leaf.shape)} {leaf.dtype}"
+        elif isinstance(leaf, (bool, int, float, complex)):
+            kind = type(leaf).__name__
+        else:
+            continue
+        described.append([jax.tree_util.keystr(path), kind])
+    return described
+
+
+def _check_leaves(saved: list[list[str]] | None, like: PyTree, where: str) -> None:
+    """Compare the leaves saved (`saved`, from `describe_leaves`; `None` for a
+    checkpoint written before they were recorded: not checked) with `like`'s,
+    position by position. `like` may be a prefix of the tree saved (the model
+    alone, from a checkpoint of the model and its optimiser state), as
+    `eqx.tree_deserialise_leaves` reads one.
+
+    **Raises:** [`ltc_jax.CheckpointError`][] naming the first leaf whose
+    shape, dtype or kind differs, or the first leaf asked for beyond those
+    saved."""
+    if saved is None:
+        return
+    asked = describe_leaves(like)
+    hint = "Build it as it was built when saved (the same model and optimiser)."
+    for position, (path, kind) in enumerate(asked):
+        if position >= len(saved):
+            raise CheckpointError(
+                f"{where} holds {len(saved)} arrays; the tree asked for has more, "
+                f"from {path} ({kind}) on. {hint}"
+            )
+        if saved[position][1] != kind:
+            raise CheckpointError(
+                f"{where} holds arrays that do not fit the tree asked for: "
+                f"{saved[position][0]} is {saved[position][1]} on disk, where "
+                f"{path} asked for is {kind}. {hint}"
+            )
+
+
 def deserialise_checked(
     file: str | os.PathLike | io.BufferedIOBase,
     like: PyTree,
     saved: list[dict] | None,
     where: str,
     before: Callable[[], None] | None = None,
+    leaves: list[list[str]] | None = None,
 ) -> PyTree:
     """`eqx.tree_deserialise_leaves(file, like)`, after `check_models_match`
-    has compared the models' options (`saved`) with `like`'s, and then
-    `before()`, if given, has checked what else it checks.
+    has compared the models' options (`saved`) with `like`'s, `before()`, if
+    given, has checked what else it checks, and the leaves recorded at the
+    save (`leaves`, from `describe_leaves`), if given, have been compared with
+    `like`'s.
 
     **Raises:** [`ltc_jax.CheckpointError`][] naming each option that differs;
-    what `before` raises; or, where no options were recorded and the arrays of
-    `file` do not fit `like` (another shape, dtype or structure), with
-    Equinox's description.
+    what `before` raises; naming the first leaf that differs from `leaves`;
+    or, where neither was recorded and the arrays of `file` do not fit `like`
+    (another shape, dtype or structure), with Equinox's description.
     """
     check_models_match(saved, like, where)
     if before is not None:
         before()
+    _check_leaves(leaves, like, where)
     try:
         return eqx.tree_deserialise_leaves(file, like)
     except RuntimeError as error:  # Equinox: a leaf or tree that does not fit
@@ -214,6 +267,7 @@ def _restore(
         meta.get(_MODELS),
         folder,
         before=None if check is None else lambda: check(meta, folder),
+        leaves=meta.get(_LEAVES),
     )
 
 

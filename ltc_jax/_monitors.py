@@ -315,7 +315,8 @@ class LearningCheck(AbstractMonitor):
     returned (the best with validation, else the last) is `fraction` below the
     loss of the first step, a `UserWarning` says so, and the last record's
     `learned` is `False`. A model whose final state barely depends on its input
-    trains at chance without any other sign.
+    trains at chance without any other sign. After a single optimiser step
+    the epoch's loss is the first step's, and nothing is checked.
 
     **Fields:** `fraction`, the relative decrease asked for (default 0.05).
     """
@@ -323,7 +324,7 @@ class LearningCheck(AbstractMonitor):
     fraction: float = eqx.field(static=True, default=0.05)
 
     def finish(self, monitor_state, state):
-        if not state.history or state.first_loss is None:
+        if not state.history or state.first_loss is None or state.step < 2:
             return state
         kept = [r for r in state.history if r.get("best")] or list(state.history[-1:])
         learned = kept[0]["loss"] < (1 - self.fraction) * state.first_loss

@@ -840,7 +840,7 @@ _STATIC = ("now", "predicted", "labelled", "seen", "since_consolidation", "updat
 
 
 def save_online_state(
-    directory: str | os.PathLike, state: OnlineState, **meta: Any
+    directory: str | os.PathLike, state: OnlineState, *, keep: int = 2, **meta: Any
 ) -> str:
     """Checkpoint an online learner's whole state as `step-<n>` under
     `directory`, `n` the windows predicted, the labels received and the
@@ -850,7 +850,9 @@ def save_online_state(
     the EWC penalty and Fisher sum, every buffer and the carried states, and
     the stream's position. A stream resumed from it with
     [`ltc_jax.training.load_online_state`][] continues exactly as an
-    uninterrupted one (bit for bit on CPU).
+    uninterrupted one (bit for bit on CPU). The newest `keep` checkpoints
+    under `directory` are kept and older ones deleted; `meta`'s items are
+    recorded with it.
 
     **Returns:** the checkpoint's folder.
     """
@@ -881,7 +883,7 @@ def save_online_state(
         ),
     )
     step = state.predicted + state.labelled + state.updates
-    return save_checkpoint(directory, step, arrays, record)
+    return save_checkpoint(directory, step, arrays, record, keep=keep)
 
 
 def load_online_state(
@@ -899,9 +901,15 @@ def load_online_state(
     **Returns:** `(state, meta, skipped)`: the state, the checkpoint's metadata
     and a line for each damaged checkpoint passed over.
 
+    The learner's settings apply from here on: its EWC's strength to the
+    penalty saved (a stream resumed by the learner that saved it continues
+    exactly), its replay's capacity to the windows saved.
+
     **Raises:** [`ltc_jax.CheckpointError`][] if no checkpoint is usable, the
     newest intact one is not an online learner's, holds a model built with
-    other options (each named), or an EWC penalty the learner has no EWC for.
+    other options (each named), another optimiser's state (the first array
+    that differs named), an EWC penalty the learner has no EWC for, or more
+    replayed windows than the learner's replay keeps.
     """
     remove_interrupted_saves(directory)
     fresh = learner.init(model)
@@ -921,6 +929,13 @@ def load_online_state(
             raise CheckpointError(
                 f"{folder} holds an EWC penalty and the learner has no EWC: "
                 "build the learner with the EWC it was saved with."
+            )
+        capacity = None if learner.replay is None else learner.replay.capacity
+        if sizes["replay"] and (capacity is None or sizes["replay"] > capacity):
+            raise CheckpointError(
+                f"{folder} holds {sizes['replay']} replayed windows and the "
+                f"learner keeps {capacity or 'none'}: build the learner with the "
+                "Replay it was saved with (or a larger capacity)."
             )
         if online["penalty"]:
             parameters = eqx.filter(model, eqx.is_inexact_array)
@@ -947,9 +962,12 @@ def load_online_state(
             first_loss=online["first_loss"],
         )
         now = -np.inf if online["now"] is None else online["now"]
+        penalty = arrays["penalty"]
+        if penalty is not None:  # the learner's strength, not the one saved
+            penalty = eqx.tree_at(lambda p: p.strength, penalty, learner.ewc.strength)
         state = OnlineState(
             train=train,
-            penalty=arrays["penalty"],
+            penalty=penalty,
             fisher_sum=arrays["fisher_sum"],
             carried=arrays["carried"],
             now=now,

@@ -942,7 +942,7 @@ def test_warnings_print_as_one_line_of_the_command(tmp_path, capsys):
         "--hidden-size",
         "4",
         "--epochs",
-        "1",
+        "2",
         "--learning-rate",
         "1e-12",
     )

@@ -1,6 +1,8 @@
 """Defaults derived from the data, the stratified validation split, early
 stopping and the non-learning warning."""
 
+import warnings
+
 import jaxtyping
 import numpy as np
 import optax
@@ -282,6 +284,13 @@ def test_a_run_that_does_not_learn_says_so(getkey):
     assert history[-1]["learned"] is False
     (warning,) = [w for w in caught if "did not lower" in str(w.message)]
     assert warning.filename == helpers.__file__
+    # One optimiser step: its epoch's loss is the first step's; nothing to say.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _, history = quiet_fit(
+            model, data, integrator, optimizer=optax.sgd(0.0), epochs=1, batch_size=16
+        )
+    assert len(history) == 1 and "learned" not in history[-1]
 
 
 def test_the_main_job_steps_within_the_stability_bound_of_a_given_tau_init():

@@ -232,6 +232,36 @@ def test_a_stream_killed_and_resumed_continues_exactly(tmp_path):
         ), part
 
 
+def test_a_resumed_stream_takes_the_learners_settings_or_names_what_differs(
+    tmp_path,
+):
+    """A stream saved with replay, EWC and Adam: loaded by a learner with
+    another optimiser, the optimiser state that differs is named; with a replay
+    smaller than the windows saved, the capacity is; with another EWC strength,
+    the penalty takes the learner's. Checkpoints beyond `keep` are deleted."""
+    whole = stream(tmp_path)
+    assert len(training.list_checkpoints(tmp_path)) == 2  # the default keep
+    assert whole.penalty is not None and len(whole.replay) == 5
+    model = make_model()
+    with pytest.raises(ltc_jax.CheckpointError, match=r"\['opt_state'\].*optimiser"):
+        training.load_online_state(
+            tmp_path, make_learner(optimizer=optax.sgd(1e-2, momentum=0.9)), model
+        )
+    with pytest.raises(ltc_jax.CheckpointError, match="5 replayed windows and the "):
+        training.load_online_state(
+            tmp_path, make_learner(replay=training.Replay(capacity=4)), model
+        )
+    stronger = make_learner(ewc=training.EWC(strength=25.0, every=4))
+    state, _, _ = training.load_online_state(tmp_path, stronger, model)
+    assert state.penalty.strength == 25.0
+    assert whole.penalty.strength == 10.0
+    for step in range(3):
+        training.save_online_state(tmp_path / "kept", state, keep=3, step=step)
+        state = state.replace(updates=state.updates + 1)
+    training.save_online_state(tmp_path / "kept", state, keep=3)
+    assert len(training.list_checkpoints(tmp_path / "kept")) == 3
+
+
 @pytest.mark.slow
 def test_the_docs_example_learns_from_a_stream(tmp_path):
     """The "Learning online" example of the docs' sensor-streams page, as

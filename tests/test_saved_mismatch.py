@@ -137,12 +137,34 @@ def test_checkpoint_saved_before_the_options_names_the_array(tmp_path):
     meta_path = os.path.join(folder, "meta.json")
     with open(meta_path) as file:
         meta = json.load(file)
-    del meta["models"]
+    del meta["models"], meta["leaves"]
     with open(meta_path, "w") as file:
         json.dump(meta, file)
     asked = ltc_jax.CfC(2, 16, 2, backbone_units=4, key=jr.PRNGKey(0))
     with pytest.raises(ltc_jax.CheckpointError, match=r"\(4, 18\) in `like`"):
         load_checkpoint(folder, asked)
+
+
+def test_a_checkpoint_of_another_optimiser_names_the_state_that_differs(tmp_path):
+    """The same model with another optimiser's state: the first leaf whose
+    shape differs is named by its path on disk and asked for, before any array
+    is read; the model alone, a prefix of the tree saved, still loads."""
+    model = ltc_jax.LTC(2, 4, 2, key=jr.PRNGKey(0))
+    parameters = eqx.filter(model, eqx.is_inexact_array)
+    adam = optax.adam(1e-2).init(parameters)
+    folder = save_checkpoint(tmp_path, 1, (model, adam), dict(epoch=1))
+    momentum = optax.sgd(1e-2, momentum=0.9).init(parameters)
+    with pytest.raises(ltc_jax.CheckpointError) as error:
+        load_checkpoint(folder, (model, momentum))
+    message = str(error.value)
+    assert "[1][0].count is () int32 on disk, where [1][0].trace" in message, message
+    assert "the same model and optimiser" in message
+    restored, _ = load_checkpoint(folder, model)
+    assert ltc_jax.training.parameter_digest(restored) == (
+        ltc_jax.training.parameter_digest(model)
+    )
+    with pytest.raises(ltc_jax.CheckpointError, match="the tree asked for has more"):
+        load_checkpoint(folder, (model, adam, model))
 
 
 def test_a_run_whose_configuration_builds_another_model_is_named(tmp_path):
