@@ -34,6 +34,7 @@ from ._integrator import Integrator
 from ._model import AbstractSequenceModel
 from ._objective import AbstractObjective, Penalized, QuadraticPenalty, SupervisedLoss
 from ._policies import AbstractFailurePolicy, RaiseOnFailure
+from ._survival import DiscreteHazardLoss, EventTimeLoss
 from ._train import train_on
 from ._train_state import TrainState
 from .datasets import SequenceDataset
@@ -292,7 +293,9 @@ class OnlineLearner(eqx.Module):
     - `task`: `"classes"` (default; `int32` labels) or `"regression"`.
     - `objective`: what is minimised (default
         [`ltc_jax.training.SupervisedLoss`][]); EWC's penalty is composed onto
-        it.
+        it. It reads the labels the learner keeps: class indices, or one
+        target per output. The time-to-event objectives, whose labels are
+        `(time, observed)` rows, are refused.
     - `replay`: a [`ltc_jax.training.Replay`][] or `None` (default).
     - `ewc`: an [`ltc_jax.training.EWC`][] or `None` (default).
     - `passes`: passes over each update's new windows (default 1).
@@ -305,7 +308,9 @@ class OnlineLearner(eqx.Module):
 
     **Raises:** `ValueError` for a `batch_size` below 1 (below 2 with replay),
     `passes` below 1, an unknown `task`, or a `ts` that is not one increasing
-    grid of at least two times.
+    grid of at least two times; `NotImplementedError` for a time-to-event
+    objective ([`ltc_jax.training.EventTimeLoss`][],
+    [`ltc_jax.training.DiscreteHazardLoss`][]).
 
     Source: prequential evaluation (Dawid 1984, "Present position and
     potential developments: the prequential approach", JRSS A 147(2));
@@ -349,6 +354,13 @@ class OnlineLearner(eqx.Module):
         if self.task not in ("classes", "regression"):
             raise ValueError(
                 f"task must be 'classes' or 'regression'; got {self.task!r}."
+            )
+        if isinstance(self.objective, EventTimeLoss | DiscreteHazardLoss):
+            raise NotImplementedError(
+                f"The online learner keeps class indices or one target per output "
+                f"as labels; {type(self.objective).__name__} reads (time, "
+                "observed) rows. Label each window with a class, such as 'fails "
+                "within H' (ltc_jax.datasets.stream_windows' labels), instead."
             )
 
     def init(self, model: AbstractSequenceModel) -> OnlineState:

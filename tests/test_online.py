@@ -111,6 +111,8 @@ def test_labels_before_their_windows_end_and_other_bad_input_are_refused():
         learner.predict(state, xs, streams, [16.0, np.nan, 16.0], now=16.0)
     with pytest.raises(ValueError, match="now must be a finite time; got nan"):
         learner.label(state, streams, ends, labels, now=np.nan)
+    with pytest.raises(NotImplementedError, match="DiscreteHazardLoss reads"):
+        make_learner(objective=training.DiscreteHazardLoss(horizon=60.0))
     for ts in ([8.0], [1.0, 3.0, 2.0], np.ones((2, 4))):  # one time, unsorted, 2-D
         with pytest.raises(ValueError, match="increasing grid of the windows' times"):
             make_learner(ts=ts)
