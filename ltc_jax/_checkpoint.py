@@ -20,8 +20,9 @@ from ._model import AbstractSequenceModel
 _STATE = "state.eqx"
 _META = "meta.json"
 _MODELS = "models"
-_LEAVES = "leaves"
 """The metadata key of the options of the sequence models a checkpoint holds."""
+_LEAVES = "leaves"
+"""The metadata key of its leaves' paths, shapes and dtypes (`describe_leaves`)."""
 
 
 def save_checkpoint(
@@ -43,10 +44,9 @@ def save_checkpoint(
     that a load into a model built otherwise names the options that differ, and
     each leaf's path, shape and dtype (`leaves`), so that a load into another
     tree (say, the state of another optimiser) names the first leaf that
-    differs. The
-    newest `keep` checkpoints are kept. The temporary folders of saves that were
-    interrupted (`step-*.tmp`) are removed first: the writer of a directory is
-    its only one.
+    differs. The newest `keep` checkpoints are kept. The temporary folders of
+    saves that were interrupted (`step-*.tmp`) are removed first: the writer
+    of a directory is its only one.
 
     **Returns:** the checkpoint's folder. Serialisation: `eqx.tree_serialise_leaves`.
     """
