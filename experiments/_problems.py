@@ -140,14 +140,19 @@ def measure_or_failure(model, batch, integrator, reference=None, **options) -> d
 
 def main_job(options: dict) -> dict:
     """One run of the main job (`ltc_jax.app.train_and_evaluate` with `options`
-    and no progress bar; call it in its own process): its test accuracy, training
-    time, epochs, solver steps per sequence, the options it derived, and (with
+    and no progress bar; call it in its own process): its test accuracy (`nan`
+    for regression) and loss (cross-entropy, or the mean squared error in the
+    targets' units squared), training time, epochs, solver steps per sequence,
+    the options it derived, and (with
     `memory_table=True` in `options`, else None) the memory of a training step
     per gradient mode."""
     from ltc_jax import app
 
     metrics = app.train_and_evaluate(app.TrainConfig(progress=False, **options))
-    kept = "test_accuracy train_seconds best_epoch steps_per_sequence learned solver"
+    kept = (
+        "test_accuracy test_loss train_seconds best_epoch steps_per_sequence "
+        "learned solver"
+    )
     return dict(
         {key: metrics[key] for key in kept.split()},
         epochs_run=len(metrics["history"]),

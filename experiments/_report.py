@@ -744,6 +744,8 @@ def uea_benchmark(m: dict, c: dict, run_dir: str) -> str:
         ("train/test", lambda r: f"{r['train_size']}/{r['test_size']}"),
         "length:longest",
         (f"{overrides['model'].upper()} accuracy", "accuracy", _mean_std),
+        (f"{overrides['model'].upper()} test MSE", "mse", _mean_std_g),
+        "MSE of the mean:mean_mse:.4g",
         "train s:train_seconds_mean:.0f | steps/seq:steps_per_sequence:.0f | "
         "1-NN ED here:euclidean_1nn:.3f | 1-NN ED publ.:published.euclidean:.3f | "
         "1-NN DTW publ.:published.dtw:.3f",
@@ -755,6 +757,11 @@ def uea_benchmark(m: dict, c: dict, run_dir: str) -> str:
 def _mean_std(value: dict | None) -> str:
     """`mean +- std` to 3 places, `-` for `None`."""
     return "-" if value is None else f"{value['mean']:.3f} +- {value['std']:.3f}"
+
+
+def _mean_std_g(value: dict | None) -> str:
+    """`mean +- std` to 4 significant figures, `-` for `None`."""
+    return "-" if value is None else f"{value['mean']:.4g} +- {value['std']:.2g}"
 
 
 def async_motions(m: dict, c: dict, run_dir: str) -> str:

@@ -5,8 +5,9 @@ next to the 1-NN baselines of the archives.
 By default: JapaneseVowels (bundled in the package) and the UCR datasets
 ArrowHead, OSULeaf and ACSF1 (`experiments/data/uea/`, with their provenance).
 Any `.ts` pairs can be given instead with `--pairs NAME=TRAIN.ts,TEST.ts ...`,
-and `--model cfc`, `--epochs`, `--readout-features` or `--gate-bias-init`
-change the main job's options (for the ablations on the docs' benchmark page).
+regression sets (`@targetLabel true`) too, and `--model cfc`, `--epochs`,
+`--readout-features`, `--gate-bias-init` or `--folds` change the main job's
+options (for the ablations on the docs' benchmark page).
 
 Each run is the main job itself (`ltc_jax.app.train_and_evaluate`, as
 `experiments._problems.main_job` calls it) in its own process, writing its run
@@ -24,6 +25,10 @@ next to:
   its fit-and-predict seconds, where the `baselines` extra is installed
   (`pip install ".[experiments,baselines]"` without the constraints file:
   aeon needs a numba that needs numpy < 2.4); `-` otherwise.
+
+A regression set's rows give the test mean squared error (in its targets'
+units squared) instead of the accuracy, next to that of the training targets'
+mean, the trivial baseline; the 1-NN and MiniRocket columns are left empty.
 
     python -m experiments.uea_benchmark            # 4 datasets x 3 seeds (hours)
     python -m experiments.uea_benchmark --quick    # 2 datasets, 1 seed, 2 epochs
@@ -94,13 +99,15 @@ class Config(_run.RunConfig):
     """The main job's --gate-bias-init (default: its own)."""
     ode_unfolds: int | None = None
     """The main job's --ode-unfolds (default: its own)."""
+    folds: int | None = None
+    """The main job's --folds (default: none)."""
     baselines_only: bool = False
     """Run the baselines alone (1-NN Euclidean, MiniRocket), not the main job."""
 
 
 QUICK = dict(seeds=(0,), epochs=2, hidden_size=8)
 
-OVERRIDES = "model epochs hidden_size readout_features gate_bias_init ode_unfolds"
+OVERRIDES = "model epochs hidden_size readout_features gate_bias_init ode_unfolds folds"
 """The fields of `Config` that set the main job's option of the same name (`None`:
 the main job's own)."""
 
@@ -166,6 +173,12 @@ def minirocket(train, test, seed: int) -> dict | None:
     )
 
 
+def mean_mse(train, test) -> float:
+    """The test mean squared error of the training targets' mean (per target,
+    averaged over the targets): the regression's trivial baseline."""
+    return float(np.mean((test.labels - train.labels.mean(axis=0)) ** 2))
+
+
 def summary(values: list[float]) -> dict | None:
     """Mean and population standard deviation (`None` for no values)."""
     if not values:
@@ -183,7 +196,8 @@ def main(config: Config) -> dict:
         name, files = pair.split("=", 1)
         train_file, test_file = files.split(",")
         train = read_ts(train_file)
-        test = read_ts(test_file, class_names=train.class_names)
+        classes = train.is_classification
+        test = read_ts(test_file, class_names=train.class_names if classes else None)
         runs, rocket = [], []
         for seed in config.seeds:
             options = dict(data=train_file, test_data=test_file, seed=seed)
@@ -195,7 +209,7 @@ def main(config: Config) -> dict:
                         "experiments._problems:main_job", dict(options=options)
                     )
                 )
-            result = minirocket(train, test, seed)
+            result = minirocket(train, test, seed) if classes else None
             rocket += [] if result is None else [result]
         rows.append(
             dict(
@@ -204,7 +218,12 @@ def main(config: Config) -> dict:
                 test_size=len(test),
                 longest=int(train.lengths.max()),
                 runs=runs,
-                accuracy=summary([r["test_accuracy"] for r in runs]),
+                task="classification" if classes else "regression",
+                accuracy=summary([r["test_accuracy"] for r in runs])
+                if classes
+                else None,
+                mse=None if classes else summary([r["test_loss"] for r in runs]),
+                mean_mse=None if classes else mean_mse(train, test),
                 train_seconds_mean=statistics.mean(r["train_seconds"] for r in runs)
                 if runs
                 else None,
@@ -213,7 +232,7 @@ def main(config: Config) -> dict:
                 )
                 if runs
                 else None,
-                euclidean_1nn=euclidean_1nn(train, test),
+                euclidean_1nn=euclidean_1nn(train, test) if classes else None,
                 published=PUBLISHED.get(name),
                 minirocket_runs=rocket,
                 minirocket=summary([r["accuracy"] for r in rocket]),

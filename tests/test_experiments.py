@@ -579,6 +579,37 @@ def test_uea_benchmark_quick(tmp_path):
         assert run["epochs_run"] == 2 and 0 <= run["test_accuracy"] <= 1
 
 
+def test_uea_benchmark_reports_a_regression_sets_error_and_the_means(tmp_path):
+    """A regression pair (CardanoSentiment): its row holds the test mean squared
+    error of each run and that of the training targets' mean, recomputed here
+    from the files' last fields; no classification baseline."""
+    from experiments import uea_benchmark
+
+    folder = os.path.join(os.path.dirname(uea_benchmark.__file__), "data", "uea")
+    files = [
+        os.path.join(folder, f"CardanoSentiment_{part}.ts")
+        for part in "TRAIN TEST".split()
+    ]
+
+    def targets(path):
+        with open(path) as file:
+            lines = file.read().split("@data")[1].split()
+        return np.array([float(line.rsplit(":", 1)[1]) for line in lines])
+
+    train, test = targets(files[0]), targets(files[1])
+    pair = "CardanoSentiment=" + ",".join(files)
+    out = tmp_path / "run"
+    config = uea_benchmark.Config(quick=True, pairs=(pair,), out=str(out))
+    (row,) = uea_benchmark.main(config)["rows"]
+    assert row["task"] == "regression" and (len(train), len(test)) == (74, 33)
+    assert row["mean_mse"] == pytest.approx(np.mean((test - train.mean()) ** 2))
+    (run,) = row["runs"]
+    assert np.isfinite(run["test_loss"]) and np.isnan(run["test_accuracy"])
+    assert row["mse"]["mean"] == run["test_loss"] and row["accuracy"] is None
+    assert row["euclidean_1nn"] is None and row["minirocket"] is None
+    assert "CardanoSentiment" in (out / "report.txt").read_text()
+
+
 @pytest.mark.slow
 def test_cfc_versus_ltc_trained_ecg_windows_split_by_time(tmp_path):
     """The approximation and the trained ECG comparison (`--quick`): the trained
