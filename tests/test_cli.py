@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 
 import jax
 import numpy as np
@@ -66,6 +67,17 @@ def test_cli_regression_reports_the_test_error(tmp_path, capsys):
     metrics = json.loads((out / "metrics.json").read_text())
     assert np.isnan(metrics["test_accuracy"]) and "test accuracy" not in printed
     assert f"test MSE           {metrics['test_loss']:.4g}" in printed
+
+    # Beside it, the error of always answering the training targets' mean,
+    # from the files' last fields.
+    def targets(path):
+        lines = open(path).read().split("@data")[1].split()
+        return np.array([float(line.rsplit(":", 1)[1]) for line in lines])
+
+    mean_error = np.mean((targets(test) - targets(train).mean()) ** 2)
+    assert metrics["baseline"]["test_loss"] == pytest.approx(mean_error, rel=1e-12)
+    line = f"baseline           {mean_error:.4g} (always the training targets' mean)"
+    assert line in printed
     assert metrics["task"] == "regression"
     assert cli.main(["evaluate", str(out), "--data", test]) == 0
     printed = capsys.readouterr().out
@@ -92,6 +104,12 @@ def test_cli_on_any_ts_pair(tmp_path, capsys):
     )
     printed = capsys.readouterr().out
     assert "test accuracy" in printed and "backsolve" in printed
+    # 12 "up" and 12 "down" train: the first of the tie; the test's 10 series
+    # alternate from "up", so it answers 5 of them.
+    assert metrics["baseline"] == dict(
+        name="the training set's commonest class, 'up'", test_accuracy=0.5
+    )
+    assert "baseline           0.5000 (always the training set's commonest" in printed
     for key in (
         "test_accuracy",
         "train_seconds",
@@ -975,6 +993,23 @@ def test_a_channel_a_series_never_observes_takes_the_fill_asked_for(tmp_path, ca
     assert "ltc-jax stream gives a channel a window never observes 0" in _bad(
         tmp_path, capsys, "stream", "--empty-channel-fill", "1"
     )
+
+
+def test_a_model_worse_than_the_trivial_baseline_is_named():
+    """The job's warning: a lower accuracy, or a higher MSE, than the trivial
+    baseline's is named with both figures; an equal one is not."""
+    from ltc_jax.app.job import _check_beats
+
+    classes = dict(name="the training set's commonest class, 'a'", test_accuracy=0.6)
+    with pytest.warns(UserWarning, match=r"accuracy, 0.55, is worse than always"):
+        _check_beats(dict(test_accuracy=0.55), classes)
+    mean = dict(name="the training targets' mean", test_loss=0.09)
+    with pytest.warns(UserWarning, match=r"MSE, 0.21.*targets' mean, 0.09: what"):
+        _check_beats(dict(test_loss=0.21), mean)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _check_beats(dict(test_accuracy=0.6), classes)
+        _check_beats(dict(test_loss=0.05), mean)
 
 
 def test_training_series_of_one_class_are_refused(tmp_path, capsys):

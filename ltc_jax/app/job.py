@@ -14,6 +14,7 @@ import numpy as np
 
 import ltc_jax
 from ltc_jax._batch import check_labelled
+from ltc_jax._warn import warn
 from ltc_jax.datasets import (
     SequenceDataset,
     channel_statistics,
@@ -121,6 +122,48 @@ def load_data(config: TrainConfig) -> dict[str, Any]:
         statistics=statistics,
         validation_fraction=dict(value=fraction, reason=reason),
     )
+
+
+def trivial_baseline(train: SequenceDataset, test: SequenceDataset) -> dict:
+    """What a model that ignores its input scores on `test`, from `train`'s
+    labels alone: for classes, the accuracy of always answering `train`'s
+    commonest class (the first of a tie); for regression targets, the mean
+    squared error of always answering their mean over `train` (averaged over
+    the targets, as the job's loss is, in the targets' units squared).
+
+    **Returns:** `{"name", "test_accuracy"}` or `{"name", "test_loss"}`.
+    """
+    if train.is_classification:
+        labels = train.labels[train.labels >= 0]
+        commonest = int(np.bincount(labels, minlength=train.num_classes).argmax())
+        return dict(
+            name=f"the training set's commonest class, "
+            f"{train.class_names[commonest]!r}",
+            test_accuracy=float(np.mean(test.labels == commonest)),
+        )
+    mean = train.labels.mean(axis=0)
+    return dict(
+        name="the training targets' mean",
+        test_loss=float(np.mean((test.labels - mean) ** 2)),
+    )
+
+
+def _check_beats(metrics: dict, baseline: dict) -> None:
+    """Warn where the model's test figure is worse than the trivial baseline's:
+    on a small training set, usually overfitting."""
+    if "test_accuracy" in baseline:
+        what, key = "accuracy", "test_accuracy"
+    else:
+        what, key = "MSE", "test_loss"
+    ours, theirs = metrics[key], baseline[key]
+    worse = ours < theirs if key == "test_accuracy" else ours > theirs
+    if worse:
+        warn(
+            f"The model's test {what}, {ours:.4g}, is worse than always answering "
+            f"{baseline['name']}, {theirs:.4g}: what it learned does not "
+            "generalise. On a small training set, choose the epochs by "
+            "cross-validation (--folds 5)."
+        )
 
 
 def memory_by_mode(
@@ -255,7 +298,9 @@ def train_and_evaluate(
     **Returns:** the metrics dict, also written to `metrics.json`, with at least
     `task` (`"classification"` or `"regression"`), `test_accuracy` (`nan` for
     regression), `test_loss`, `train_seconds`, `gradient_mode`, `solver`,
-    `steps_per_sequence` and `memory_bytes_by_mode`, plus `history`,
+    `steps_per_sequence` and `memory_bytes_by_mode`, plus `baseline` (what a
+    model that ignores its input scores: [`ltc_jax.app.job.trivial_baseline`][];
+    a `UserWarning` says so where the model does worse), `history`,
     `parameters_sha256` (a digest of the final parameters) and `environment`.
 
     **Raises:** `ValueError` for a bad or inconsistent option
@@ -400,6 +445,7 @@ def train_and_evaluate(
         task="classification" if train.is_classification else "regression",
         test_accuracy=result["accuracy"],
         test_loss=result["loss"],
+        baseline=trivial_baseline(train, test),
         train_seconds=sum(record["seconds"] for record in history)
         if resume
         else part_seconds,
@@ -439,6 +485,7 @@ def train_and_evaluate(
         write_history(run_dir, history)
         with open(os.path.join(run_dir, "metrics.json"), "w") as file:
             json.dump(metrics, file, indent=2, default=_json_default)
+        _check_beats(metrics, metrics["baseline"])
     return metrics
 
 
