@@ -638,7 +638,18 @@ def test_cli_predicts_unlabelled_files_and_names_the_real_mismatch(tmp_path, cap
     assert cli.main(["predict", str(out), "--data", str(tmp_path / "unseen.ts")]) == 0
     with open(out / "predictions-unseen.csv") as file:
         assert list(csv.DictReader(file)) == labelled_rows
+    # Missing regression targets: not read by predict either; evaluate names
+    # the series whose target is not a number.
+    text = open(test).read().replace("@classLabel true up down", "@targetLabel true")
+    missing = tmp_path / "missing.ts"
+    missing.write_text(text.replace(":up\n", ":?\n").replace(":down\n", ":?\n"))
+    assert cli.main(["predict", str(out), "--data", str(missing)]) == 0
+    with open(out / "predictions-missing.csv") as file:
+        assert list(csv.DictReader(file)) == labelled_rows
     capsys.readouterr()
+    assert "series 0 has the @targetLabel value '?', which is not a number" in _bad(
+        tmp_path, capsys, "evaluate", str(out), "--data", str(missing)
+    )
     assert "new.ts has no labels" in _bad(
         tmp_path, capsys, "evaluate", str(out), "--data", unlabelled
     )
@@ -1065,3 +1076,32 @@ def test_a_resumed_run_is_checked_with_its_folder_as_out(tmp_path):
     assert resumed.out == str(run) and resumed.resume is None
     assert resumed.coordinator == "localhost:1234" and resumed.num_processes == 2
     resumed.check()
+
+
+def test_a_run_resumes_from_any_folder_and_knows_its_files_by_any_path(
+    tmp_path, monkeypatch
+):
+    """A run started with relative paths records them as absolute ones, so it
+    resumes from another folder, where its files may be named by another
+    spelling of their paths. A run recorded with relative paths (before this),
+    resumed from elsewhere, names the file not found and where to resume."""
+    from ltc_jax.app.job import _resumed_config
+
+    start = tmp_path / "start"
+    start.mkdir()
+    toy_ts_file(start / "train.ts", 8, 0)
+    toy_ts_file(start / "test.ts", 4, 1)
+    monkeypatch.chdir(start)
+    args = ["train", "--data", "train.ts", "--test-data", "test.ts", "--out", "run"]
+    assert cli.main([*args, "--no-progress", *SMALL_RUN]) == 0
+    saved = json.loads((start / "run" / "config.json").read_text())
+    assert saved["data"] == str(start / "train.ts")
+    assert saved["test_data"] == str(start / "test.ts")
+    monkeypatch.chdir(tmp_path)
+    again = app.TrainConfig(resume="start/run", data="start/../start/train.ts")
+    resumed, _ = _resumed_config(again)
+    assert resumed.data == str(start / "train.ts")
+    saved["data"] = "train.ts"  # as recorded before
+    (start / "run" / "config.json").write_text(json.dumps(saved))
+    with pytest.raises(FileNotFoundError, match="its --data 'train.ts' is not found"):
+        _resumed_config(app.TrainConfig(resume="start/run"))

@@ -120,7 +120,7 @@ class PredictConfig:
     """The run folder of ltc-jax train or ltc-jax stream."""
     data: Annotated[str, tyro.conf.arg(metavar="FILE")]
     """A .ts file with the run's channels, labelled or not (@classLabel false);
-    labels, if any, must be among the run's classes and are not used. For a
+    labels, if any, are not read. For a
     run of ltc-jax stream: a sensor log (CSV or Parquet) with the run's
     sensors; a row per window, with its machine and end time (also in UTC for
     a log of date-times)."""

@@ -218,12 +218,34 @@ PLACEMENT = (
 run takes from its new command line."""
 
 
+FILES = ("data", "test_data", "log", "failures")
+"""The options that name input files: `config.json` records them as absolute
+paths, so that a run resumes from any folder."""
+
+
+def _same_file(given: str | None, saved: str | None) -> bool:
+    """Whether two spellings of an input file name the same file (as paths, or
+    as the same file on disk)."""
+    if given is None or saved is None:
+        return given == saved
+    if os.path.abspath(given) == os.path.abspath(saved):
+        return True
+    return (
+        os.path.exists(given)
+        and os.path.exists(saved)
+        and os.path.samefile(given, saved)
+    )
+
+
 def _resumed_config(config: TrainConfig) -> tuple[TrainConfig, dict[str, Any]]:
     """The saved configuration of the run `config.resume` continues, and the
     `derived` record saved with it (empty for runs that predate it).
 
-    **Raises:** `FileNotFoundError` without a `config.json`; `ValueError` if
-    `config` sets an option to a value the saved run does not have: a resumed
+    **Raises:** `FileNotFoundError` without a `config.json`, or for a saved
+    input file not found from here (a run saved before its files were recorded
+    as absolute paths, resumed from another folder); `ValueError` if
+    `config` sets an option to a value the saved run does not have (an input
+    file counts as the same under any spelling of its path): a resumed
     run keeps its options, except where it runs (`PLACEMENT`), which comes from
     `config` (another device count gives the same run to round-off). The batch
     size and the validation share the run derived are kept (so that neither
@@ -250,12 +272,24 @@ def _resumed_config(config: TrainConfig) -> tuple[TrainConfig, dict[str, Any]]:
         if field.name not in ("resume", *PLACEMENT)
         and getattr(config, field.name) != field.default
         and getattr(config, field.name) != getattr(saved, field.name)
+        and not (
+            field.name in FILES
+            and _same_file(getattr(config, field.name), getattr(saved, field.name))
+        )
     ]
     if conflicts:
         raise ValueError(
             f"--resume {config.resume} continues that run with its saved options; "
             f"these differ: {'; '.join(conflicts)}. Start a new run to change them."
         )
+    for name in FILES:
+        path = getattr(saved, name, None)
+        if path is not None and not os.path.exists(path):
+            raise FileNotFoundError(
+                f"--resume {config.resume}: its {_flag(name)} {path!r} is not found "
+                "from here; a relative path is relative to the folder the run "
+                "started in: resume from there."
+            )
     here = {name: getattr(config, name) for name in PLACEMENT}
     derived = raw.get("derived", {})
     kept = {}
@@ -373,6 +407,9 @@ def train_and_evaluate(
             run_dir = make_run_dir(config.out, os.path.join("runs", config.command))
             with open(os.path.join(run_dir, "config.json"), "w") as file:
                 saved = dict(dataclasses.asdict(config), derived=settings["derived"])
+                for name in FILES:  # found again from any folder on --resume
+                    if saved.get(name) is not None:
+                        saved[name] = os.path.abspath(saved[name])
                 json.dump(saved, file, indent=2)
         else:
             run_dir = config.out

@@ -2,7 +2,6 @@
 the end, and a finished run read back to evaluate or predict on new data."""
 
 import csv
-import dataclasses
 import datetime
 import json
 import os
@@ -179,8 +178,9 @@ def read_for_run(
     sensor log (CSV or Parquet) cut into windows as the run cut its own
     ([`ltc_jax.app.streams.read_windows_for_run`][]), labelled by the failure
     table `failures` where given; with `labels=False` (for prediction) a `.ts`
-    file's labels are not checked against the run's classes (every label
-    becomes `-1`, the run's class names kept). **Returns:** the run's config, model, the
+    file's labels are not read (every label becomes `-1`, the run's class
+    names kept): a class the run never saw, or a target of a classifier's
+    file, is no error. **Returns:** the run's config, model, the
     data, its settings, and for a log the windows' `machine` (by name),
     `end_time` (in the log's seconds) and the log's `time_origin` (empty for
     times given as numbers); `None` for a `.ts` file.
@@ -230,11 +230,12 @@ def read_for_run(
                 else ("regression targets", f"a classifier of {tuple(class_names)}")
             )
             raise ValueError(f"{path} holds {has}, but {run_dir} is {run} run.")
-    else:  # its labels, of whatever classes, are not read against the run's
-        data = read_ts(path, num_channels=stats["input_channels"])
-        unlabelled = np.full(len(data), -1, dtype=np.int32)
-        data = dataclasses.replace(
-            data, labels=unlabelled, class_names=tuple(class_names or ())
+    else:  # its labels, of whatever classes or kind, are not read
+        data = read_ts(
+            path,
+            class_names=tuple(class_names or ()),
+            num_channels=stats["input_channels"],
+            labels=False,
         )
     settings = dict(stats["settings"])
     settings.setdefault("solver", config.solver)  # runs saved before it was derived
@@ -309,9 +310,9 @@ def predict_run(run_dir: str, path: str, out: str, failures: str | None = None) 
     `end_utc`), the predicted class and each class's probability (for
     regression, the predicted targets). The file may be unlabelled
     (`@classLabel false`, or a log without `failures`: then every window the
-    log holds); a `.ts` file's labels are not checked against the run's
-    classes (a class the run never saw is no error), and a log's failure table
-    only chooses the windows. **Returns:**
+    log holds); a `.ts` file's labels are not read (a class the run never
+    saw, or a missing target, is no error), and a log's failure table only
+    chooses the windows. **Returns:**
     the number of series. **Raises:** as `read_for_run`; `FileExistsError` if
     `out` exists."""
     if os.path.exists(out):

@@ -131,6 +131,7 @@ def read_ts(
     *,
     class_names: tuple[str, ...] | None = None,
     num_channels: int | None = None,
+    labels: bool = True,
 ) -> SequenceDataset:
     """Read a `.ts` file into a padded [`ltc_jax.datasets.SequenceDataset`][].
 
@@ -164,6 +165,10 @@ def read_ts(
     - `num_channels`: the channels the data must have (e.g. those a trained
         model takes), checked on every series before its label. Default: the
         file's `@dimensions`, or the first series' channels.
+    - `labels`: `False` to read a labelled file as unlabelled, for prediction:
+        each line's label field is split off and not read (a class that
+        `class_names` lacks, or a missing target `?`, is then no error), and
+        every label is `-1`, with `class_names` (default `True`: read them).
 
     **Returns:** a `SequenceDataset` (`labels` are class indices for
     `@classLabel true`, float targets of shape `(n, 1)` for `@targetLabel
@@ -313,10 +318,19 @@ def read_ts(
         [values for _, values in series],
     )
 
+    if not labels or not (has_class_label or has_target):  # for prediction
+        return SequenceDataset(
+            ts=ts,
+            xs=xs,
+            lengths=lengths,
+            labels=np.full(n, UNLABELLED, dtype=np.int32),
+            class_names=tuple(class_names) if class_names is not None else (),
+            name=os.path.basename(path),
+        )
     if has_class_label:
         names = class_names if class_names is not None else declared_labels
         index = {name: i for i, name in enumerate(names)}
-        labels = np.empty(n, dtype=np.int32)
+        indices = np.empty(n, dtype=np.int32)
         for i, label in enumerate(raw_labels):
             if label not in index:
                 source = (
@@ -326,24 +340,23 @@ def read_ts(
                     f"{path}: series {i} has label {label!r}, which {source} does not "
                     f"declare ({', '.join(names)})."
                 )
-            labels[i] = index[label]
-        names = tuple(names)
-    elif has_target:
-        try:
-            labels = np.asarray([float(v) for v in raw_labels])[:, None]
-        except ValueError:
-            raise TSFormatError(
-                f"{path}: a @targetLabel value is not numeric."
-            ) from None
-        names = ()
-    else:  # @classLabel false: unlabelled, for prediction
-        labels = np.full(n, UNLABELLED, dtype=np.int32)
-        names = tuple(class_names) if class_names is not None else ()
+            indices[i] = index[label]
+        read, names = indices, tuple(names)
+    else:  # @targetLabel true
+        read, names = np.empty((n, 1)), ()
+        for i, value in enumerate(raw_labels):
+            try:
+                read[i, 0] = float(value)
+            except ValueError:
+                raise TSFormatError(
+                    f"{path}: series {i} has the @targetLabel value {value!r}, "
+                    "which is not a number."
+                ) from None
     return SequenceDataset(
         ts=ts,
         xs=xs,
         lengths=lengths,
-        labels=labels,
+        labels=read,
         class_names=names,
         name=os.path.basename(path),
     )
