@@ -1017,6 +1017,9 @@ def test_a_model_worse_than_the_trivial_baseline_is_named():
     mean = dict(name="the training targets' mean", test_loss=0.09)
     with pytest.warns(UserWarning, match=r"MSE, 0.21.*targets' mean, 0.09: what"):
         _check_beats(dict(test_loss=0.21), mean)
+    with pytest.warns(UserWarning) as caught:  # folds chose the epochs already
+        _check_beats(dict(test_loss=0.21), mean, suggest_folds=False)
+    assert "--folds" not in str(caught[0].message)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         _check_beats(dict(test_accuracy=0.6), classes)

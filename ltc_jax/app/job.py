@@ -148,9 +148,11 @@ def trivial_baseline(train: SequenceDataset, test: SequenceDataset) -> dict:
     )
 
 
-def _check_beats(metrics: dict, baseline: dict) -> None:
+def _check_beats(metrics: dict, baseline: dict, suggest_folds: bool = True) -> None:
     """Warn where the model's test figure is worse than the trivial baseline's:
-    on a small training set, usually overfitting."""
+    on a small training set, usually overfitting; with `suggest_folds` (a run
+    of `ltc-jax train` that did not choose its epochs by folds), the warning
+    suggests them."""
     if "test_accuracy" in baseline:
         what, key = "accuracy", "test_accuracy"
     else:
@@ -161,8 +163,13 @@ def _check_beats(metrics: dict, baseline: dict) -> None:
         warn(
             f"The model's test {what}, {ours:.4g}, is worse than always answering "
             f"{baseline['name']}, {theirs:.4g}: what it learned does not "
-            "generalise. On a small training set, choose the epochs by "
-            "cross-validation (--folds 5)."
+            "generalise."
+            + (
+                " On a small training set, choose the epochs by cross-validation "
+                "(--folds 5)."
+                if suggest_folds
+                else ""
+            )
         )
 
 
@@ -522,7 +529,8 @@ def train_and_evaluate(
         write_history(run_dir, history)
         with open(os.path.join(run_dir, "metrics.json"), "w") as file:
             json.dump(metrics, file, indent=2, default=_json_default)
-        _check_beats(metrics, metrics["baseline"])
+        suggest = config.folds is None and not isinstance(config, StreamConfig)
+        _check_beats(metrics, metrics["baseline"], suggest)
     return metrics
 
 
