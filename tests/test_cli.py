@@ -1000,7 +1000,18 @@ def test_a_channel_a_series_never_observes_takes_the_fill_asked_for(tmp_path, ca
     options = ("--hidden-size", "4", "--epochs", "1", "--empty-channel-fill", "0")
     assert cli.main([*args, "--out", str(out), "--no-progress", *options]) == 0
     assert cli.main(["evaluate", str(out), "--data", str(tmp_path / "gap.ts")]) == 0
+    # A run trained without the fill, given that file: the series, the
+    # channel, and the training option that would give it a value.
+    plain = tmp_path / "plain"
+    args = ["train", "--data", train, "--test-data", test, "--out", str(plain)]
+    assert cli.main([*args, "--no-progress", *options[:4]]) == 0
     capsys.readouterr()
+    for command in ("evaluate", "predict"):
+        message = _bad(
+            tmp_path, capsys, command, str(plain), "--data", str(tmp_path / "gap.ts")
+        )
+        assert "gap.ts: channel 1 of series 0 has no observed value, and" in message
+        assert "trained without --empty-channel-fill" in message
     assert "ltc-jax stream gives a channel a window never observes 0" in _bad(
         tmp_path, capsys, "stream", "--empty-channel-fill", "1"
     )

@@ -264,6 +264,32 @@ def _check_file_kind(run_dir: str, config: TrainConfig, path: str) -> None:
         )
 
 
+def _run_path(
+    run_dir: str, path: str, config: TrainConfig, data: SequenceDataset
+) -> ltc_jax.InputPath:
+    """The input path of `data` (read from the file `path`) as the run built its
+    own.
+
+    **Raises:** `ValueError` naming the first series and channel without an
+    observed value, where the run was trained without `--empty-channel-fill`
+    and so has no value to give it (the library's error names an argument
+    that `evaluate` and `predict` do not take); as `make_input_path`."""
+    options = path_options(config)
+    if options.get("empty_channel_fill") is None:
+        observed = data.valid_mask()[..., None] & ~np.isnan(data.xs)
+        series, channels = np.nonzero(~np.any(observed, axis=1))
+        if series.size:
+            more = f" ({series.size} such in all)" if series.size > 1 else ""
+            raise ValueError(
+                f"{path}: channel {channels[0]} of series {series[0]} has no "
+                f"observed value{more}, and {run_dir} was trained without "
+                "--empty-channel-fill, so it has none to give it: train with "
+                "--empty-channel-fill (0: the channel's mean), or leave such "
+                "series out."
+            )
+    return ltc_jax.make_input_path(data, **options)
+
+
 def _final_integrator(config: TrainConfig, settings: dict) -> ltc_jax.Integrator:
     """The integrator a run was tested with: its tolerance schedule's last phase."""
     integrator = make_config_integrator(config, settings)
@@ -278,7 +304,9 @@ def evaluate_run(
     `ltc-jax stream` a sensor log with its failure table `failures`, read and
     standardised as its training data was. **Returns:** the dict of
     [`ltc_jax.evaluate`][]. **Raises:** as `read_for_run`; `ValueError` for an
-    unlabelled file, or a stream run's log without `failures`."""
+    unlabelled file, a stream run's log without `failures`, or a series with a
+    channel it never observes, for a run trained without
+    `--empty-channel-fill`."""
     saved = os.path.join(run_dir, "config.json")
     if failures is None and os.path.isfile(saved):  # before reading the log
         with open(saved) as file:
@@ -298,7 +326,7 @@ def evaluate_run(
         data,
         integrator=integrator,
         batch_size=settings["batch_size"],
-        path=ltc_jax.make_input_path(data, **path_options(config)),
+        path=_run_path(run_dir, path, config, data),
     )
 
 
@@ -313,8 +341,9 @@ def predict_run(run_dir: str, path: str, out: str, failures: str | None = None) 
     log holds); a `.ts` file's labels are not read (a class the run never
     saw, or a missing target, is no error), and a log's failure table only
     chooses the windows. **Returns:**
-    the number of series. **Raises:** as `read_for_run`; `FileExistsError` if
-    `out` exists."""
+    the number of series. **Raises:** as `read_for_run`; `ValueError` for a
+    series with a channel it never observes, for a run trained without
+    `--empty-channel-fill`; `FileExistsError` if `out` exists."""
     if os.path.exists(out):
         raise FileExistsError(
             f"{out} exists; predictions never overwrite a file: give another with "
@@ -324,12 +353,11 @@ def predict_run(run_dir: str, path: str, out: str, failures: str | None = None) 
         run_dir, path, failures, labels=False
     )
     integrator = _final_integrator(config, settings)
-    options = path_options(config)
     forward = eqx.filter_jit(lambda m, p: m(p, integrator=integrator))
     # One path, validated once, in chunks of the run's batch size: the chunks
     # share its static settings (one grid's duration), so equal ones compile
     # once.
-    whole = ltc_jax.make_input_path(data, **options)
+    whole = _run_path(run_dir, path, config, data)
     size = settings["batch_size"]
     outputs = np.concatenate(
         [
