@@ -255,7 +255,8 @@ def derive_defaults(
                 f", rounded up to a multiple of {batch_multiple} (the devices)"
             )
         if clamped:  # say how many steps an epoch then takes
-            reasons["batch_size"] += f": {math.ceil(n / batch_size)} steps per epoch)"
+            steps = math.ceil(n / batch_size)
+            reasons["batch_size"] += f": {steps} step{'s' * (steps != 1)} per epoch)"
     else:
         reasons["batch_size"] = "given"
     steps_per_epoch = math.ceil(n / batch_size)

@@ -11,6 +11,7 @@ import diffrax
 import equinox as eqx
 import jax
 
+from ._cfc import CfC
 from ._integrator import Integrator
 from ._model import solves_ode
 from ._objective import AbstractObjective, SupervisedLoss
@@ -329,11 +330,15 @@ class LearningCheck(AbstractMonitor):
         kept = [r for r in state.history if r.get("best")] or list(state.history[-1:])
         learned = kept[0]["loss"] < (1 - self.fraction) * state.first_loss
         if not learned:
+            time_scale = (  # the CfC has no time constants to check
+                ""
+                if isinstance(state.model, CfC)
+                else " (check the time scale: tau against the sequences' durations)"
+            )
             warn(
                 f"Training did not lower the loss by {self.fraction:.0%}: "
                 f"{state.first_loss:.4g} at the first step, "
                 f"{kept[0]['loss']:.4g} in the epoch kept. The model may not see "
-                "its input (check the time scale: tau against the sequences' "
-                "durations) or the learning rate may be too low."
+                f"its input{time_scale} or the learning rate may be too low."
             )
         return _with_last_record(state, learned=bool(learned))

@@ -104,6 +104,8 @@ def test_derived_defaults_of_short_irregular_data():
     # devices 9: ceil(40 / 9) = 5 steps either way.
     assert "(clamped to 8: 5 steps per epoch)" in defaults.reasons["batch_size"]
     assert ltc_jax.training.derive_defaults([data], batch_size=3).epochs == 286
+    few = ltc_jax.training.derive_defaults([data.take(np.arange(6))])
+    assert "(clamped to 8: 1 step per epoch)" in few.reasons["batch_size"]
     split = ltc_jax.training.derive_defaults([data], batch_multiple=3)
     assert (split.batch_size, split.epochs) == (9, 800)
     assert split.reasons["batch_size"].endswith(
@@ -284,6 +286,14 @@ def test_a_run_that_does_not_learn_says_so(getkey):
     assert history[-1]["learned"] is False
     (warning,) = [w for w in caught if "did not lower" in str(w.message)]
     assert warning.filename == helpers.__file__
+    # The CfC has no time constants: the warning does not send you to them.
+    cfc = ltc_jax.CfC(2, 4, 2, backbone_units=4, key=getkey())
+    with pytest.warns(UserWarning, match="did not lower the loss") as caught:
+        quiet_fit(
+            cfc, data, integrator, optimizer=optax.sgd(0.0), epochs=2, batch_size=16
+        )
+    (warning,) = [w for w in caught if "did not lower" in str(w.message)]
+    assert "tau" not in str(warning.message) and "learning rate" in str(warning.message)
     # One optimiser step: its epoch's loss is the first step's; nothing to say.
     with warnings.catch_warnings():
         warnings.simplefilter("error")

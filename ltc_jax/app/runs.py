@@ -225,11 +225,14 @@ def read_for_run(
         )
         if data.is_labelled and data.is_classification != bool(class_names):
             has, run = (
-                ("class labels", "a regression")
+                ("class labels", "a regression run")
                 if data.is_classification
-                else ("regression targets", f"a classifier of {tuple(class_names)}")
+                else (
+                    "regression targets",
+                    f"a run classifying {', '.join(map(repr, class_names))}",
+                )
             )
-            raise ValueError(f"{path} holds {has}, but {run_dir} is {run} run.")
+            raise ValueError(f"{path} holds {has}, but {run_dir} is {run}.")
     else:  # its labels, of whatever classes or kind, are not read
         data = read_ts(
             path,
