@@ -650,6 +650,18 @@ def test_cli_predicts_unlabelled_files_and_names_the_real_mismatch(tmp_path, cap
     assert "series 0 has the @targetLabel value '?', which is not a number" in _bad(
         tmp_path, capsys, "evaluate", str(out), "--data", str(missing)
     )
+    # Where the predictions cannot go; a finished run, which nothing resumes.
+    predict = ("predict", str(out), "--data", test, "--out")
+    assert f"--out {tmp_path} is a folder" in _bad(
+        tmp_path, capsys, *predict, str(tmp_path)
+    )
+    nowhere = tmp_path / "nowhere"
+    assert f"no folder {nowhere}" in _bad(
+        tmp_path, capsys, *predict, str(nowhere / "p.csv")
+    )
+    assert "the run has finished (its metrics.json is written)" in _bad(
+        tmp_path, capsys, "train", "--resume", str(out)
+    )
     assert "new.ts has no labels" in _bad(
         tmp_path, capsys, "evaluate", str(out), "--data", unlabelled
     )

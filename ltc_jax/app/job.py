@@ -60,7 +60,8 @@ def check_paths(config: TrainConfig) -> None:
 
     **Raises:** `FileNotFoundError` for a missing data file (`.ts`, or a stream
     job's log or failure table) or `resume` folder;
-    `FileExistsError` for an `out` that is a file or a non-empty folder.
+    `FileExistsError` for an `out` that is a file or a non-empty folder, or a
+    `resume` folder of a run that has finished (its `metrics.json` written).
     """
     for name in ("data", "test_data", "log", "failures"):
         path = getattr(config, name, None)
@@ -68,6 +69,13 @@ def check_paths(config: TrainConfig) -> None:
             raise FileNotFoundError(f"{_flag(name)} {path}: no such file.")
     if config.resume is not None and not os.path.isdir(config.resume):
         raise FileNotFoundError(f"--resume {config.resume}: no such folder.")
+    if config.resume is not None and os.path.isfile(
+        os.path.join(config.resume, "metrics.json")
+    ):
+        raise FileExistsError(
+            f"--resume {config.resume}: the run has finished (its metrics.json is "
+            "written); there is nothing to resume. Start a new run to train again."
+        )
     if config.out is not None and os.path.exists(config.out):
         if not os.path.isdir(config.out):
             raise FileExistsError(f"--out {config.out} is a file; give a folder.")

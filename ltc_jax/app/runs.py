@@ -346,12 +346,19 @@ def predict_run(run_dir: str, path: str, out: str, failures: str | None = None) 
     chooses the windows. **Returns:**
     the number of series. **Raises:** as `read_for_run`; `ValueError` for a
     series with a channel it never observes, for a run trained without
-    `--empty-channel-fill`; `FileExistsError` if `out` exists."""
+    `--empty-channel-fill`; `FileExistsError` if `out` exists,
+    `IsADirectoryError` if it is a folder, and `FileNotFoundError` if its
+    folder does not."""
+    if os.path.isdir(out):
+        raise IsADirectoryError(f"--out {out} is a folder: give a file name.")
     if os.path.exists(out):
         raise FileExistsError(
             f"{out} exists; predictions never overwrite a file: give another with "
             "--out."
         )
+    folder = os.path.dirname(out)
+    if folder and not os.path.isdir(folder):
+        raise FileNotFoundError(f"--out {out}: no folder {folder}.")
     config, model, data, settings, where = read_for_run(
         run_dir, path, failures, labels=False
     )
