@@ -54,6 +54,11 @@ class RunInterrupted(Exception):
         self.command = command
 
 
+FILES = ("data", "test_data", "log", "failures")
+"""The options that name input files: `config.json` records them as absolute
+paths, so that a run resumes from any folder."""
+
+
 def check_paths(config: TrainConfig) -> None:
     """Check the files and folders a config names, before anything is loaded,
     compiled or written.
@@ -63,7 +68,7 @@ def check_paths(config: TrainConfig) -> None:
     `FileExistsError` for an `out` that is a file or a non-empty folder, or a
     `resume` folder of a run that has finished (its `metrics.json` written).
     """
-    for name in ("data", "test_data", "log", "failures"):
+    for name in FILES:
         path = getattr(config, name, None)
         if path is not None and not os.path.isfile(path):
             raise FileNotFoundError(f"{_flag(name)} {path}: no such file.")
@@ -231,11 +236,6 @@ PLACEMENT = (
 )
 """The options of where and how a run shows, reports and runs, which a resumed
 run takes from its new command line."""
-
-
-FILES = ("data", "test_data", "log", "failures")
-"""The options that name input files: `config.json` records them as absolute
-paths, so that a run resumes from any folder."""
 
 
 def _same_file(given: str | None, saved: str | None) -> bool:
