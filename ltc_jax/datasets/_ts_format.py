@@ -172,9 +172,9 @@ def read_ts(
 
     **Returns:** a `SequenceDataset` (`labels` are class indices for
     `@classLabel true`, float targets of shape `(n, 1)` for `@targetLabel
-    true`, `-1` for an unlabelled file; `class_names` are `class_names`, or the
-    file's own, or empty for regression or an unlabelled file read without
-    `class_names`).
+    true`, `-1` for an unlabelled file or one read with `labels=False`;
+    `class_names` are `class_names`, or the file's own, or empty for
+    regression or an unlabelled file read without `class_names`).
 
     **Raises:** [`ltc_jax.datasets.TSFormatError`][] (a `ValueError`), naming the
     file and line, for: a missing `@data` line; an unknown or malformed header; a
