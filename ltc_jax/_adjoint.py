@@ -103,8 +103,9 @@ class WindowedBacksolveAdjoint(diffrax.BacksolveAdjoint):
             raise ValueError(
                 "adjoint='windowed' with windows=None needs its number of windows "
                 "before it is compiled: ltc_jax.fit and ltc_jax.evaluate derive it "
-                "from the model and the data; in your own code pass "
-                "windows=ltc_jax.training.default_windows(field, horizon, dtype=...)."
+                "from the model and the data; in your own code pass windows=K "
+                "(ltc_jax.training.default_windows(field, horizon, dtype=...) "
+                "derives K for a field with a decay_bound())."
             )
         fractions = jnp.arange(1, self.windows) / self.windows
         ends = jnp.asarray(s_end) * fractions.astype(jnp.result_type(s_end))
