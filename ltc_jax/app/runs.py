@@ -356,12 +356,12 @@ def predict_run(run_dir: str, path: str, out: str, failures: str | None = None) 
             f"{out} exists; predictions never overwrite a file: give another with "
             "--out."
         )
-    folder = os.path.dirname(out)
-    if folder and not os.path.isdir(folder):
-        raise FileNotFoundError(f"--out {out}: no folder {folder}.")
     config, model, data, settings, where = read_for_run(
         run_dir, path, failures, labels=False
     )
+    folder = os.path.dirname(out)  # after the run folder, the default's, is found
+    if folder and not os.path.isdir(folder):
+        raise FileNotFoundError(f"--out {out}: no folder {folder}.")
     integrator = _final_integrator(config, settings)
     forward = eqx.filter_jit(lambda m, p: m(p, integrator=integrator))
     # One path, validated once, in chunks of the run's batch size: the chunks
