@@ -50,6 +50,7 @@ import tyro
 
 import ltc_jax
 from experiments import _run
+from ltc_jax.app.job import trivial_baseline
 from ltc_jax.datasets import read_ts
 
 
@@ -173,12 +174,6 @@ def minirocket(train, test, seed: int) -> dict | None:
     )
 
 
-def mean_mse(train, test) -> float:
-    """The test mean squared error of the training targets' mean (per target,
-    averaged over the targets): the regression's trivial baseline."""
-    return float(np.mean((test.labels - train.labels.mean(axis=0)) ** 2))
-
-
 def summary(values: list[float]) -> dict | None:
     """Mean and population standard deviation (`None` for no values)."""
     if not values:
@@ -223,7 +218,9 @@ def main(config: Config) -> dict:
                 if classes
                 else None,
                 mse=None if classes else summary([r["test_loss"] for r in runs]),
-                mean_mse=None if classes else mean_mse(train, test),
+                mean_mse=None
+                if classes
+                else trivial_baseline(train, test)["test_loss"],
                 train_seconds_mean=statistics.mean(r["train_seconds"] for r in runs)
                 if runs
                 else None,

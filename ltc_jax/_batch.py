@@ -77,8 +77,7 @@ def make_input_path(data: SequenceDataset, *, dtype=None, **options) -> InputPat
         ts, data.lengths, dtype, "The times from each sequence's start"
     )
     if problem is None and options.get("empty_channel_fill") is None:
-        observed = data.valid_mask()[..., None] & ~np.isnan(data.xs)
-        problem = empty_channel_problem(~np.any(observed, axis=1))
+        problem = empty_channel_problem(data.unobserved_channels())
     if problem is not None:
         raise ValueError(problem)
     if np.all(data.lengths == ts.shape[1]) and _one_grid(ts):

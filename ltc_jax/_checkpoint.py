@@ -155,13 +155,14 @@ def check_models_match(saved: list[dict] | None, like: PyTree, where: str) -> No
 def describe_leaves(tree: PyTree) -> list[list[str]]:
     """What `eqx.tree_serialise_leaves` writes of `tree`, in order: each array
     leaf as `[path, "<shape> <dtype>"]` and each Python number as `[path,
-    "<type>"]` (paths as `jax.tree_util.keystr` gives them)."""
+    "number"]`, whatever its type, which a load converts to the type asked for
+    (paths as `jax.tree_util.keystr` gives them)."""
     described = []
     for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
         if eqx.is_array(leaf):
             kind = f"{tuple(leaf.shape)} {leaf.dtype}"
         elif isinstance(leaf, (bool, int, float, complex)):
-            kind = type(leaf).__name__
+            kind = "number"
         else:
             continue
         described.append([jax.tree_util.keystr(path), kind])
@@ -185,7 +186,7 @@ def _check_leaves(saved: list[list[str]] | None, like: PyTree, where: str) -> No
     for position, (path, kind) in enumerate(asked):
         if position >= len(saved):
             raise CheckpointError(
-                f"{where} holds {len(saved)} arrays; the tree asked for has more, "
+                f"{where} holds {len(saved)} leaves; the tree asked for has more, "
                 f"from {path} ({kind}) on. {hint}"
             )
         if saved[position][1] != kind:

@@ -225,12 +225,17 @@ share of the time itself."""
 
 
 def _streams(stream) -> np.ndarray:
-    """Windows' streams as `int64[n]`.
+    """Windows' streams as `int64[n]` (floats that are whole numbers, as pandas
+    may give them, included).
 
     **Raises:** `ValueError` for a stream that is not an integer (a machine's
     name, say), which would otherwise fail in NumPy's conversion."""
     given = np.asarray(stream).reshape(-1)
-    if given.size and not np.issubdtype(given.dtype, np.integer):
+    whole = np.issubdtype(given.dtype, np.integer) or (
+        np.issubdtype(given.dtype, np.floating)
+        and np.all(np.isfinite(given) & (given == np.round(given)))
+    )
+    if given.size and not whole:
         raise ValueError(
             f"Streams must be integers, one per stream (machine); got "
             f"{given[0]!r} ({given.dtype}). Number named streams first, e.g. "
@@ -802,13 +807,13 @@ def _zero_rows(tree: PyTree, n: int) -> PyTree:
 
 def _nearest_end(pending: WindowBuffer, stream: int, end_time: float) -> str:
     """A hint naming the pending window of `stream` whose end is nearest
-    `end_time`, where the two differ only by rounding (float32 end times, say),
-    else `""`."""
+    `end_time`, where the two are equal in float32 (an end time passed through
+    float32), else `""`."""
     ends = pending.end_time[pending.stream == stream]
     if not ends.size:
         return ""
     nearest = float(ends[np.argmin(np.abs(ends - end_time))])
-    if abs(nearest - end_time) > 1e-6 * max(1.0, abs(nearest)):
+    if np.float32(nearest) != np.float32(end_time):
         return ""
     return (
         f" Stream {stream}'s pending window nearest it ends at {nearest!r}: "

@@ -103,8 +103,14 @@ def test_labels_before_their_windows_end_and_other_bad_input_are_refused():
         learner.label(state, streams[:2], ends[:2], [0.0, 1.0], now=9.0)
     with pytest.raises(ValueError, match="nearest it ends at 8.0: give end times in"):
         learner.label(state, [0], [8.0 + 1e-7], [1], now=9.0)  # float32's rounding
+    with pytest.raises(ValueError, match=r"ends at 8.5: .* predicted with\.$"):
+        learner.label(state, [0], [8.5], [1], now=9.0)  # no hint: not rounding
     with pytest.raises(ValueError, match="Streams must be integers.*'A'"):
         learner.predict(state, xs[:1], np.array(["A"]), [16.0], now=16.0)
+    with pytest.raises(ValueError, match=r"Streams must be integers.*0.5"):
+        learner.predict(state, xs[:1], np.array([0.5]), [16.0], now=16.0)
+    whole, _ = learner.predict(state, xs[:1], np.array([0.0]), [16.0], now=16.0)
+    assert whole.shape == (1, 2)  # a float stream that is a whole number
     with pytest.raises(ValueError, match=r"must be \(n, 8, channels\)"):
         learner.predict(state, xs[:, :5], streams, ends + 8, now=16.0)
     with pytest.raises(ValueError, match=r"end_time\[1\] is nan"):
@@ -113,6 +119,8 @@ def test_labels_before_their_windows_end_and_other_bad_input_are_refused():
         learner.label(state, streams, ends, labels, now=np.nan)
     with pytest.raises(NotImplementedError, match="DiscreteHazardLoss reads"):
         make_learner(objective=training.DiscreteHazardLoss(horizon=60.0))
+    with pytest.raises(NotImplementedError, match="EventTimeLoss reads"):
+        make_learner(objective=training.EventTimeLoss(scale=1.0))
     for ts in ([8.0], [1.0, 3.0, 2.0], np.ones((2, 4))):  # one time, unsorted, 2-D
         with pytest.raises(ValueError, match="increasing grid of the windows' times"):
             make_learner(ts=ts)

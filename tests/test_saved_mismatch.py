@@ -167,6 +167,15 @@ def test_a_checkpoint_of_another_optimiser_names_the_state_that_differs(tmp_path
         load_checkpoint(folder, (model, adam, model))
 
 
+def test_a_number_leaf_loads_into_a_number_of_another_type(tmp_path):
+    """A Python number is a number on disk, whatever its type: an EWC strength
+    saved as 10.0 loads where 25 was built (as Equinox converts it)."""
+    model = ltc_jax.LTC(2, 4, 2, key=jr.PRNGKey(0))
+    folder = save_checkpoint(tmp_path, 1, (model, 10.0), dict(epoch=1))
+    (_, strength), _ = load_checkpoint(folder, (model, 25))
+    assert strength == 10
+
+
 def test_a_run_whose_configuration_builds_another_model_is_named(tmp_path):
     """`ltc-jax evaluate` and `predict` read a run back with `load_run`: a
     model that its saved settings no longer build (here, other readout times)

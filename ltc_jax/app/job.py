@@ -162,19 +162,21 @@ def trivial_baseline(train: SequenceDataset, test: SequenceDataset) -> dict:
 
 
 def _check_beats(metrics: dict, baseline: dict, suggest_folds: bool = True) -> None:
-    """Warn where the model's test figure is worse than the trivial baseline's:
-    on a small training set, usually overfitting; with `suggest_folds` (a run
-    of `ltc-jax train` that did not choose its epochs by folds), the warning
-    suggests them."""
+    """Warn where the model's test figure is no better than the trivial
+    baseline's (a model answering the commonest class scores it exactly): on a
+    small training set, usually overfitting; with `suggest_folds` (a new run of
+    `ltc-jax train` that could have chosen its epochs by folds and did not),
+    the warning suggests them."""
     if "test_accuracy" in baseline:
         what, key = "accuracy", "test_accuracy"
     else:
         what, key = "MSE", "test_loss"
     ours, theirs = metrics[key], baseline[key]
-    worse = ours < theirs if key == "test_accuracy" else ours > theirs
-    if worse:
+    no_better = ours <= theirs if key == "test_accuracy" else ours >= theirs
+    if no_better:
         warn(
-            f"The model's test {what}, {ours:.4g}, is worse than always answering "
+            f"The model's test {what}, {ours:.4g}, is no better than always "
+            "answering "
             f"{baseline['name']}, {theirs:.4g}: what it learned does not "
             "generalise."
             + (
@@ -300,10 +302,15 @@ def _resumed_config(config: TrainConfig) -> tuple[TrainConfig, dict[str, Any]]:
     for name in FILES:
         path = getattr(saved, name, None)
         if path is not None and not os.path.exists(path):
+            where = (
+                "it was moved or deleted"
+                if os.path.isabs(path)
+                else "a relative path is relative to the folder the run started "
+                "in: resume from there"
+            )
             raise FileNotFoundError(
                 f"--resume {config.resume}: its {_flag(name)} {path!r} is not found "
-                "from here; a relative path is relative to the folder the run "
-                "started in: resume from there."
+                f"from here; {where}."
             )
     here = {name: getattr(config, name) for name in PLACEMENT}
     derived = raw.get("derived", {})
@@ -349,7 +356,7 @@ def train_and_evaluate(
     regression), `test_loss`, `train_seconds`, `gradient_mode`, `solver`,
     `steps_per_sequence` and `memory_bytes_by_mode`, plus `baseline` (what a
     model that ignores its input scores: [`ltc_jax.app.job.trivial_baseline`][];
-    a `UserWarning` says so where the model does worse), `history`,
+    a `UserWarning` says so where the model does no better), `history`,
     `parameters_sha256` (a digest of the final parameters) and `environment`.
 
     **Raises:** `ValueError` for a bad or inconsistent option
@@ -537,7 +544,12 @@ def train_and_evaluate(
         write_history(run_dir, history)
         with open(os.path.join(run_dir, "metrics.json"), "w") as file:
             json.dump(metrics, file, indent=2, default=_json_default)
-        suggest = config.folds is None and not isinstance(config, StreamConfig)
+        suggest = (  # a resumed run's config no longer says whether it folded
+            not resume
+            and config.folds is None
+            and not config.validation_fraction  # which refuses the folds
+            and not isinstance(config, StreamConfig)
+        )
         _check_beats(metrics, metrics["baseline"], suggest)
     return metrics
 

@@ -279,8 +279,7 @@ def _run_path(
     that `evaluate` and `predict` do not take); as `make_input_path`."""
     options = path_options(config)
     if options.get("empty_channel_fill") is None:
-        observed = data.valid_mask()[..., None] & ~np.isnan(data.xs)
-        series, channels = np.nonzero(~np.any(observed, axis=1))
+        series, channels = np.nonzero(data.unobserved_channels())
         if series.size:
             more = f" ({series.size} such in all)" if series.size > 1 else ""
             raise ValueError(

@@ -235,6 +235,12 @@ class SequenceDataset:
         """`bool[n, times]`, True at observed (non-padding) positions."""
         return np.arange(self.ts.shape[1]) < self.lengths[:, None]
 
+    def unobserved_channels(self) -> np.ndarray:
+        """`bool[n, channels]`, True where a sequence observes a channel at no
+        position of its length (every value NaN)."""
+        observed = self.valid_mask()[..., None] & ~np.isnan(self.xs)
+        return ~np.any(observed, axis=1)
+
 
 def _seconds_if_dates(t: np.ndarray) -> np.ndarray:
     """`datetime64` times as Unix seconds, `timedelta64` as seconds (float64),
