@@ -1007,7 +1007,8 @@ def test_a_channel_a_series_never_observes_takes_the_fill_asked_for(tmp_path, ca
     args = ["train", "--data", str(tmp_path / "gap.ts"), "--test-data", test]
     assert cli.main([*args, "--out", str(out), "--no-progress"]) == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
-    assert "channel 1 of sequence 0; pass empty_channel_fill" in last
+    assert "gap.ts: channel 1 of series 0 has no observed value: give" in last
+    assert "--empty-channel-fill (0: the channel's training mean)" in last
     assert last.startswith("ltc-jax: error: ") and not out.exists()
     options = ("--hidden-size", "4", "--epochs", "1", "--empty-channel-fill", "0")
     assert cli.main([*args, "--out", str(out), "--no-progress", *options]) == 0

@@ -27,6 +27,7 @@ from ltc_jax.datasets import (
 
 from .config import StreamConfig, TrainConfig, _flag
 from .runs import (
+    check_observed,
     config_from_json,
     make_run_dir,
     save_model,
@@ -103,8 +104,10 @@ def load_data(config: TrainConfig) -> dict[str, Any]:
     a `stream` record besides.
 
     **Raises:** `ValueError` if the test file's channels differ from the
-    training file's (checked before its labels), or either file is unlabelled;
-    the errors of [`ltc_jax.datasets.read_ts`][].
+    training file's (checked before its labels), either file is unlabelled, or
+    a series of either never observes a channel and `--empty-channel-fill` is
+    not given (the file and series named); the errors of
+    [`ltc_jax.datasets.read_ts`][].
     """
     if isinstance(config, StreamConfig):
         return load_stream_data(config)
@@ -119,6 +122,13 @@ def load_data(config: TrainConfig) -> dict[str, Any]:
             num_channels=train.num_channels,
         )
         check_labelled(test, "testing")
+        if config.empty_channel_fill is None:  # named by file and series
+            remedy = (
+                ": give --empty-channel-fill (0: the channel's training mean), or "
+                "leave such series out."
+            )
+            check_observed(train, config.data, remedy)
+            check_observed(test, config.test_data, remedy)
     if config.drop_rate > 0:
         train = drop_observations(train, config.drop_rate, seed=config.seed)
         test = drop_observations(test, config.drop_rate, seed=config.seed + 1)

@@ -267,6 +267,22 @@ def _check_file_kind(run_dir: str, config: TrainConfig, path: str) -> None:
         )
 
 
+def check_observed(data: SequenceDataset, path: str, remedy: str) -> None:
+    """Check that every series of `data`, read from the file `path`, observes
+    each channel at least once, as a path without `empty_channel_fill` needs.
+
+    **Raises:** `ValueError` naming the file, the first such series (by its
+    place in the file) and channel, how many there are, and `remedy` (the
+    command's own option, where the library's error names its argument)."""
+    series, channels = np.nonzero(data.unobserved_channels())
+    if series.size:
+        more = f" ({series.size} such in all)" if series.size > 1 else ""
+        raise ValueError(
+            f"{path}: channel {channels[0]} of series {series[0]} has no observed "
+            f"value{more}{remedy}"
+        )
+
+
 def _run_path(
     run_dir: str, path: str, config: TrainConfig, data: SequenceDataset
 ) -> ltc_jax.InputPath:
@@ -275,20 +291,16 @@ def _run_path(
 
     **Raises:** `ValueError` naming the first series and channel without an
     observed value, where the run was trained without `--empty-channel-fill`
-    and so has no value to give it (the library's error names an argument
-    that `evaluate` and `predict` do not take); as `make_input_path`."""
+    and so has no value to give it (`check_observed`); as `make_input_path`."""
     options = path_options(config)
     if options.get("empty_channel_fill") is None:
-        series, channels = np.nonzero(data.unobserved_channels())
-        if series.size:
-            more = f" ({series.size} such in all)" if series.size > 1 else ""
-            raise ValueError(
-                f"{path}: channel {channels[0]} of series {series[0]} has no "
-                f"observed value{more}, and {run_dir} was trained without "
-                "--empty-channel-fill, so it has none to give it: train with "
-                "--empty-channel-fill (0: the channel's mean), or leave such "
-                "series out."
-            )
+        check_observed(
+            data,
+            path,
+            f", and {run_dir} was trained without --empty-channel-fill, so it has "
+            "none to give it: train with --empty-channel-fill (0: the channel's "
+            "mean), or leave such series out.",
+        )
     return ltc_jax.make_input_path(data, **options)
 
 
