@@ -464,11 +464,23 @@ def _check_resolution(
     )
 
 
-def empty_channel_problem(empty: np.ndarray) -> str | None:
-    """Which channels of which sequences hold no observed value, or `None`.
+EMPTY_CHANNEL_REMEDY = (
+    "pass empty_channel_fill to give such channels a constant value, or drop "
+    "those sequences."
+)
+"""What the library's error asks for a channel never observed."""
+
+
+def empty_channel_problem(
+    empty: np.ndarray, remedy: str = EMPTY_CHANNEL_REMEDY
+) -> str | None:
+    """Which channels of which sequences hold no observed value, and `remedy`,
+    or `None`.
 
     **Arguments:** `empty`: `bool[batch, channels]` (or with a middle axis of 1),
-    True where a channel of a sequence has no observation inside its length.
+    True where a channel of a sequence has no observation inside its length;
+    `remedy`: what to do about it (default: the library's argument; the
+    command line names its option).
     """
     sequences, channels = np.nonzero(np.reshape(empty, (empty.shape[0], -1)))
     if not sequences.size:
@@ -478,10 +490,7 @@ def empty_channel_problem(empty: np.ndarray) -> str | None:
         for b, c in zip(sequences[:5], channels[:5], strict=True)
     )
     more = f" and {sequences.size - 5} more" if sequences.size > 5 else ""
-    return (
-        f"No observed value (all NaN) in {pairs}{more}; pass empty_channel_fill to "
-        "give such channels a constant value, or drop those sequences."
-    )
+    return f"No observed value (all NaN) in {pairs}{more}; {remedy}"
 
 
 def _check_observed(

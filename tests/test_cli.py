@@ -1007,7 +1007,9 @@ def test_a_channel_a_series_never_observes_takes_the_fill_asked_for(tmp_path, ca
     args = ["train", "--data", str(tmp_path / "gap.ts"), "--test-data", test]
     assert cli.main([*args, "--out", str(out), "--no-progress"]) == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
-    assert "gap.ts: channel 1 of series 0 has no observed value: give" in last
+    assert (
+        "gap.ts: No observed value (all NaN) in channel 1 of sequence 0; give" in last
+    )
     assert "--empty-channel-fill (0: the channel's training mean)" in last
     assert last.startswith("ltc-jax: error: ") and not out.exists()
     options = ("--hidden-size", "4", "--epochs", "1", "--empty-channel-fill", "0")
@@ -1023,7 +1025,10 @@ def test_a_channel_a_series_never_observes_takes_the_fill_asked_for(tmp_path, ca
         message = _bad(
             tmp_path, capsys, command, str(plain), "--data", str(tmp_path / "gap.ts")
         )
-        assert "gap.ts: channel 1 of series 0 has no observed value, and" in message
+        assert (
+            "gap.ts: No observed value (all NaN) in channel 1 of sequence 0; "
+            in message
+        )
         assert "trained without --empty-channel-fill" in message
     assert "ltc-jax stream gives a channel a window never observes 0" in _bad(
         tmp_path, capsys, "stream", "--empty-channel-fill", "1"

@@ -29,17 +29,15 @@ def print_report(metrics: dict, memory_hint: bool = True) -> None:
     """Print the main job's summary: accuracy (the mean squared error for
     regression) beside the trivial baseline's, time, steps and the memory
     table, or, without one and with `memory_hint`, how to ask for it."""
+    label, key, digits = (
+        ("test MSE", "test_loss", ".4g")
+        if metrics.get("task") == "regression"
+        else ("test accuracy", "test_accuracy", ".4f")
+    )
+    print(f"{label:<19}{metrics[key]:{digits}}")
     baseline = metrics.get("baseline")  # absent from runs saved before it
-    if metrics.get("task") == "regression":
-        print(f"test MSE           {metrics['test_loss']:.4g}")
-        if baseline:
-            value = baseline["test_loss"]
-            print(f"baseline           {value:.4g} (always {baseline['name']})")
-    else:
-        print(f"test accuracy      {metrics['test_accuracy']:.4f}")
-        if baseline:
-            value = baseline["test_accuracy"]
-            print(f"baseline           {value:.4f} (always {baseline['name']})")
+    if baseline:
+        print(f"{'baseline':<19}{baseline[key]:{digits}} (always {baseline['name']})")
     print(f"train wall time    {metrics['train_seconds']:.1f} s")
     if metrics.get("windows"):
         print(

@@ -124,8 +124,8 @@ def load_data(config: TrainConfig) -> dict[str, Any]:
         check_labelled(test, "testing")
         if config.empty_channel_fill is None:  # named by file and series
             remedy = (
-                ": give --empty-channel-fill (0: the channel's training mean), or "
-                "leave such series out."
+                "give --empty-channel-fill (0: the channel's training mean), or "
+                "leave those series out."
             )
             check_observed(train, config.data, remedy)
             check_observed(test, config.test_data, remedy)

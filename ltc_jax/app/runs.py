@@ -16,6 +16,7 @@ from ltc_jax.datasets import SequenceDataset, read_ts, standardize_with
 
 from .._batch import check_labelled
 from .._checkpoint import deserialise_checked, model_options
+from .._paths import empty_channel_problem
 from .config import StreamConfig, TrainConfig
 from .settings import (
     make_config_integrator,
@@ -271,16 +272,13 @@ def check_observed(data: SequenceDataset, path: str, remedy: str) -> None:
     """Check that every series of `data`, read from the file `path`, observes
     each channel at least once, as a path without `empty_channel_fill` needs.
 
-    **Raises:** `ValueError` naming the file, the first such series (by its
-    place in the file) and channel, how many there are, and `remedy` (the
-    command's own option, where the library's error names its argument)."""
-    series, channels = np.nonzero(data.unobserved_channels())
-    if series.size:
-        more = f" ({series.size} such in all)" if series.size > 1 else ""
-        raise ValueError(
-            f"{path}: channel {channels[0]} of series {series[0]} has no observed "
-            f"value{more}{remedy}"
-        )
+    **Raises:** `ValueError` naming the file, the series (by their place in
+    the file) and channels, as [`ltc_jax.make_input_path`][] does, with
+    `remedy` (the command's own option, where the library's error names its
+    argument)."""
+    problem = empty_channel_problem(data.unobserved_channels(), remedy)
+    if problem is not None:
+        raise ValueError(f"{path}: {problem}")
 
 
 def _run_path(
@@ -297,9 +295,9 @@ def _run_path(
         check_observed(
             data,
             path,
-            f", and {run_dir} was trained without --empty-channel-fill, so it has "
-            "none to give it: train with --empty-channel-fill (0: the channel's "
-            "mean), or leave such series out.",
+            f"{run_dir} was trained without --empty-channel-fill, so it has none "
+            "to give such channels: train with --empty-channel-fill (0: the "
+            "channel's mean), or leave those series out.",
         )
     return ltc_jax.make_input_path(data, **options)
 
