@@ -35,7 +35,7 @@ from ._solver.stability import check_stability
 from ._tolerances import ToleranceSchedule
 from ._train_state import TrainState, load_train_state
 from ._warn import warn
-from .datasets import SequenceDataset
+from .datasets import SequenceDataset, check_same_classes
 
 
 def train_on(
@@ -255,7 +255,9 @@ def fit(
     checkpoints without `resume` (a new run there would mix its checkpoints
     with the old run's, and pruning by step would delete its own), a model
     whose parameters are not finite, unlabelled data (every label `-1`),
-    labels that do not fit the model's `output_size`, or a `batch_size` that
+    labels that do not fit the model's `output_size`, `validation` whose
+    classes are not the training set's
+    ([`ltc_jax.datasets.check_same_classes`][]), or a `batch_size` that
     does not divide over the placement; `TypeError` for a `progress` or
     monitor that is not a monitor (`progress=False`, say), or a `train` that
     is not a `SequenceDataset` (a `StreamWindows`, whose `.dataset` is one).
@@ -292,6 +294,7 @@ def fit(
     path = make_input_path(train) if path is None else path
     built_in = [StepBudget()]
     if validation is not None:
+        check_same_classes(train, validation, "validation")
         objective.check_data(model, validation, "validation")
         if validation_path is None:
             validation_path = make_input_path(validation)

@@ -131,17 +131,19 @@ def test_bad_times_and_string_labels_are_refused_when_the_set_is_built():
 def test_datetime64_times_become_unix_seconds_whatever_their_resolution(unit):
     """Times 30 and 60 s apart from 2024-01-01T00:00:00 (1,704,067,200 Unix
     seconds), as datetime64 of any resolution, as the timedelta64 from the
-    first, or as a zone-aware pandas index of the same instants at +01:00:
-    the same seconds."""
+    first, as a zone-aware pandas index of the same instants at +01:00, or as
+    naive Python date-times: the same seconds."""
     start = np.datetime64("2024-01-01T00:00:00", unit)
     dates = start + np.array([0, 30, 90], dtype="timedelta64[s]")
     import pandas as pd
 
     zoned = pd.DatetimeIndex(dates).tz_localize("UTC").tz_convert("Europe/Paris")
+    naive = list(pd.DatetimeIndex(dates).to_pydatetime())  # Python's, read as UTC
     for times, first in [
         (dates, 1_704_067_200.0),
         (dates - start, 0.0),
         (zoned, 1_704_067_200.0),  # the same instants, at +01:00
+        (naive, 1_704_067_200.0),
     ]:
         data = SequenceDataset.from_sequences(
             [times] * 2, [np.zeros(3)] * 2, ["a", "b"]
@@ -183,3 +185,54 @@ def test_integer_labels_are_classes_in_their_numeric_order():
     )
     assert data.class_names == ("0", "2", "7", "10")  # not "10" before "2"
     np.testing.assert_array_equal(data.labels, [3, 1, 0, 1, 3, 2])
+
+
+def test_a_set_numbering_its_own_classes_is_refused_beside_the_training_set():
+    """A test set built without the training set's class_names numbers only
+    its own classes ('b' becomes 0, which is 'a' in training): standardize and
+    fit's validation refuse it, naming both; a set of integer labels whose
+    names are a prefix of the other's numbers the same classes, and passes."""
+    ts, xs, _ = _ragged()
+    train = SequenceDataset.from_sequences(ts, xs, ["a", "b", "c", "a"])
+    test = SequenceDataset.from_sequences(ts, xs, ["b", "c", "b", "c"], name="new")
+    assert test.labels[0] == train.labels[0] == 0  # 'b' and 'a': the trap
+    with pytest.raises(ValueError, match=r"'new' set's classes \('b', 'c'\) are"):
+        ltc_jax.datasets.standardize(train, test)
+    model = ltc_jax.LTC(2, 4, 3, key=jr.key(0))
+    with pytest.raises(ValueError, match="validation set's classes"):
+        ltc_jax.fit(
+            model,
+            train,
+            integrator=ltc_jax.make_integrator("euler", dt0=0.1, max_steps=64),
+            optimizer=__import__("optax").sgd(0.0),
+            epochs=1,
+            batch_size=4,
+            validation=test,
+            progress=ltc_jax.training.NoFitProgress(),
+        )
+    same = SequenceDataset.from_sequences(
+        ts, xs, ["b", "c", "b", "c"], class_names=train.class_names
+    )
+    ltc_jax.datasets.standardize(train, same)  # built as the docs say: accepted
+    numbered = SequenceDataset.from_sequences(ts, xs, [0, 1, 2, 0])
+    fewer = SequenceDataset.from_sequences(ts, xs, [0, 1, 1, 0])  # "0", "1"
+    ltc_jax.datasets.standardize(numbered, fewer)
+    ltc_jax.datasets.standardize(fewer, numbered)
+
+
+def test_infinite_values_and_labels_of_mixed_kinds_are_refused_when_built():
+    """An infinity is named by sequence, position and channel when the set is
+    built (the solve refused it later, without them); padding is never read,
+    so an infinity there is no error. Labels mixing strings and numbers would
+    all become strings; they are refused."""
+    ts, xs, labels = _ragged()
+    xs[2][4, 1] = -np.inf
+    with pytest.raises(ValueError, match=r"Sequence 2: xs holds -inf at position 4"):
+        SequenceDataset.from_sequences(ts, xs, labels)
+    data = SequenceDataset.from_sequences(*_ragged())
+    padded = data.xs.copy()
+    padded[1, 5, 0] = np.inf  # sequence 1 has 3 observations
+    SequenceDataset(data.ts, padded, data.lengths, data.labels, data.class_names)
+    for mixed in (["a", 1, "b", "a"], ["a", "b", 2.5, "a"]):
+        with pytest.raises(ValueError, match="mix strings with other kinds"):
+            SequenceDataset.from_sequences(ts[:], _ragged()[1], mixed)

@@ -5,6 +5,7 @@ from ._bundled import load_japanese_vowels as load_japanese_vowels
 from ._dataset import (
     SequenceDataset as SequenceDataset,
     channel_statistics as channel_statistics,
+    check_same_classes as check_same_classes,
     drop_observations as drop_observations,
     hold_last as hold_last,
     standardize as standardize,
@@ -45,6 +46,7 @@ __all__ = [
     "standardize",
     "standardize_with",
     "channel_statistics",
+    "check_same_classes",
     "stratified_folds",
     "stratified_split",
     "drop_observations",

@@ -1,6 +1,7 @@
 """A labelled set of variable-length sequences, as padded NumPy arrays."""
 
 import dataclasses
+import datetime
 import numbers
 from collections.abc import Sequence
 
@@ -31,7 +32,9 @@ class SequenceDataset:
     - `name`: a short description, e.g. the file it came from.
 
     **Raises:** `ValueError` for mismatched shapes, no sequences, labels that
-    are neither integers nor floats (strings: use `from_sequences`), times that
+    are neither integers nor floats (strings: use `from_sequences`), an
+    infinite value within a sequence's length (NaN marks a missing one; the
+    sequence, position and channel named), times that
     are not finite and strictly increasing within a sequence's `lengths` (the
     sequence and position named), or times given in a precision below float64
     that has already rounded the gaps between them (the message names the
@@ -79,6 +82,7 @@ class SequenceDataset:
             if problem is not None:
                 raise ValueError(problem)
         object.__setattr__(self, "ts", self.ts.astype(np.float64))
+        _check_values(self.xs, self.valid_mask())
         try:
             _check_times(self.ts, self.valid_mask())
         except ValueError as error:
@@ -113,7 +117,8 @@ class SequenceDataset:
         - `ts`: `n` arrays of observation times, `(length_i,)`, strictly
             increasing, in any unit (absolute times such as Unix seconds too);
             `datetime64` times (a pandas `DatetimeIndex`, say) become Unix
-            seconds and `timedelta64` ones seconds, whatever their resolution.
+            seconds and `timedelta64` ones seconds, whatever their resolution;
+            so do Python date-times (naive ones read as UTC).
         - `xs`: `n` arrays of values, `(length_i, channels)`, or `(length_i,)`
             for one channel; NaN marks a value not observed.
         - `labels`: `n` class labels of any kind (strings, integers: the classes
@@ -133,7 +138,8 @@ class SequenceDataset:
         a sequence whose times and values differ in length or that is empty,
         times that are not finite and strictly increasing (the sequence and
         position named), float32 times that have rounded the gaps between
-        them, different channel counts, a label `None`, a label not among
+        them, different channel counts, an infinite value, a label `None`,
+        labels that mix strings with numbers, a label not among
         `class_names`, or `class_names` with float labels (which are targets).
         """
         if not len(ts) == len(xs) == len(labels):
@@ -160,6 +166,15 @@ class SequenceDataset:
         padded_ts, padded_xs, lengths = pad_sequences(times, values)
         if np.issubdtype(given, np.floating):  # float32 times: checked as such
             padded_ts = padded_ts.astype(given)
+        given = [label for label in labels if label is not None]  # None: below
+        strings = {isinstance(label, str) for label in given}
+        if len(strings) > 1:  # NumPy would make every label a string
+            first = next(label for label in given if not isinstance(label, str))
+            raise ValueError(
+                f"The labels mix strings with other kinds ({first!r}, a "
+                f"{type(first).__name__}): give the classes all as strings, or "
+                "all as integers."
+            )
         labels = np.asarray(labels)
         if np.issubdtype(labels.dtype, np.floating):
             if class_names is not None:  # read as targets, the names would be lost
@@ -244,18 +259,34 @@ class SequenceDataset:
 
 def _seconds_if_dates(t: np.ndarray) -> np.ndarray:
     """`datetime64` times as Unix seconds, `timedelta64` as seconds (float64),
-    whatever their resolution, and date-times that carry a zone (a zone-aware
-    pandas index, which NumPy holds as objects) as Unix seconds too; other
-    times as they are."""
+    whatever their resolution, and Python date-times as Unix seconds too (those
+    that carry a zone, as a zone-aware pandas index gives them, in their zone;
+    naive ones as UTC, as NumPy reads them); other times as they are."""
     if t.dtype == object and t.size:
-        zones = [getattr(v, "tzinfo", None) is not None for v in t.ravel()]
+        values = t.ravel().tolist()
+        zones = [getattr(v, "tzinfo", None) is not None for v in values]
         if all(zones):
-            return np.array([v.timestamp() for v in t.ravel()]).reshape(t.shape)
+            return np.array([v.timestamp() for v in values]).reshape(t.shape)
+        if all(isinstance(v, datetime.datetime) for v in values):
+            t = t.astype("datetime64[us]")  # naive date-times: read as UTC
     if np.issubdtype(t.dtype, np.datetime64):
         t = t - np.datetime64(0, "s")
     if np.issubdtype(t.dtype, np.timedelta64):
         return t / np.timedelta64(1, "s")
     return t
+
+
+def _check_values(xs: np.ndarray, valid: np.ndarray) -> None:
+    """Refuse an infinite value where `valid`, naming the first such sequence,
+    position and channel (the solve would refuse it later, without them)."""
+    bad = valid[..., None] & np.isinf(xs)
+    if bad.any():
+        i, j, c = (int(k) for k in np.argwhere(bad)[0])
+        raise ValueError(
+            f"Sequence {i}: xs holds {float(xs[i, j, c])!r} at position {j}, "
+            f"channel {c} ({int(bad.sum())} infinite values in all). NaN marks "
+            "a value not observed; an infinity cannot be integrated."
+        )
 
 
 def _check_times(ts: np.ndarray, valid: np.ndarray) -> None:
@@ -343,6 +374,29 @@ def standardize_with(
     return dataclasses.replace(data, xs=xs)
 
 
+def check_same_classes(
+    train: SequenceDataset, other: SequenceDataset, what: str = "other"
+) -> None:
+    """Check that a class index names the same class in `other` as in `train`:
+    one's `class_names` begin with the other's (integer labels without names,
+    `"0"` to the largest, agree with any set of more). A set built without the
+    training set's `class_names` numbers only its own classes, so index 0 may
+    be another class there, and its accuracy would be wrong without an error.
+
+    **Raises:** `ValueError` naming both sets' classes and the fix, where
+    they differ; nothing for regression targets or a set without classes.
+    """
+    mine, theirs = train.class_names, other.class_names
+    shorter = min(len(mine), len(theirs))
+    if mine and theirs and mine[:shorter] != theirs[:shorter]:
+        raise ValueError(
+            f"The {what} set's classes {theirs} are not the training set's "
+            f"{mine}: a class index would name different classes in each. Build "
+            "it with the training set's, SequenceDataset.from_sequences(..., "
+            "class_names=train.class_names)."
+        )
+
+
 def standardize(
     train: SequenceDataset, *others: SequenceDataset
 ) -> tuple[SequenceDataset, ...]:
@@ -353,8 +407,12 @@ def standardize(
     **Returns:** `(train, *others)` standardised with the same mean and standard
     deviation.
 
-    **Raises:** `ValueError` if a channel of `train` has no observed value.
+    **Raises:** `ValueError` if a channel of `train` has no observed value, or
+    another set's classes are not the training set's
+    ([`ltc_jax.datasets.check_same_classes`][]).
     """
+    for i, other in enumerate(others):
+        check_same_classes(train, other, f"{other.name!r}" if other.name else f"#{i}")
     mean, std = channel_statistics(train)
     return tuple(standardize_with(data, mean, std) for data in (train, *others))
 
