@@ -35,6 +35,7 @@ from ._model import AbstractSequenceModel
 from ._objective import AbstractObjective, Penalized, QuadraticPenalty, SupervisedLoss
 from ._policies import AbstractFailurePolicy, RaiseOnFailure
 from ._survival import DiscreteHazardLoss, EventTimeLoss
+from ._times import MAX_ROUNDING
 from ._train import train_on
 from ._train_state import TrainState
 from .datasets import SequenceDataset
@@ -244,14 +245,33 @@ def _streams(stream) -> np.ndarray:
     return given.astype(np.int64)
 
 
-def _end_times(end_time) -> np.ndarray:
-    """Windows' end times as `float64[n]`, checked finite (a NaN would compare
-    false with every time, and be refused for the wrong reason)."""
-    end_time = np.asarray(end_time, np.float64).reshape(-1)
-    if not np.all(np.isfinite(end_time)):
-        i = int(np.argmin(np.isfinite(end_time)))
-        raise ValueError(f"End times must be finite; end_time[{i}] is {end_time[i]}.")
-    return end_time
+def _end_times(end_time, step: float, name: str = "end_time") -> np.ndarray:
+    """Windows' end times (or `now`, `name` saying which) as `float64[n]`,
+    checked finite (a NaN would compare false with every time, and be refused
+    for the wrong reason) and, where given in a float narrower than float64,
+    fine enough: that float must resolve a tenth (`MAX_ROUNDING`) of the
+    learner's grid `step` at their size. Unix seconds in float32 are multiples
+    of 128 s, rounded before the learner sees them, so two windows could share
+    an end and every message would quote times never given."""
+    given = np.asarray(end_time)
+    times = given.astype(np.float64).reshape(-1)
+    if not np.all(np.isfinite(times)):
+        i = int(np.argmin(np.isfinite(times)))
+        where = f"{name}[{i}]" if given.ndim else name
+        raise ValueError(f"{name} must be finite; {where} is {times[i]}.")
+    narrow = np.issubdtype(given.dtype, np.floating) and given.dtype.itemsize < 8
+    if narrow and times.size:
+        largest = float(np.max(np.abs(times)))
+        resolution = float(np.spacing(given.dtype.type(largest)))
+        if resolution > MAX_ROUNDING * step:
+            raise ValueError(
+                f"{name} was given in {given.dtype.name}, which resolves only "
+                f"steps of {resolution:.3g} at {largest:.6g}, more than a tenth "
+                f"of the learner's grid step ({step:.6g}): the times were "
+                "rounded before they arrived. Give them in float64 (or "
+                "integers), as the stream's clock holds them."
+            )
+    return times
 
 
 class OnlineLearner(eqx.Module):
@@ -418,11 +438,12 @@ class OnlineLearner(eqx.Module):
         after `now`, a `now` before the state's, a window given twice, one
         that does not end after its stream's latest predicted window, a
         stream that is not an integer, or an end time or `now` that is not
-        finite.
+        finite or was given in a float too coarse for the learner's grid at
+        its size (Unix seconds in float32).
         """
         xs = self._values(windows)
         stream = _streams(stream)
-        end_time = _end_times(end_time)
+        end_time = _end_times(end_time, self._step)
         n = xs.shape[0]
         if n == 0:
             raise ValueError("No windows to predict: give at least one.")
@@ -522,11 +543,14 @@ class OnlineLearner(eqx.Module):
             )
         return xs
 
+    @property
+    def _step(self) -> float:
+        """The smallest step of the learner's grid, in the stream's time unit."""
+        return float(np.min(np.diff(np.asarray(self.ts, np.float64))))
+
     def _advance(self, state: OnlineState, now: float) -> float:
-        """`now`, checked to be finite and not to go back."""
-        now = float(now)
-        if not np.isfinite(now):
-            raise ValueError(f"now must be a finite time; got {now}.")
+        """`now`, checked to be finite, fine enough, and not to go back."""
+        now = float(_end_times(now, self._step, "now")[0])
         if not now >= state.now:
             raise ValueError(
                 f"now={now} is before the stream's time so far ({state.now}): "
@@ -590,10 +614,11 @@ class OnlineLearner(eqx.Module):
         window labelled twice in the call, a class outside `[0, output_size)`,
         a target of another shape or not finite, a `now` before the state's,
         a stream that is not an integer, or an end time or `now` that is not
-        finite.
+        finite or was given in a float too coarse for the learner's grid at
+        its size (Unix seconds in float32).
         """
         stream = _streams(stream)
-        end_time = _end_times(end_time)
+        end_time = _end_times(end_time, self._step)
         now = self._advance(state, now)
         early = end_time > now
         if np.any(early):

@@ -77,6 +77,25 @@ def test_a_window_continues_its_stream_by_the_grid_not_the_epoch(origin):
         assert np.any(y0 != 0) == carried, (origin, gap)
 
 
+def test_end_times_rounded_by_float32_at_unix_seconds_are_refused():
+    """Unix seconds in float32 are multiples of 128 s, far coarser than the
+    grid's step of 1: such end times were rounded before they arrived, and
+    are refused; the same times in float64 are not, nor float32 times small
+    enough to keep a tenth of a step."""
+    learner, model = make_learner(), make_model()
+    xs = np.random.default_rng(1).normal(size=(1, FRAMES, CHANNELS))
+    end = np.array([1.7e9 + 60.16])
+    state = learner.init(model)
+    with pytest.raises(ValueError, match="end_time was given in float32, which "
+                       "resolves only steps of 128"):  # fmt: skip
+        learner.predict(state, xs, [0], end.astype(np.float32))
+    _, state = learner.predict(state, xs, [0], end)  # float64: exact
+    assert state.pending.end_time.tolist() == [1.7e9 + 60.16]
+    small = np.array([1000.5], np.float32)  # steps of 6e-5 there
+    _, state = learner.predict(learner.init(model), xs, [0], small)
+    assert state.pending.end_time.tolist() == [1000.5]
+
+
 def test_labels_before_their_windows_end_and_other_bad_input_are_refused():
     learner, model = make_learner(), make_model()
     state = learner.init(model)
@@ -115,7 +134,7 @@ def test_labels_before_their_windows_end_and_other_bad_input_are_refused():
         learner.predict(state, xs[:, :5], streams, ends + 8, now=16.0)
     with pytest.raises(ValueError, match=r"end_time\[1\] is nan"):
         learner.predict(state, xs, streams, [16.0, np.nan, 16.0], now=16.0)
-    with pytest.raises(ValueError, match="now must be a finite time; got nan"):
+    with pytest.raises(ValueError, match="now must be finite; now is nan"):
         learner.label(state, streams, ends, labels, now=np.nan)
     with pytest.raises(NotImplementedError, match="DiscreteHazardLoss reads"):
         make_learner(objective=training.DiscreteHazardLoss(horizon=60.0))
