@@ -816,12 +816,31 @@ def test_cli_stream_trains_on_the_simulator_and_reads_a_log_as_it_cut_its_window
         )
     lost = plant.sensor_names[0]
     frame[frame["tag"] != lost].to_csv(tmp_path / "short.csv", index=False)
-    assert f"lacks 1 of the run's sensors, e.g. ['{lost}']" in _bad(
+    count = len(plant.sensor_names)
+    assert f"lacks 1 of the {count} tags to read, e.g. ['{lost}']" in _bad(
         tmp_path, capsys, "predict", str(out), "--data", str(tmp_path / "short.csv")
     )
+    # A tag the run never read, too sparse to have a rate, is skipped by
+    # predict; the stream job reading it names the option that gives its rate
+    # (the library's message names the argument, rates_hz).
+    note = pd.DataFrame({"time": [1.0], "tag": ["note"], "value": [0.0],
+                         "machine": [split["test"][0]]})  # fmt: skip
+    pd.concat([frame, note]).to_csv(tmp_path / "noted.csv", index=False)
+    assert cli.main(["predict", str(out), "--data", str(tmp_path / "noted.csv")]) == 0
+    assert (out / "predictions-noted.csv").read_text() == (
+        out / "predictions-log.csv"
+    ).read_text()
+    assert "'note' has fewer than two samples on every machine, so its rate is " \
+        "unknown; give it in --rates-hz." in _bad(
+        tmp_path, capsys, "stream", "--log", str(tmp_path / "noted.csv"),
+        "--failures", failures)  # fmt: skip
     assert "--log and --failures go together" in _bad(
         tmp_path, capsys, "stream", "--log", log
     )
+    for option in (["--tags", "a"], ["--rates-hz", "a", "1"]):
+        assert f"{option[0]} names tags of --log; give --log." in _bad(
+            tmp_path, capsys, "stream", *option
+        )
     assert "--machines must be at least 2" in _bad(
         tmp_path, capsys, "stream", "--machines", "1"
     )

@@ -667,3 +667,49 @@ def test_the_stream_jobs_validation_machines_and_their_reason_agree():
     assert record["value"] == 0.25
     assert record["reason"].startswith("0.167 of the training machines, rounded")
     assert record["reason"].endswith("; 1 of 4")
+
+
+def test_tags_to_read_skip_the_others_rows_and_keep_every_machine(tmp_path):
+    """`tags=` reads those tags alone: the samples, rates and windows are those
+    of the log without the other tags' rows, though one of them (a lone
+    'alarm' per machine, read as continuous) has no rate; a machine with
+    only skipped rows is still the log's, with no samples; a tag the log
+    lacks, and times out of order in a tag read, are named (by the row in
+    the file)."""
+    frame = _log(2, 0.0, 10.0, 60.0)
+    extra = pd.DataFrame([(5.0, "alarm", 1.0, "pump-3")], columns=frame.columns)
+    pd.concat([frame, extra]).to_csv(tmp_path / "log.csv", index=False)
+    with pytest.raises(ValueError, match="'alarm' has fewer than two samples"):
+        read_sensor_log(tmp_path / "log.csv")
+    read = read_sensor_log(tmp_path / "log.csv", tags=["tag1", "tag0"])
+    frame[frame["tag"] != "alarm"].to_csv(tmp_path / "without.csv", index=False)
+    alone = read_sensor_log(tmp_path / "without.csv")
+    assert read.sensor_names == alone.sensor_names == ("tag0", "tag1")
+    assert read.machine_names == ("pump-1", "pump-2", "pump-3")
+    np.testing.assert_array_equal(read.sensor_rate_hz, alone.sensor_rate_hz)
+    for m in range(2):
+        for s in range(2):
+            for got, want in zip(read.samples(m, s), alone.samples(m, s), strict=True):
+                np.testing.assert_array_equal(got, want)
+    assert read.samples(2, 0)[0].size == 0
+    with pytest.raises(ValueError, match=r"lacks 1 of the 2 tags to read, e.g. \['x'"):
+        read_sensor_log(tmp_path / "log.csv", tags=["tag0", "x"])
+    rows = pd.concat([frame, extra]).reset_index(drop=True)
+    mine = (rows["tag"] == "tag1") & (rows["machine"] == "pump-1")
+    second = int(np.flatnonzero(mine)[1])
+    rows.loc[second, "time"] = 0.0  # before the tag's first sample
+    rows.to_csv(tmp_path / "unsorted.csv", index=False)
+    with pytest.raises(ValueError, match=rf"row {second + 1}, column 'time'"):
+        read_sensor_log(tmp_path / "unsorted.csv", tags=["tag1"])
+
+
+def test_a_clock_too_slow_for_unix_milliseconds_says_so():
+    """Milliseconds since the epoch read as seconds make a 1 Hz sensor a
+    0.001 Hz one, too slow for a minute's window: the error says the times
+    may be milliseconds; at seconds-sized times it does not."""
+    for start, hinted in [(1.7e12, True), (1.7e9, False)]:
+        times = start + 1000.0 * np.arange(600.0)  # 1 Hz, in milliseconds
+        streams = _single_sensor(times, np.sin(np.arange(600.0)), "continuous", 1e-3)
+        with pytest.raises(ValueError, match="samples 0.06 times") as error:
+            stream_windows(streams, 60.0, horizon_seconds=0.0)
+        assert ("milliseconds since the epoch" in str(error.value)) == hinted

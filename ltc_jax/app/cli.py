@@ -7,6 +7,7 @@ import inspect
 import math
 import operator
 import os
+import re
 import sys
 import warnings
 from typing import Annotated, Any, ClassVar
@@ -16,7 +17,7 @@ import tyro
 
 import ltc_jax
 
-from .config import File, StreamConfig, TrainConfig, docstrings_as_help
+from .config import File, StreamConfig, TrainConfig, _flag, docstrings_as_help
 from .job import RunInterrupted, train_and_evaluate
 from .runs import evaluate_run, predict_run
 
@@ -201,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(args: list[str], debug: bool) -> int:
     """`main` after `--version` and `--debug`."""
+    config = None  # until parsed
     try:
         # Building a TrainConfig validates its options, so parsing can fail too.
         config = tyro.cli(
@@ -248,7 +250,8 @@ def _main(args: list[str], debug: bool) -> int:
     except _USER_ERRORS as error:
         if debug:
             raise
-        _say(f"ltc-jax: error: {_one_line(error)} (--debug shows the traceback)")
+        message = _in_options(_one_line(error), config)
+        _say(f"ltc-jax: error: {message} (--debug shows the traceback)")
         return 2
 
 
@@ -260,6 +263,36 @@ def _summary(config_class: type) -> str:
     return " ".join(
         inspect.cleandoc(config_class.__doc__ or "").split("\n\n")[0].split()
     )
+
+
+_ARGUMENT = re.compile(
+    r"(?<![\w.'\"-])([a-z][a-z0-9]*(?:_[a-z0-9]+)+|fill|sensors)(=|\b)"
+)
+"""A library argument's name in a message, with the `=` of `fill=`; not a
+quoted name, an attribute or a flag."""
+
+
+def _in_options(text: str, config: Any) -> str:
+    """A library message in the words of the command that raised it: each
+    library argument that one of the command's options gives is named as the
+    option (`clock_hz` as `--clock-hz`, `fill=` as `--fill`; `sensors=`, the
+    sensors a stream's windows read, as `--tags` where a log is read). The
+    library names its arguments; a user of the command line has only the
+    options."""
+    if not isinstance(config, TrainConfig):
+        return text
+    options = {field.name: _flag(field.name) for field in dataclasses.fields(config)}
+    options.pop("sensors", None)  # the simulated plant's sensor count
+    if isinstance(config, StreamConfig) and config.log is not None:
+        options["sensors"] = "--tags"
+
+    def rename(match: re.Match) -> str:
+        name = match[1]
+        if name in ("fill", "sensors") and not match[0].endswith("="):
+            return match[0]  # the word, not the argument
+        return options.get(name, match[0])
+
+    return _ARGUMENT.sub(rename, text)
 
 
 def _one_line(error: BaseException) -> str:

@@ -435,6 +435,17 @@ class StreamConfig(TrainConfig):
     ] = ()
     """Tags of --log whose samples are events (alarms): counted per frame
     (default: none)."""
+    tags: Annotated[
+        tuple[str, ...], tyro.conf.arg(metavar="TAG ...", help_behavior_hint="")
+    ] = ()
+    """The tags of --log to read (default: all); the rows of others are
+    skipped."""
+    rates_hz: Annotated[
+        dict[str, float],
+        tyro.conf.arg(metavar="TAG HZ ...", help_behavior_hint=""),
+    ] = dataclasses.field(default_factory=dict)
+    """Nominal rates of continuous tags of --log, in hertz (default: one
+    over each tag's median interval between samples)."""
     machines: int = 48
     """Simulated machines (without --log)."""
     sensors: int = 20
@@ -499,8 +510,9 @@ class StreamConfig(TrainConfig):
             )
         if (self.log is None) != (self.failures is None):
             raise ValueError("--log and --failures go together: give both files.")
-        if self.log is None and self.event_tags:
-            raise ValueError("--event-tags names tags of --log; give --log.")
+        for name in ("event_tags", "tags", "rates_hz"):
+            if self.log is None and getattr(self, name):
+                raise ValueError(f"{_flag(name)} names tags of --log; give --log.")
         if self.machines < 2:
             raise ValueError(
                 "--machines must be at least 2 (machines are the unit of the "

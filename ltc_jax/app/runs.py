@@ -124,7 +124,8 @@ def config_from_json(saved: dict) -> TrainConfig:
     if saved.get("tau_init") is not None:
         saved["tau_init"] = tuple(saved["tau_init"])
     if "window_seconds" in saved:  # a run of ltc-jax stream
-        saved["event_tags"] = tuple(saved["event_tags"])
+        for name in ("event_tags", "tags"):  # tags: saved since the option
+            saved[name] = tuple(saved.get(name, ()))
         return StreamConfig(**saved)
     return TrainConfig(**saved)
 

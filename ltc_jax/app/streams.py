@@ -28,7 +28,11 @@ def read_streams(config: StreamConfig) -> SensorStreams:
     fails)."""
     if config.log is not None:
         return read_sensor_log(
-            config.log, failures=config.failures, event_tags=config.event_tags
+            config.log,
+            failures=config.failures,
+            event_tags=config.event_tags,
+            tags=config.tags or None,
+            rates_hz=config.rates_hz,
         )
     return simulate_plant(
         config.machines,
@@ -183,27 +187,28 @@ def read_windows_for_run(
     class_names: Sequence[str],
 ) -> tuple[StreamWindows, tuple[str, ...], str]:
     """A new log's windows as a finished stream run cut its own: its clock,
-    sensors (by name, in its order), window, stride and fill; labelled with
+    sensors (by name, in its order; the log's other tags are skipped), window,
+    stride and fill; labelled with
     `failures` where given, and otherwise every window (labels 0, unused);
     its classes are the run's `class_names` either way.
     **Returns:** the windows, the log's machine names (by index) and its
     `time_origin` (empty where its times are numbers).
 
-    **Raises:** `ValueError` if the log lacks one of the run's sensors (named;
-    for an event sensor, `read_sensor_log`'s unknown-tag error names it), or
-    its sensors give other channels (a rate on the other side of the clock's
+    **Raises:** `ValueError` if the log lacks one of the run's sensors (named),
+    or its sensors give other channels (a rate on the other side of the clock's
     fast/slow line), or as [`ltc_jax.datasets.read_sensor_log`][] and
     `stream_windows`.
     """
+    # The run's sensors alone (the log may carry others), at the rates it
+    # read them at where it was given them.
+    given = {t: r for t, r in config.rates_hz.items() if t in stream["sensors"]}
     streams = read_sensor_log(
-        path, failures=failures, event_tags=stream["event_sensors"]
+        path,
+        failures=failures,
+        event_tags=stream["event_sensors"],
+        tags=stream["sensors"],
+        rates_hz=given,
     )
-    missing = [name for name in stream["sensors"] if name not in streams.sensor_names]
-    if missing:
-        raise ValueError(
-            f"--data {path} lacks {len(missing)} of the run's sensors, e.g. "
-            f"{missing[:5]}; the run reads {len(stream['sensors'])} sensors."
-        )
     windows = cut_windows(
         config,
         streams,

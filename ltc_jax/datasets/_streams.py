@@ -380,7 +380,7 @@ def stream_windows(
                 f"the default clock (its rate) would give {max(frames, 1)} frame "
                 "per window: give clock_hz (between its samples a sensor holds "
                 "its last value), leave the sensor out (sensors=), or lengthen "
-                "the window."
+                "the window." + _milliseconds_hint(streams.time)
             )
         clock_hz = frames / window_seconds
     stride_seconds = window_seconds if stride_seconds is None else stride_seconds
@@ -544,6 +544,24 @@ def _chosen_sensors(streams: SensorStreams, names: Sequence[str] | None) -> np.n
     return np.array([index[name] for name in names], dtype=np.int64)
 
 
+_EPOCH_MILLISECONDS = 1e11
+"""Times beyond this many seconds (the year 5138 as Unix seconds) are more
+likely milliseconds since the epoch (1.7e12 in 2024)."""
+
+
+def _milliseconds_hint(time: np.ndarray) -> str:
+    """A hint, for a sensor too slow for its window, where the times look
+    like Unix milliseconds, which read as seconds make every rate 1000 times
+    too slow; else ""."""
+    largest = float(np.max(np.abs(time), initial=0.0))
+    if largest < _EPOCH_MILLISECONDS:
+        return ""
+    return (
+        f" The times reach {largest:.3g}: if they are milliseconds since the "
+        "epoch, give seconds (divide them by 1000)."
+    )
+
+
 def _kind(streams: SensorStreams, sensor: int, clock_hz: float) -> str:
     if streams.is_event[sensor]:
         return "event"
@@ -612,6 +630,7 @@ def read_sensor_log(
     machine_column: str | None = "machine",
     event_tags: Sequence[str] = (),
     rates_hz: Mapping[str, float] | None = None,
+    tags: Sequence[str] | None = None,
 ) -> SensorStreams:
     """Read sensor streams from the long format a plant historian exports: a CSV
     or Parquet file of one row per sample, (time, tag, value), and optionally
@@ -644,6 +663,10 @@ def read_sensor_log(
         group `"event"`; the others are `"continuous"`.
     - `rates_hz`: a continuous tag's nominal rate, in hertz; default: one over
         its median interval between samples, over all machines.
+    - `tags`: the tags to read; default: every tag of the log. The rows of
+        the others are checked as the file's (every value a number, every
+        time a time) and otherwise skipped: a new log for a trained model may
+        carry tags it never read, some too sparse to have a rate.
 
     **Returns:** a [`ltc_jax.datasets.SensorStreams`][]: sensors and machines in
     the sorted order of their names.
@@ -655,19 +678,20 @@ def read_sensor_log(
     (in the log, or between the log and the failure table), times not strictly
     increasing within a tag of a machine, a failure for a machine the log does
     not have (or two), a continuous tag with fewer than two samples on every
-    machine and no rate given, or an unknown name in `event_tags` or
-    `rates_hz`. `ImportError`
+    machine and no rate given, or an unknown name in `event_tags`,
+    `rates_hz` or `tags`. `ImportError`
     naming the extra where pandas (or pyarrow) is not installed.
     """
-    if isinstance(event_tags, str):
-        raise ValueError(f"event_tags must be a list of tags; got {event_tags!r}.")
+    for option, given in (("event_tags", event_tags), ("tags", tags)):
+        if isinstance(given, str):
+            raise ValueError(f"{option} must be a list of tags; got {given!r}.")
     # Compared as the log's tags are read: without surrounding spaces.
     event_tags = [str(tag).strip() for tag in event_tags]
     rates_hz = {str(tag).strip(): rate for tag, rate in (rates_hz or {}).items()}
     frame = _read_table(path, [time_column, tag_column, value_column, machine_column])
     if not len(frame):
         raise ValueError(f"{path}: the log has no rows.")
-    tags = _names(frame, tag_column, path)
+    labels = _names(frame, tag_column, path)
     machine_labels = (
         _names(frame, machine_column, path)
         if machine_column is not None
@@ -675,19 +699,33 @@ def read_sensor_log(
     )
     value = _numbers(frame, value_column, path)
     time, origin, zoned = _times(frame, time_column, path)
-    sensor_names, sensor = np.unique(tags, return_inverse=True)
+    # Every machine of the log, whatever tags are read: one without them is
+    # refused by name where its windows are cut, not as a stranger to the
+    # failure table.
     machine_names, machine = np.unique(machine_labels, return_inverse=True)
+    rows = np.arange(len(frame))  # the rows read, by their place in the file
+    if tags is not None:
+        wanted = [str(tag).strip() for tag in tags]
+        unknown = sorted(set(wanted) - set(labels))
+        if unknown:
+            raise ValueError(
+                f"{path} lacks {len(unknown)} of the {len(set(wanted))} tags to "
+                f"read, e.g. {unknown[:5]}."
+            )
+        rows = np.flatnonzero(np.isin(labels, wanted))
+    sensor_names, sensor = np.unique(labels[rows], return_inverse=True)
+    machine, time, value = machine[rows], time[rows], value[rows]
 
     # Times strictly increasing within each (machine, tag), in file order.
-    order = np.lexsort((np.arange(len(frame)), sensor, machine))
+    order = np.lexsort((rows, sensor, machine))
     key = machine[order] * len(sensor_names) + sensor[order]
     backwards = (np.diff(key) == 0) & (np.diff(time[order]) <= 0)
     if np.any(backwards):
-        row = int(order[1:][np.argmax(backwards)])
+        row = int(rows[order[1:][np.argmax(backwards)]])
         raise ValueError(
             f"{path}: row {row + 1}, column {time_column!r}: "
             f"{frame[time_column].iloc[row]!r} is "
-            f"not after the previous sample of tag {tags[row]!r}"
+            f"not after the previous sample of tag {labels[row]!r}"
             + (f" on machine {machine_labels[row]!r}" if machine_column else "")
             + ": sort the rows by time within each tag, and drop repeated times."
         )
@@ -695,7 +733,8 @@ def read_sensor_log(
     for option, given in (("event_tags", event_tags), ("rates_hz", rates_hz or {})):
         unknown = sorted(set(given) - set(names))
         if unknown:
-            raise ValueError(f"{option} names tags {unknown} that {path} lacks.")
+            among = " among the tags read (tags)" if tags is not None else ""
+            raise ValueError(f"{option} names tags {unknown} that {path} lacks{among}.")
     for tag, rate in (rates_hz or {}).items():
         if tag in event_tags or not (math.isfinite(rate) and rate > 0):
             raise ValueError(
