@@ -1,5 +1,6 @@
 import hashlib
 import importlib.resources
+import warnings
 
 import jax
 import numpy as np
@@ -199,6 +200,15 @@ def test_timestamped_file_is_the_same_data_as_arrays(tmp_path):
     np.testing.assert_array_equal(data.ts[0], [10.0, 12.5, 13.0])
     assert data.ts[1, 0] == 86_400.0 and np.all(np.diff(data.ts[1]) > 0)
     np.testing.assert_array_equal(data.xs[:, 0, 0], [1.0, 4.0])
+    # A zone, as Z or an offset, gives the instant it names, without a warning.
+    text = (
+        "@dimensions 1\n@timeStamps true\n@classLabel false\n@data\n"
+        "(1970-01-01T00:00:10Z,1),(1970-01-01T01:00:12.5+01:00,2)\n"
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        data = read_ts(write(tmp_path, text))
+    np.testing.assert_array_equal(data.ts[0], [10.0, 12.5])
 
 
 def test_drop_observations_keeps_a_random_ordered_subset():

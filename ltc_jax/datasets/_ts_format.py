@@ -10,6 +10,7 @@ by Bagnall et al. (2018) and the sktime/aeon documentation; this reader is
 independent of both.
 """
 
+import datetime
 import os
 import re
 
@@ -47,22 +48,28 @@ def _parse_values(text: str, where: str, channel: int) -> list[float]:
 _PAIR = re.compile(r"\(([^(),]*),([^(),]*)\)")
 
 
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
 def _parse_time(text: str, where: str) -> float:
     """A timestamp: a number, or a date-time (ISO 8601, e.g. `2007-01-01
-    00:00:00`) as float seconds since the Unix epoch (UTC, microseconds)."""
+    00:00:00`, with or without a zone: `Z`, `+02:00`; without one, UTC) as
+    float seconds since the Unix epoch, from whole microseconds."""
     text = text.strip()
     try:
         return float(text)
     except ValueError:
         pass
     try:
-        stamp = np.datetime64(text, "us")
+        stamp = datetime.datetime.fromisoformat(text)
     except ValueError:
         raise TSFormatError(
             f"{where}: timestamp {text!r} is neither a number nor an ISO 8601 "
             "date-time."
         ) from None
-    return float(stamp.astype(np.int64)) / 1e6
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=datetime.UTC)
+    return (stamp - _EPOCH) // datetime.timedelta(microseconds=1) / 1e6
 
 
 def _parse_pairs(text: str, where: str, channel: int) -> dict[float, float]:
@@ -145,7 +152,8 @@ def read_ts(
     series' own times. A timestamp is a number (any unit: the times are kept as
     given, in float64, so Unix seconds keep their gaps) or an ISO 8601
     date-time such as `2007-01-01 00:00:00` (read as seconds since the Unix
-    epoch). Channels of one series observed at different times are merged onto
+    epoch; one without a zone, `Z` or an offset such as `+02:00`, is UTC).
+    Channels of one series observed at different times are merged onto
     the union of that series' times, with NaN (not observed) where a channel
     has no value at a time. Padding continues each series' times in steps of 1.
 
