@@ -1164,3 +1164,15 @@ def test_a_run_resumes_from_any_folder_and_knows_its_files_by_any_path(
     (start / "run" / "config.json").write_text(json.dumps(saved))
     with pytest.raises(FileNotFoundError, match="its --data 'train.ts' is not found"):
         _resumed_config(app.TrainConfig(resume="start/run"))
+
+
+def test_derived_settings_print_without_float_noise():
+    """A spacing read from float64 times prints as the number it rounds to
+    (6 significant digits), whole floats keep their point, and tuples and
+    lists are printed element by element."""
+    from ltc_jax.app.job import _shown
+
+    assert _shown(0.6015 + 1.5e-15) == "0.6015"
+    assert _shown(0.6015000343322754) == "0.6015"  # a float32 spacing
+    assert _shown((0.1, 25.0)) == "(0.1, 25.0)" and _shown([1e-7, 3]) == "[1e-07, 3]"
+    assert _shown(0.123456789) == "0.123457" and _shown("tsit5") == "tsit5"

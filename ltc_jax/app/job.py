@@ -431,7 +431,7 @@ def train_and_evaluate(
         settings["derived"] = saved_derived | settings["derived"]
     placement = training_placement(config, settings)
     for name, choice in settings["derived"].items():
-        say(f"{name} = {choice['value']} ({choice['reason']})")
+        say(f"{name} = {_shown(choice['value'])} ({choice['reason']})")
     batch_size, optimizer, options = job.batch_size, job.optimizer, job.path_options
     # The options are checked above; only now is the run folder made.
     if not resume:
@@ -574,6 +574,18 @@ def start_processes(config: TrainConfig) -> None:
         num_processes=config.num_processes,
         process_id=config.process_id,
     )
+
+
+def _shown(value: Any) -> str:
+    """A derived setting as printed: floats rounded to 6 significant digits
+    (a spacing read from float64 times, 0.6015000000000015, is 0.6015), within
+    tuples and lists too; `metrics.json` keeps the exact value."""
+    if isinstance(value, float):
+        return repr(float(f"{value:.6g}"))  # 1.0 as 1.0, not 1
+    if isinstance(value, tuple | list):
+        inner = ", ".join(_shown(v) for v in value)
+        return f"({inner})" if isinstance(value, tuple) else f"[{inner}]"
+    return str(value)
 
 
 def _tolerance(integrator: ltc_jax.Integrator, name: str) -> float | None:
