@@ -252,13 +252,16 @@ def _end_times(end_time, step: float, name: str = "end_time") -> np.ndarray:
     fine enough: that float must resolve a tenth (`MAX_ROUNDING`) of the
     learner's grid `step` at their size. Unix seconds in float32 are multiples
     of 128 s, rounded before the learner sees them, so two windows could share
-    an end and every message would quote times never given."""
+    an end and every message would quote times never given. (The check reads
+    the dtype and the size, not the values: whole seconds near 1e7 in
+    float32, exact as they are, are refused too.)"""
     given = np.asarray(end_time)
     times = given.astype(np.float64).reshape(-1)
     if not np.all(np.isfinite(times)):
         i = int(np.argmin(np.isfinite(times)))
-        where = f"{name}[{i}]" if given.ndim else name
-        raise ValueError(f"{name} must be finite; {where} is {times[i]}.")
+        if not given.ndim:
+            raise ValueError(f"{name} must be a finite time; got {times[i]}.")
+        raise ValueError(f"{name} must be finite; {name}[{i}] is {times[i]}.")
     narrow = np.issubdtype(given.dtype, np.floating) and given.dtype.itemsize < 8
     if narrow and times.size:
         largest = float(np.max(np.abs(times)))

@@ -1176,3 +1176,34 @@ def test_derived_settings_print_without_float_noise():
     assert _shown(0.6015000343322754) == "0.6015"  # a float32 spacing
     assert _shown((0.1, 25.0)) == "(0.1, 25.0)" and _shown([1e-7, 3]) == "[1e-07, 3]"
     assert _shown(0.123456789) == "0.123457" and _shown("tsit5") == "tsit5"
+
+
+def test_library_messages_name_the_commands_options():
+    """The library's messages name its arguments; the command line's name the
+    options that give them, with a value after a space, and leave paths,
+    quoted names, attributes, plain words and names no option gives as they
+    are. `sensors=` is --tags where a log is read (--sensors is the simulated
+    plant's count)."""
+    from ltc_jax.app.cli import _in_options
+    from ltc_jax.app.config import StreamConfig, TrainConfig
+
+    log = StreamConfig(log="a.csv", failures="f.csv")
+    cases = {
+        "give it in rates_hz.": "give it in --rates-hz.",
+        "needs horizon_seconds=60.0 after": "needs --horizon-seconds 60.0 after",
+        "give fill= to fill the window": "give --fill to fill the window",
+        "leave it out (sensors=), or": "leave it out (--tags), or",
+        "the sensors and tags of fill": "the sensors and tags of fill",
+        "runs/window_seconds/log.csv: window_seconds.csv": (
+            "runs/window_seconds/log.csv: window_seconds.csv"
+        ),
+        "('jax_enable_x64', True) data.class_names make_input_path": (
+            "('jax_enable_x64', True) data.class_names make_input_path"
+        ),
+        "tau_min=0.1, tau_init=(0.1, 2.0)": "--tau-min 0.1, --tau-init (0.1, 2.0)",
+    }
+    for message, expected in cases.items():
+        assert _in_options(message, log) == expected
+    assert _in_options("(sensors=)", StreamConfig()) == "(sensors=)"  # no --log
+    assert _in_options("got batch_size=6", TrainConfig()) == "got --batch-size 6"
+    assert _in_options("got batch_size=6", None) == "got batch_size=6"  # unparsed

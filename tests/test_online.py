@@ -134,7 +134,7 @@ def test_labels_before_their_windows_end_and_other_bad_input_are_refused():
         learner.predict(state, xs[:, :5], streams, ends + 8, now=16.0)
     with pytest.raises(ValueError, match=r"end_time\[1\] is nan"):
         learner.predict(state, xs, streams, [16.0, np.nan, 16.0], now=16.0)
-    with pytest.raises(ValueError, match="now must be finite; now is nan"):
+    with pytest.raises(ValueError, match="now must be a finite time; got nan"):
         learner.label(state, streams, ends, labels, now=np.nan)
     with pytest.raises(NotImplementedError, match="DiscreteHazardLoss reads"):
         make_learner(objective=training.DiscreteHazardLoss(horizon=60.0))

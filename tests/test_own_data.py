@@ -149,6 +149,9 @@ def test_datetime64_times_become_unix_seconds_whatever_their_resolution(unit):
             [times] * 2, [np.zeros(3)] * 2, ["a", "b"]
         )
         np.testing.assert_array_equal(data.ts[0, :3], first + np.array([0, 30, 90]))
+    mixed = [*zoned[:2].to_pydatetime(), naive[2]]  # +01:00 beside UTC's naive
+    with pytest.raises(ValueError, match="Sequence 1: its date-times mix ones with"):
+        SequenceDataset.from_sequences([dates, mixed], [np.zeros(3)] * 2, ["a", "b"])
 
 
 def test_windows_at_absolute_times_take_one_shared_grid():

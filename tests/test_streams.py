@@ -694,6 +694,10 @@ def test_tags_to_read_skip_the_others_rows_and_keep_every_machine(tmp_path):
     assert read.samples(2, 0)[0].size == 0
     with pytest.raises(ValueError, match=r"lacks 1 of the 2 tags to read, e.g. \['x'"):
         read_sensor_log(tmp_path / "log.csv", tags=["tag0", "x"])
+    with pytest.raises(ValueError, match="tags is empty"):
+        read_sensor_log(tmp_path / "log.csv", tags=[])
+    with pytest.raises(ValueError, match="'pump-3' has no samples \\(of the tags read"):
+        stream_windows(read, 10.0, horizon_seconds=0.0)
     rows = pd.concat([frame, extra]).reset_index(drop=True)
     mine = (rows["tag"] == "tag1") & (rows["machine"] == "pump-1")
     second = int(np.flatnonzero(mine)[1])

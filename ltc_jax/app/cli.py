@@ -266,19 +266,25 @@ def _summary(config_class: type) -> str:
 
 
 _ARGUMENT = re.compile(
-    r"(?<![\w.'\"-])([a-z][a-z0-9]*(?:_[a-z0-9]+)+|fill|sensors)(=|\b)"
+    r"(?<![\w.'\"/\\-])"  # not inside a word, a quote, an attribute, a path, a flag
+    r"([a-z][a-z0-9]*(?:_[a-z0-9]+)+|fill|sensors|tags)"
+    r"(?![\w/\\]|\.\w)"  # nor followed by a path's next part or an extension
+    r"(=?)"
 )
-"""A library argument's name in a message, with the `=` of `fill=`; not a
-quoted name, an attribute or a flag."""
+"""A library argument's name in a message, with its `=` where it has one."""
+
+_WORDS = ("fill", "sensors", "tags")
+"""Arguments whose names are also plain words: renamed only as `name=`."""
 
 
 def _in_options(text: str, config: Any) -> str:
     """A library message in the words of the command that raised it: each
     library argument that one of the command's options gives is named as the
-    option (`clock_hz` as `--clock-hz`, `fill=` as `--fill`; `sensors=`, the
-    sensors a stream's windows read, as `--tags` where a log is read). The
-    library names its arguments; a user of the command line has only the
-    options."""
+    option (`clock_hz` as `--clock-hz`, `horizon_seconds=60.0` as
+    `--horizon-seconds 60.0`, `fill=` as `--fill`; `sensors=`, the sensors a
+    stream's windows read, as `--tags` where a log is read). The library
+    names its arguments; a user of the command line has only the options.
+    Names in paths, quotes and attributes are left as they are."""
     if not isinstance(config, TrainConfig):
         return text
     options = {field.name: _flag(field.name) for field in dataclasses.fields(config)}
@@ -287,10 +293,13 @@ def _in_options(text: str, config: Any) -> str:
         options["sensors"] = "--tags"
 
     def rename(match: re.Match) -> str:
-        name = match[1]
-        if name in ("fill", "sensors") and not match[0].endswith("="):
-            return match[0]  # the word, not the argument
-        return options.get(name, match[0])
+        name, equals = match[1], match[2]
+        flag = options.get(name)
+        if flag is None or (name in _WORDS and not equals):
+            return match[0]  # not an option, or the word, not the argument
+        after = match.string[match.end() : match.end() + 1]
+        value = equals and after and not (after.isspace() or after in "),;")
+        return flag + " " if value else flag
 
     return _ARGUMENT.sub(rename, text)
 

@@ -138,8 +138,10 @@ class SequenceDataset:
         a sequence whose times and values differ in length or that is empty,
         times that are not finite and strictly increasing (the sequence and
         position named), float32 times that have rounded the gaps between
-        them, different channel counts, an infinite value, a label `None`,
-        labels that mix strings with numbers, a label not among
+        them, date-times with a zone beside ones without, different channel
+        counts, an infinite value, a label `None`, a list of labels that mixes
+        strings with numbers (an array of them has already made every label a
+        string), a label not among
         `class_names`, or `class_names` with float labels (which are targets).
         """
         if not len(ts) == len(xs) == len(labels):
@@ -149,7 +151,7 @@ class SequenceDataset:
             )
         if not len(ts):
             raise ValueError(f"{name or 'The dataset'} has no sequences.")
-        times = [_seconds_if_dates(np.asarray(t)) for t in ts]
+        times = [_seconds_if_dates(np.asarray(t), i) for i, t in enumerate(ts)]
         given = np.result_type(*(t.dtype for t in times))
         times = [t.astype(np.float64) for t in times]
         values = [np.asarray(x, dtype=np.float64) for x in xs]
@@ -257,18 +259,28 @@ class SequenceDataset:
         return ~np.any(observed, axis=1)
 
 
-def _seconds_if_dates(t: np.ndarray) -> np.ndarray:
+def _seconds_if_dates(t: np.ndarray, sequence: int) -> np.ndarray:
     """`datetime64` times as Unix seconds, `timedelta64` as seconds (float64),
     whatever their resolution, and Python date-times as Unix seconds too (those
     that carry a zone, as a zone-aware pandas index gives them, in their zone;
-    naive ones as UTC, as NumPy reads them); other times as they are."""
+    naive ones as UTC, as NumPy reads them); other times as they are.
+
+    **Raises:** `ValueError` naming `sequence` for date-times with a zone
+    beside ones without."""
     if t.dtype == object and t.size:
         values = t.ravel().tolist()
         zones = [getattr(v, "tzinfo", None) is not None for v in values]
         if all(zones):
             return np.array([v.timestamp() for v in values]).reshape(t.shape)
         if all(isinstance(v, datetime.datetime) for v in values):
-            t = t.astype("datetime64[us]")  # naive date-times: read as UTC
+            if any(zones):
+                raise ValueError(
+                    f"Sequence {sequence}: its date-times mix ones with a time "
+                    "zone and ones without; one without is read as UTC, which "
+                    "would shift it by the others' offset. Give every date-time "
+                    "a zone, or none."
+                )
+            t = t.astype("datetime64[ns]")  # naive date-times (pandas' ns too): UTC
     if np.issubdtype(t.dtype, np.datetime64):
         t = t - np.datetime64(0, "s")
     if np.issubdtype(t.dtype, np.timedelta64):

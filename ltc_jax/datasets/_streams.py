@@ -210,7 +210,10 @@ class SensorStreams:
         """
         first, last = np.searchsorted(self.machine, [machine, machine + 1])
         if first == last:
-            raise ValueError(f"Machine {self.machine_names[machine]!r} has no samples.")
+            raise ValueError(
+                f"Machine {self.machine_names[machine]!r} has no samples (of the "
+                "tags read, where tags= chose some)."
+            )
         times = self.time[first:last]
         return float(times.min()), float(times.max())
 
@@ -706,6 +709,8 @@ def read_sensor_log(
     rows = np.arange(len(frame))  # the rows read, by their place in the file
     if tags is not None:
         wanted = [str(tag).strip() for tag in tags]
+        if not wanted:
+            raise ValueError("tags is empty: give the tags to read, or None for all.")
         unknown = sorted(set(wanted) - set(labels))
         if unknown:
             raise ValueError(
@@ -733,7 +738,7 @@ def read_sensor_log(
     for option, given in (("event_tags", event_tags), ("rates_hz", rates_hz or {})):
         unknown = sorted(set(given) - set(names))
         if unknown:
-            among = " among the tags read (tags)" if tags is not None else ""
+            among = " among the tags read (tags=)" if tags is not None else ""
             raise ValueError(f"{option} names tags {unknown} that {path} lacks{among}.")
     for tag, rate in (rates_hz or {}).items():
         if tag in event_tags or not (math.isfinite(rate) and rate > 0):
