@@ -584,11 +584,11 @@ def test_help_names_the_choices_of_options_left_to_the_data(capsys):
     assert "--solver {" + ",".join(ltc_jax.SOLVER_NAMES) + "}" in text
 
 
-def _rewrite_ts(source, target, *, start=None, labelled=True):
+def _rewrite_ts(source, target, *, start=None, step=1.0, labelled=True):
     """The toy `.ts` file `source` rewritten to `target`: timestamped at
-    `start + 0, 1, 2, ...` (unless `start` is None), and without its labels
-    (declaring `@classLabel false`) unless `labelled`. **Returns:** `target`
-    as a string."""
+    `start + 0, step, 2 step, ...` (unless `start` is None), and without its
+    labels (declaring `@classLabel false`) unless `labelled`. **Returns:**
+    `target` as a string."""
     lines = []
     for line in open(source).read().splitlines():
         if line.startswith("@classLabel") and not labelled:
@@ -598,7 +598,8 @@ def _rewrite_ts(source, target, *, start=None, labelled=True):
             if start is not None:
                 channels = [
                     ",".join(
-                        f"({start + i:.1f},{v})" for i, v in enumerate(c.split(","))
+                        f"({start + i * step!r},{v})"
+                        for i, v in enumerate(c.split(","))
                     )
                     for c in channels
                 ]
@@ -700,10 +701,12 @@ def test_cli_predicts_unlabelled_files_and_names_the_real_mismatch(tmp_path, cap
 
 
 @pytest.mark.slow
-def test_cli_trains_a_timestamped_file_at_unix_epoch_times(tmp_path):
+def test_cli_trains_a_timestamped_file_at_unix_epoch_times(tmp_path, capsys):
     """A timestamped file at Unix-epoch times `t0 + 0, 1, 2, ...` trains as the
     same file untimestamped (times from 0): the same test accuracy and
-    predictions, so no rounding of absolute times reaches the solve."""
+    predictions, so no rounding of absolute times reaches the solve. A file
+    of the same series in milliseconds is predicted with a warning naming
+    both time scales."""
     options = ["--hidden-size", "4", "--epochs", "1", "--batch-size", "8"]
     train, test, plain, metrics = _train_toy(tmp_path, 16, 8, *options)
     start = 1_700_000_000
@@ -723,6 +726,16 @@ def test_cli_trains_a_timestamped_file_at_unix_epoch_times(tmp_path):
     assert (plain / "predictions-stamped_test.csv").read_text() == (
         stamped / "predictions-stamped_test.csv"
     ).read_text()
+    # The same series in milliseconds, to a run trained in seconds: predicted,
+    # with a warning that names the two time scales; seconds get none.
+    millis = _rewrite_ts(test, tmp_path / "millis.ts", start=0.0, step=1000.0)
+    capsys.readouterr()
+    assert cli.main(["predict", str(stamped), "--data", millis]) == 0
+    assert "its median interval between observations is 1000, 1,000 times the " \
+        "training data's (1)" in capsys.readouterr().err  # fmt: skip
+    assert cli.main(["predict", str(stamped), "--data", str(stamped_test),
+                     "--out", str(tmp_path / "again.csv")]) == 0  # fmt: skip
+    assert "warning" not in capsys.readouterr().err
 
 
 def _plant_log(tmp_path, plant, machines):

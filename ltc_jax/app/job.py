@@ -28,9 +28,11 @@ from ltc_jax.datasets import (
 from .config import StreamConfig, TrainConfig, _flag
 from .runs import (
     check_observed,
+    check_time_scale,
     config_from_json,
     make_run_dir,
     save_model,
+    training_spacing,
     write_history,
 )
 from .settings import (
@@ -107,7 +109,9 @@ def load_data(config: TrainConfig) -> dict[str, Any]:
     training file's (checked before its labels), either file is unlabelled, or
     a series of either never observes a channel and `--empty-channel-fill` is
     not given (the file and series named); the errors of
-    [`ltc_jax.datasets.read_ts`][].
+    [`ltc_jax.datasets.read_ts`][]. A test file whose times are on another
+    scale than the training file's gets a warning
+    ([`ltc_jax.app.runs.check_time_scale`][]).
     """
     if isinstance(config, StreamConfig):
         return load_stream_data(config)
@@ -122,6 +126,7 @@ def load_data(config: TrainConfig) -> dict[str, Any]:
             num_channels=train.num_channels,
         )
         check_labelled(test, "testing")
+        check_time_scale(training_spacing(train), test, config.test_data)
         if config.empty_channel_fill is None:  # named by file and series
             remedy = (
                 "give --empty-channel-fill (0: the channel's training mean), or "

@@ -17,6 +17,7 @@ from ltc_jax.datasets import SequenceDataset, read_ts, standardize_with
 from .._batch import check_labelled
 from .._checkpoint import deserialise_checked, model_options
 from .._paths import empty_channel_problem
+from .._warn import warn
 from .config import StreamConfig, TrainConfig
 from .settings import (
     make_config_integrator,
@@ -60,7 +61,8 @@ def save_model(
 ) -> None:
     """Write `model.eqx` (the parameters, `eqx.tree_serialise_leaves`) and
     `data.json` (what reading new data needs: the training set's per-channel mean
-    and standard deviation, class names, and output size; and the model's
+    and standard deviation, class names, output size and time scale,
+    `spacing`; and the model's
     options, `models`, which `load_run` checks the model it builds against)."""
     eqx.tree_serialise_leaves(os.path.join(run_dir, "model.eqx"), model)
     mean, std = statistics
@@ -71,6 +73,7 @@ def save_model(
         output_size=output_size_of(train),
         input_channels=train.num_channels,
         input_size=model.input_size,
+        spacing=training_spacing(train),
         settings={k: v for k, v in settings.items() if k != "derived"},
         models=model_options(model),
     )
@@ -188,7 +191,9 @@ def read_for_run(
     times given as numbers); `None` for a `.ts` file.
 
     An unlabelled file (`@classLabel false`, or a log without `failures`) is
-    read with every label `-1` (a log's windows: 0).
+    read with every label `-1` (a log's windows: 0). A `.ts` file whose times
+    are on another scale than the training data's gets a warning
+    (`check_time_scale`).
 
     **Raises:** `FileNotFoundError` for a missing file; `ValueError` if the file's
     channels do not match the run's (checked first, on each series), or its
@@ -242,6 +247,8 @@ def read_for_run(
             num_channels=stats["input_channels"],
             labels=False,
         )
+    if where is None:  # a log's windows are on the run's own clock
+        check_time_scale(stats.get("spacing"), data, path)
     settings = dict(stats["settings"])
     settings.setdefault("solver", config.solver)  # runs saved before it was derived
     if settings["adaptive"]:  # room for the new data's longest solve too
@@ -266,6 +273,44 @@ def _check_file_kind(run_dir: str, config: TrainConfig, path: str) -> None:
         raise ValueError(
             f"--data {path}: {run_dir} is a run of ltc-jax stream, which reads "
             "sensor logs (.csv, .csv.gz or .parquet)."
+        )
+
+
+TIME_SCALE_RATIO = 10.0
+"""How many times apart a file's median interval between observations and the
+training data's may be before a warning says its times may be in another
+unit."""
+
+
+def training_spacing(train: SequenceDataset) -> float | None:
+    """The training data's time scale, its median interval between observations
+    ([`ltc_jax.training.observation_spacing`][]), as a run records it; `None`
+    where no series has two observations."""
+    try:
+        return ltc_jax.training.observation_spacing([train])
+    except ValueError:
+        return None
+
+
+def check_time_scale(spacing: float | None, data: SequenceDataset, path: str) -> None:
+    """Warn where the median interval between the observations of `data`, read
+    from the file `path`, is more than `TIME_SCALE_RATIO` times away from
+    `spacing`, the training data's: its times may be in another unit
+    (milliseconds against seconds; or a file without timestamps, whose times
+    count its samples, 0, 1, 2, ..., against one with), which the model's
+    time constants would read at another scale without an error. Nothing
+    where either spacing is unknown (`None`: a run saved before runs recorded
+    it; no series of two observations)."""
+    mine = training_spacing(data)
+    if spacing is None or mine is None:
+        return
+    ratio = max(mine / spacing, spacing / mine)
+    if ratio > TIME_SCALE_RATIO:
+        warn(
+            f"{path}: its median interval between observations is {mine:.4g}, "
+            f"{ratio:,.0f} times the training data's ({spacing:.4g}). If its "
+            "times are in another unit (a file without timestamps counts its "
+            "samples: 0, 1, 2, ...), the model reads them at another time scale."
         )
 
 
