@@ -1220,3 +1220,17 @@ def test_library_messages_name_the_commands_options():
     assert _in_options("(sensors=)", StreamConfig()) == "(sensors=)"  # no --log
     assert _in_options("got batch_size=6", TrainConfig()) == "got --batch-size 6"
     assert _in_options("got batch_size=6", None) == "got batch_size=6"  # unparsed
+
+
+def test_output_to_a_reader_that_left_ends_quietly(monkeypatch, capsys):
+    """`ltc-jax stream --help | head`: the help's writes fail on the closed
+    pipe; the command stops with SIGPIPE's status and prints no error."""
+    import io
+
+    class ClosedPipe(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())
+    assert cli.main(["stream", "--help"]) == 141
+    assert capsys.readouterr().err == ""

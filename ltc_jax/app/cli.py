@@ -186,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     `ltc-jax: warning: ...`.
 
     **Returns:** the exit status: 0 on success, 1 when training fails (a diverged
-    or failed solve), 2 for a user error (a bad option or file), 130 on Ctrl-C.
+    or failed solve), 2 for a user error (a bad option or file), 130 on Ctrl-C,
+    141 (quietly) when the reader of its output has left (`| head`).
     """
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
@@ -242,6 +243,9 @@ def _main(args: list[str], debug: bool) -> int:
                 f"{interrupted.run_dir}"
             )
         return 130
+    except BrokenPipeError:  # the reader left (ltc-jax ... | head): say nothing
+        _discard_output()
+        return 141  # as a process stopped by SIGPIPE
     except _RUN_FAILURES as error:
         if debug:
             raise
@@ -302,6 +306,15 @@ def _in_options(text: str, config: Any) -> str:
         return flag + " " if value else flag
 
     return _ARGUMENT.sub(rename, text)
+
+
+def _discard_output() -> None:
+    """Point standard output at the null device, so that Python's last flush
+    at exit does not fail on the closed pipe again."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor (a captured stream)
+        pass
 
 
 def _one_line(error: BaseException) -> str:
