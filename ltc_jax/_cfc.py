@@ -197,7 +197,8 @@ class CfC(AbstractSequenceModel):
     cell: CfCCell
     readout: LinearReadout
     solves_ode: ClassVar[bool] = False
-    """No ODE solve: training reports and checks no solver steps for it."""
+    """No ODE solve: training checks no solver steps for it (its `num_steps`
+    count the cell's updates)."""
 
     def __init__(
         self,

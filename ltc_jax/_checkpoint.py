@@ -127,18 +127,20 @@ def model_options(tree: PyTree) -> list[dict]:
 def check_models_match(saved: list[dict] | None, like: PyTree, where: str) -> None:
     """Compare the options of the sequence models saved in `where` (`saved`, as
     `model_options` recorded them) with those of the models in `like`, option
-    by option where both name it. Nothing is compared for a file written
-    before the options were recorded (`saved` is `None`), or with another
-    number of models (the load then names the arrays that differ).
+    by option where both name it, in order: `like` may be a prefix of the
+    tree saved (the model alone, or `(model, opt_state)` from a checkpoint of
+    `fit`, which also holds the best model), so its models are the first of
+    those saved. Nothing is compared for a file written before the options
+    were recorded (`saved` is `None`).
 
     **Raises:** [`ltc_jax.CheckpointError`][] naming each option that differs,
     with its value on disk and the value asked for.
     """
     asked = model_options(like)
-    if saved is None or len(saved) != len(asked):
+    if saved is None:
         return
     differences = []
-    for on_disk, wanted in zip(saved, asked, strict=True):
+    for on_disk, wanted in zip(saved, asked, strict=False):  # a prefix too
         for name, value in wanted.items():
             if name in on_disk and on_disk[name] != value:
                 text = f"{name} {on_disk[name]} on disk, {value} asked"
@@ -276,8 +278,10 @@ def load_checkpoint(checkpoint: str | os.PathLike, like: PyTree) -> tuple[PyTree
     """Load one checkpoint folder written by [`ltc_jax.training.save_checkpoint`][].
 
     **Arguments:** `checkpoint`: the checkpoint's folder; `like`: a pytree of the
-    same structure (e.g. a freshly built `(model, opt_state)`), giving shapes and
-    dtypes.
+    same structure (e.g. a freshly built `(model, opt_state)`), or a prefix of
+    it (the model alone; `(model, opt_state)` from a checkpoint of
+    [`ltc_jax.fit`][], which holds `(model, opt_state, best_model)`), giving
+    shapes and dtypes.
 
     **Returns:** `(tree, meta)`.
 

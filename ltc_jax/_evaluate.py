@@ -8,8 +8,13 @@ import numpy as np
 from ._adjoint import resolve_windows
 from ._batch import batches, make_input_path
 from ._integrator import Integrator
-from ._model import AbstractSequenceModel
-from ._objective import AbstractObjective, SupervisedLoss, jitted_objective
+from ._model import AbstractSequenceModel, solves_ode
+from ._objective import (
+    AbstractObjective,
+    SupervisedLoss,
+    check_metrics,
+    jitted_objective,
+)
 from ._parallel import AbstractPlacement, SingleDevice
 from ._paths import InputPath
 from .datasets import SequenceDataset
@@ -65,15 +70,17 @@ def evaluate(
     totals: dict[str, float] = {}
     solves = 0
     path = make_input_path(data) if path is None else path
-    integrator = resolve_windows(
-        integrator,
-        model.vector_field if isinstance(model, AbstractSequenceModel) else None,
-        float(np.max(data.durations)),
-        dtype=path.ts.dtype,
-    )
+    if solves_ode(model):  # the others take no integrator's options
+        integrator = resolve_windows(
+            integrator,
+            model.vector_field if isinstance(model, AbstractSequenceModel) else None,
+            float(np.max(data.durations)),
+            dtype=path.ts.dtype,
+        )
     for batch in batches(data, batch_size, path=path):
         batch = placement.place_batch(batch)
         _, metrics = jitted_objective(objective, model, batch, integrator)
+        check_metrics(objective, metrics)
         for name, value in placement.to_host(metrics).items():
             totals[name] = totals.get(name, 0.0) + float(value)
         solves += 1
@@ -87,5 +94,5 @@ def evaluate(
         accuracy=totals["correct"] / totals["weight"]
         if data.is_classification and "correct" in totals
         else math.nan,
-        num_steps=totals["num_steps"] / solves,
+        num_steps=totals.get("num_steps", math.nan) / solves,
     )

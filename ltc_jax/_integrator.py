@@ -146,16 +146,24 @@ class Integrator(eqx.Module):
             and not self.is_adaptive
         ):
             raise ValueError(_SEMINORM_NEEDS_ADAPTIVE_STEPS)
-        if backward_solver is None:
-            return
-        if needs_ltc_form(backward_solver):
+        if backward_solver is not None and needs_ltc_form(backward_solver):
             raise NotImplementedError(
                 f"backward_solver={solver_name(backward_solver)!r} steps only fields "
                 "in LTC form, and the adjoint system is not one; use an explicit "
                 "solver such as 'heun' or 'tsit5'."
             )
+        if backward_solver is None:  # the forward solver, checked as such
+            return
         if controller is None:
             controller = self.stepsize_controller
+        adaptive = isinstance(controller, diffrax.AbstractAdaptiveStepSizeController)
+        if adaptive and not _has_error_estimate(backward_solver):
+            raise ValueError(
+                f"backward_solver={solver_name(backward_solver)!r} has no error "
+                "estimate, so the reverse solve cannot take the adaptive steps "
+                "its controller asks for: give one that has, such as 'heun' or "
+                "'tsit5', or take fixed steps (dt0 without rtol/atol)."
+            )
         if isinstance(backward_solver, diffrax.AbstractImplicitSolver) and not (
             isinstance(controller, diffrax.AbstractAdaptiveStepSizeController)
         ):
@@ -250,8 +258,8 @@ def make_integrator(
         option given to a gradient mode that does not take it; and as
         [`ltc_jax.Integrator`][] for the combination built (a non-positive
         `dt0`, fixed steps without `dt0`, an adaptive controller with a solver
-        that has no error estimate (`euler`, `rk4`), fixed steps with an
-        implicit solver, ...).
+        that has no error estimate (`euler`, `rk4`; for the reverse solve
+        too, `backward_solver`), fixed steps with an implicit solver, ...).
     - `NotImplementedError` for `seminorm` without a reverse solve; and as
         [`ltc_jax.Integrator`][] for `"fused"` with `"backsolve"` or
         `"windowed"` and no `backward_solver`, or `backward_solver="fused"`:

@@ -71,7 +71,8 @@ class JumpLTC(AbstractSequenceModel):
     readout: LinearReadout
     substeps: int = eqx.field(static=True)
     solves_ode: ClassVar[bool] = False
-    """No ODE solver: training reports and checks no solver steps for it."""
+    """No ODE solver: training checks no solver steps for it (its `num_steps`
+    count the fused steps and updates)."""
 
     def __init__(
         self,

@@ -317,7 +317,8 @@ class LearningCheck(AbstractMonitor):
     loss of the first step, a `UserWarning` says so, and the last record's
     `learned` is `False`. A model whose final state barely depends on its input
     trains at chance without any other sign. After a single optimiser step
-    the epoch's loss is the first step's, and nothing is checked.
+    the epoch's loss is the first step's, and nothing is checked; where no
+    step succeeded (each skipped by the failure policy), the warning says so.
 
     **Fields:** `fraction`, the relative decrease asked for (default 0.05).
     """
@@ -325,7 +326,15 @@ class LearningCheck(AbstractMonitor):
     fraction: float = eqx.field(static=True, default=0.05)
 
     def finish(self, monitor_state, state):
-        if not state.history or state.first_loss is None or state.step < 2:
+        if state.history and state.first_loss is None:  # every step failed
+            warn(
+                f"No optimiser step succeeded: each of the run's {state.step} "
+                "steps failed and was skipped by the failure policy, so the "
+                "model returned is the one training started from. The skipped "
+                "steps' messages (progress, or the history's failures) say why."
+            )
+            return _with_last_record(state, learned=False)
+        if not state.history or state.step < 2:
             return state
         kept = [r for r in state.history if r.get("best")] or list(state.history[-1:])
         learned = kept[0]["loss"] < (1 - self.fraction) * state.first_loss

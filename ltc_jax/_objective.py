@@ -23,6 +23,25 @@ with `weight` their total weight. The solve's `num_steps` and
 `num_rejected_steps` are the most any sequence took in this solve."""
 
 
+REQUIRED_METRICS = ("weight", "loss")
+"""The metrics every objective reports: the batch's total weight, and its
+weighted sum of per-sequence losses."""
+
+
+def check_metrics(objective: "AbstractObjective", metrics: dict) -> None:
+    """Check, on the host, that an objective's metrics hold `REQUIRED_METRICS`.
+
+    **Raises:** `ValueError` naming the keys missing and those given."""
+    missing = [name for name in REQUIRED_METRICS if name not in metrics]
+    if missing:
+        raise ValueError(
+            f"{type(objective).__name__}'s metrics hold {sorted(metrics)}, not "
+            f"{missing}: every objective reports 'weight' (the batch's total "
+            "weight) and 'loss' (the weighted sum of its per-sequence losses), "
+            "from which means are taken (see AbstractObjective)."
+        )
+
+
 class AbstractObjective(eqx.Module):
     """What training minimises on a batch.
 
@@ -31,8 +50,9 @@ class AbstractObjective(eqx.Module):
     differentiated; `metrics` a dict of scalar sums over the batch (see
     `Metrics`), which must hold `weight` and `loss` (the summed data loss),
     and `correct` (weighted correct predictions) where there are classes to be
-    right about; [`ltc_jax.train_on`][] sums every key it receives into the
-    epoch's running totals, whatever its name.
+    right about, and may hold the solve's `num_steps` (without it, training
+    and evaluation report NaN steps); [`ltc_jax.train_on`][] sums every key
+    it receives into the epoch's running totals, whatever its name.
 
     An objective is an `equinox.Module`: its arrays (a penalty's anchor, say)
     are arguments of the compiled step, so new values never recompile it.

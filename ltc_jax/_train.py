@@ -26,7 +26,12 @@ from ._monitors import (
     StepBudget,
     Validation,
 )
-from ._objective import AbstractObjective, SupervisedLoss, jitted_train_step
+from ._objective import (
+    AbstractObjective,
+    SupervisedLoss,
+    check_metrics,
+    jitted_train_step,
+)
 from ._parallel import AbstractPlacement, SingleDevice
 from ._paths import InputPath
 from ._policies import AbstractFailurePolicy, RaiseOnFailure, StepFailure
@@ -125,6 +130,7 @@ def _step(
         )
         failure = StepFailure(kind, text, error)
     if failure is None:
+        check_metrics(objective, metrics)
         metrics = {name: float(value) for name, value in metrics.items()}
         state = state.updated(model, opt_state, metrics)
     else:
@@ -324,9 +330,10 @@ def fit(
         while state.epoch < epochs and not running.stop(state):
             current = _epoch_integrator(integrator, state.epoch)
             windows = max([r.get("windows", 1) for r in state.history], default=1)
-            current = resolve_windows(
-                current, field, horizon, dtype=path.ts.dtype, at_least=windows
-            )
+            if solves_ode(model):  # the others take no integrator's options
+                current = resolve_windows(
+                    current, field, horizon, dtype=path.ts.dtype, at_least=windows
+                )
             order = epoch_order(seed, state.epoch, len(train))
             epoch_batches = batches(
                 train, batch_size, order=order, path=path, start=state.batch

@@ -90,8 +90,9 @@ class TrainState(eqx.Module):
         for name, value in metrics.items():
             totals[name] = totals.get(name, 0.0) + value
         totals["batches"] = totals.get("batches", 0.0) + 1
-        steps = metrics.get("num_steps", math.nan)
-        totals["max_num_steps"] = max(totals.get("max_num_steps", 0.0), steps)
+        if "num_steps" in metrics:  # an objective of one's own may not report it
+            steps = metrics["num_steps"]
+            totals["max_num_steps"] = max(totals.get("max_num_steps", 0.0), steps)
         first = self.first_loss
         if first is None:
             first = metrics["loss"] / metrics["weight"]

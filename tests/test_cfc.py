@@ -224,6 +224,15 @@ def test_cfc_trains_with_fit_and_checks_its_options(getkey):
     )
     assert history[-1]["loss"] < history[0]["loss"]
     assert history[0]["num_steps"] == times
+    # An integrator is ignored, the windowed adjoint's too (it has no field
+    # to derive windows from): the same parameters as with any other.
+    windowed = ltc_jax.make_integrator("tsit5", "windowed", rtol=1e-3, atol=1e-4)
+    for chosen in (integrator, windowed):
+        trained, _ = quiet_fit(model, data, chosen, optimizer=optax.adam(1e-2))
+        if chosen is integrator:
+            reference = trained
+    assert eqx.tree_equal(trained, reference)
+    ltc_jax.evaluate(trained, data, integrator=windowed)
     with pytest.raises(ValueError, match="Unknown CfC mode"):
         ltc_jax.CfC(1, 4, 2, mode="gated", key=getkey())
     with pytest.raises(ValueError, match="backbone_activation"):

@@ -41,6 +41,22 @@ def test_ltc_with_another_hidden_size_is_named(tmp_path):
         load_checkpoint(folder, asked)
 
 
+def test_a_prefix_of_a_fit_checkpoint_names_the_option_that_differs(tmp_path):
+    """A checkpoint of fit holds (model, opt_state, best_model); loading
+    (model, opt_state) built with another hidden size names the option, as
+    for the whole tree, before any array is read."""
+    model = ltc_jax.LTC(2, 4, 2, key=jr.PRNGKey(0))
+    optimizer = optax.adam(1e-3)
+    state = TrainState.create(model, optimizer)
+    folder = save_train_state(tmp_path, state)
+    asked = ltc_jax.LTC(2, 8, 2, key=jr.PRNGKey(0))
+    like = (asked, optimizer.init(eqx.filter(asked, eqx.is_inexact_array)))
+    with pytest.raises(ltc_jax.CheckpointError, match="hidden_size 4 on disk, 8 asked"):
+        load_checkpoint(folder, like)
+    loaded, _ = load_checkpoint(folder, (model, state.opt_state))  # as saved
+    assert eqx.tree_equal(loaded[0], model)
+
+
 def test_ltc_with_other_readout_times_is_named(tmp_path):
     folder = _saved(tmp_path, ltc_jax.LTC(2, 4, 2, key=jr.PRNGKey(0)))
     asked = ltc_jax.LTC(2, 4, 2, readout_times=3, key=jr.PRNGKey(0))

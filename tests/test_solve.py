@@ -90,6 +90,14 @@ def test_every_name_builds():
         (dict(dt0=0.1, adjoint="checkpoint", checkpoints=0), "must be positive"),
         (dict(dt0=0.1, backward_solver="heun"), "only applies to adjoint='backsolve'"),
         (dict(dt0=0.1, adjoint="backsolve", seminorm=True), "adaptive steps"),
+        (
+            dict(adjoint="backsolve", rtol=1e-3, atol=1e-3, backward_solver="rk4"),
+            "backward_solver='rk4' has no error estimate",
+        ),
+        (
+            dict(adjoint="windowed", rtol=1e-3, atol=1e-3, backward_solver="euler"),
+            "backward_solver='euler' has no error estimate",
+        ),
         (dict(dt0=0.1, dtmin=1e-3), "dtmin applies to adaptive"),
         (dict(dt0=0.1, batching="loop"), "Unknown batching"),
         (dict(dt0=0.1, max_steps=0), "max_steps must be a positive"),

@@ -278,3 +278,78 @@ def test_a_checkpoint_of_the_earlier_format_resumes(getkey, tmp_path):
             resume=True,
             **options,
         )
+
+
+class _MeanAbsoluteError(ltc_jax.training.AbstractObjective):
+    """An objective of one's own reporting only what every objective must:
+    the batch's weight and its weighted sum of losses (no solver steps)."""
+
+    keys: tuple = ("weight", "loss")
+
+    def __call__(self, model, batch, integrator):
+        trajectory = model.solve(batch.path, integrator=integrator)
+        outputs = model.outputs(trajectory.ys)
+        per_sequence = jnp.mean(jnp.abs(outputs - batch.labels), -1)
+        total, weight = jnp.sum(batch.weights * per_sequence), jnp.sum(batch.weights)
+        metrics = dict(weight=weight, loss=total)
+        return total / weight, {k: metrics[k] for k in self.keys} | dict(mae=total)
+
+
+def test_an_objective_without_solver_steps_trains_evaluates_and_names_missing_keys(
+    getkey,
+):
+    """An objective reporting only `weight` and `loss` trains with validation
+    and evaluates, its steps NaN (not 0, which the step-budget check misread
+    as a solve far below max_steps); its loss is the mean absolute error,
+    checked against NumPy. One without `loss` is refused naming the keys."""
+    data = _dataset()
+    targets = np.random.default_rng(1).normal(size=(len(data), 2))
+    data = SequenceDataset(data.ts, data.xs, data.lengths, targets)
+    model = ltc_jax.LTC(2, 4, 2, key=getkey())
+    integrator = ltc_jax.make_integrator("rk4", dt0=0.5, max_steps=32)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "took at most 0 of max_steps"
+        trained, history = quiet_fit(
+            model,
+            data,
+            integrator,
+            epochs=2,
+            batch_size=5,
+            objective=_MeanAbsoluteError(),
+            validation=data,
+        )
+    assert np.isnan(history[-1]["num_steps"]) and np.isnan(history[-1]["max_num_steps"])
+    result = ltc_jax.evaluate(
+        trained, data, integrator=integrator, objective=_MeanAbsoluteError()
+    )
+    outputs = np.asarray(trained(ltc_jax.make_input_path(data), integrator=integrator))
+    np.testing.assert_allclose(
+        result["loss"], np.mean(np.abs(outputs - targets)), rtol=1e-5
+    )
+    assert np.isnan(result["num_steps"])
+    missing = r"metrics hold \['mae', 'weight'\], not \['loss'\]"
+    with pytest.raises(ValueError, match=missing):
+        quiet_fit(model, data, integrator, objective=_MeanAbsoluteError(("weight",)))
+
+
+def test_a_run_whose_every_step_failed_says_so(getkey):
+    """Every solve runs out of max_steps and the policy skips each failure: the
+    run warns that no step succeeded, and its last record says it did not
+    learn; the model returned is the one it started from."""
+    data = _dataset()
+    model = ltc_jax.LTC(2, 4, 2, key=getkey())
+    starved = ltc_jax.make_integrator("tsit5", rtol=1e-3, atol=1e-4, max_steps=2)
+    with pytest.warns(UserWarning, match="No optimiser step succeeded: each of the "
+                      "run's 4 steps failed"):  # fmt: skip
+        trained, history = quiet_fit(
+            model,
+            data,
+            starved,
+            epochs=2,
+            batch_size=5,
+            on_failure=ltc_jax.training.SkipFailures(10),
+        )
+    assert history[-1]["learned"] is False and history[-1]["failures"] == 2
+    assert eqx.tree_equal(trained, model)
