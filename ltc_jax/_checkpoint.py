@@ -127,11 +127,12 @@ def model_options(tree: PyTree) -> list[dict]:
 def check_models_match(saved: list[dict] | None, like: PyTree, where: str) -> None:
     """Compare the options of the sequence models saved in `where` (`saved`, as
     `model_options` recorded them) with those of the models in `like`, option
-    by option where both name it, in order: `like` may be a prefix of the
-    tree saved (the model alone, or `(model, opt_state)` from a checkpoint of
-    `fit`, which also holds the best model), so its models are the first of
-    those saved. Nothing is compared for a file written before the options
-    were recorded (`saved` is `None`).
+    by option where both name it, in order. Where the two hold different
+    numbers of models, only the first are compared: `like` may be a prefix of
+    the tree saved (the model alone, or `(model, opt_state)` from a checkpoint
+    of `fit`, which also holds the best model), which begins with the same
+    model. Nothing is compared for a file written before the options were
+    recorded (`saved` is `None`).
 
     **Raises:** [`ltc_jax.CheckpointError`][] naming each option that differs,
     with its value on disk and the value asked for.
@@ -139,8 +140,13 @@ def check_models_match(saved: list[dict] | None, like: PyTree, where: str) -> No
     asked = model_options(like)
     if saved is None:
         return
+    if len(asked) != len(saved):
+        # A prefix (the model alone, or (model, opt_state) of a fit checkpoint)
+        # begins with the same model; past it, an optimiser state of another
+        # kind would pair unlike arrays, named by the optimiser's own check.
+        saved, asked = saved[:1], asked[:1]
     differences = []
-    for on_disk, wanted in zip(saved, asked, strict=False):  # a prefix too
+    for on_disk, wanted in zip(saved, asked, strict=True):
         for name, value in wanted.items():
             if name in on_disk and on_disk[name] != value:
                 text = f"{name} {on_disk[name]} on disk, {value} asked"

@@ -329,7 +329,7 @@ def fit(
     with Running([*built_in, *monitors, progress], state, total_steps) as running:
         while state.epoch < epochs and not running.stop(state):
             current = _epoch_integrator(integrator, state.epoch)
-            windows = max([r.get("windows", 1) for r in state.history], default=1)
+            windows = max([r.get("windows") or 1 for r in state.history], default=1)
             if solves_ode(model):  # the others take no integrator's options
                 current = resolve_windows(
                     current, field, horizon, dtype=path.ts.dtype, at_least=windows
@@ -391,7 +391,8 @@ def epoch_record(
     for name in totals:
         if name not in _SOLVER_STATISTICS + _COUNTS:
             record[name] = state.mean(name)
-    if isinstance(integrator.adjoint, WindowedBacksolveAdjoint):
+    windowed = isinstance(integrator.adjoint, WindowedBacksolveAdjoint)
+    if windowed and solves_ode(state.model):  # the others ignore the integrator
         record["windows"] = integrator.adjoint.windows
     if integrator.is_adaptive and solves_ode(state.model):
         record["rtol"] = float(integrator.stepsize_controller.rtol)

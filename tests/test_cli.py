@@ -1224,13 +1224,22 @@ def test_library_messages_name_the_commands_options():
 
 def test_output_to_a_reader_that_left_ends_quietly(monkeypatch, capsys):
     """`ltc-jax stream --help | head`: the help's writes fail on the closed
-    pipe; the command stops with SIGPIPE's status and prints no error."""
+    pipe; the command stops with SIGPIPE's status and prints no error. A
+    broken pipe elsewhere, with standard output open, is reported."""
     import io
 
     class ClosedPipe(io.StringIO):
         def write(self, text):
             raise BrokenPipeError(32, "Broken pipe")
 
+        def flush(self):
+            self.write("")
+
     monkeypatch.setattr(sys, "stdout", ClosedPipe())
     assert cli.main(["stream", "--help"]) == 141
     assert capsys.readouterr().err == ""
+    # Another pipe's failure, with standard output open, is an error.
+    monkeypatch.setattr(sys, "stdout", io.StringIO())
+    monkeypatch.setattr(cli, "_run", ClosedPipe().write)
+    assert cli.main(["stream"]) == 2
+    assert "Broken pipe" in capsys.readouterr().err

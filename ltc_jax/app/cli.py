@@ -243,8 +243,13 @@ def _main(args: list[str], debug: bool) -> int:
                 f"{interrupted.run_dir}"
             )
         return 130
-    except BrokenPipeError:  # the reader left (ltc-jax ... | head): say nothing
-        _discard_output()
+    except BrokenPipeError as error:
+        if not _output_closed():  # another pipe (a socket, --out a FIFO)
+            if debug:
+                raise
+            _say(f"ltc-jax: error: {_one_line(error)} (--debug shows the traceback)")
+            return 2
+        _discard_output()  # the reader left (ltc-jax ... | head): say nothing
         return 141  # as a process stopped by SIGPIPE
     except _RUN_FAILURES as error:
         if debug:
@@ -306,6 +311,15 @@ def _in_options(text: str, config: Any) -> str:
         return flag + " " if value else flag
 
     return _ARGUMENT.sub(rename, text)
+
+
+def _output_closed() -> bool:
+    """Whether standard output's reader has left: its flush fails."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return True
+    return False
 
 
 def _discard_output() -> None:

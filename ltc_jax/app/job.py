@@ -99,7 +99,9 @@ def load_data(config: TrainConfig) -> dict[str, Any]:
     the training file, as `validation_share` chooses it, `None` for a share of
     0) and `test`, with observations dropped if `drop_rate > 0`, standardised
     with the statistics of the training part only, which are returned as
-    `statistics` `(mean, std)`; and `validation_fraction`, the share and why.
+    `statistics` `(mean, std)`; `validation_fraction`, the share and why; and
+    `spacing`, the training file's median interval between observations
+    (before any are dropped), which the run records.
 
     A [`ltc_jax.app.StreamConfig`][] gets its windows from
     [`ltc_jax.app.streams.load_stream_data`][] instead, split by machine, with
@@ -134,6 +136,7 @@ def load_data(config: TrainConfig) -> dict[str, Any]:
             )
             check_observed(train, config.data, remedy)
             check_observed(test, config.test_data, remedy)
+    spacing = training_spacing(train)  # the file's, before any are dropped
     if config.drop_rate > 0:
         train = drop_observations(train, config.drop_rate, seed=config.seed)
         test = drop_observations(test, config.drop_rate, seed=config.seed + 1)
@@ -149,6 +152,7 @@ def load_data(config: TrainConfig) -> dict[str, Any]:
         test=scale(test),
         statistics=statistics,
         validation_fraction=dict(value=fraction, reason=reason),
+        spacing=spacing,
     )
 
 
@@ -555,7 +559,9 @@ def train_and_evaluate(
         run_dir=run_dir,
     )
     if writer:
-        save_model(run_dir, model, train, data["statistics"], settings)
+        save_model(
+            run_dir, model, train, data["statistics"], settings, data.get("spacing")
+        )
         write_history(run_dir, history)
         with open(os.path.join(run_dir, "metrics.json"), "w") as file:
             json.dump(metrics, file, indent=2, default=_json_default)

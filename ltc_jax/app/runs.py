@@ -58,11 +58,13 @@ def save_model(
     train: SequenceDataset,
     statistics: tuple[np.ndarray, np.ndarray],
     settings: dict[str, Any],
+    spacing: float | None = None,
 ) -> None:
     """Write `model.eqx` (the parameters, `eqx.tree_serialise_leaves`) and
     `data.json` (what reading new data needs: the training set's per-channel mean
     and standard deviation, class names, output size and time scale,
-    `spacing`; and the model's
+    `spacing`: the training file's median interval between observations,
+    given before any were dropped, else `train`'s; and the model's
     options, `models`, which `load_run` checks the model it builds against)."""
     eqx.tree_serialise_leaves(os.path.join(run_dir, "model.eqx"), model)
     mean, std = statistics
@@ -73,7 +75,7 @@ def save_model(
         output_size=output_size_of(train),
         input_channels=train.num_channels,
         input_size=model.input_size,
-        spacing=training_spacing(train),
+        spacing=training_spacing(train) if spacing is None else spacing,
         settings={k: v for k, v in settings.items() if k != "derived"},
         models=model_options(model),
     )
