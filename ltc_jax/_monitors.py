@@ -327,9 +327,11 @@ class LearningCheck(AbstractMonitor):
 
     def finish(self, monitor_state, state):
         if state.history and state.first_loss is None:  # every step failed
+            n = state.step
+            steps = "its one step" if n == 1 else f"each of its {n} steps"
             warn(
-                f"No optimiser step succeeded: each of the run's {state.step} "
-                "steps failed and was skipped by the failure policy, so the "
+                f"No optimiser step of the run succeeded: {steps} failed and was "
+                "skipped by the failure policy, so the "
                 "model returned is the one training started from. The skipped "
                 "steps' messages (progress, or the history's failures) say why."
             )

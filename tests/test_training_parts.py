@@ -341,8 +341,8 @@ def test_a_run_whose_every_step_failed_says_so(getkey):
     data = _dataset()
     model = ltc_jax.LTC(2, 4, 2, key=getkey())
     starved = ltc_jax.make_integrator("tsit5", rtol=1e-3, atol=1e-4, max_steps=2)
-    with pytest.warns(UserWarning, match="No optimiser step succeeded: each of the "
-                      "run's 4 steps failed"):  # fmt: skip
+    with pytest.warns(UserWarning, match="No optimiser step of the run succeeded: "
+                      "each of its 4 steps failed"):  # fmt: skip
         trained, history = quiet_fit(
             model,
             data,
