@@ -128,7 +128,6 @@ def load_data(config: TrainConfig) -> dict[str, Any]:
             num_channels=train.num_channels,
         )
         check_labelled(test, "testing")
-        check_time_scale(training_spacing(train), test, config.test_data)
         if config.empty_channel_fill is None:  # named by file and series
             remedy = (
                 "give --empty-channel-fill (0: the channel's training mean), or "
@@ -137,6 +136,8 @@ def load_data(config: TrainConfig) -> dict[str, Any]:
             check_observed(train, config.data, remedy)
             check_observed(test, config.test_data, remedy)
     spacing = training_spacing(train)  # the file's, before any are dropped
+    if config.test_data is not None:
+        check_time_scale(spacing, test, config.test_data)
     if config.drop_rate > 0:
         train = drop_observations(train, config.drop_rate, seed=config.seed)
         test = drop_observations(test, config.drop_rate, seed=config.seed + 1)
