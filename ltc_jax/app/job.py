@@ -307,7 +307,7 @@ def _resumed_config(config: TrainConfig) -> tuple[TrainConfig, dict[str, Any]]:
         f"{getattr(saved, field.name)!r})"
         for field in dataclasses.fields(config)
         if field.name not in ("resume", *PLACEMENT)
-        and getattr(config, field.name) != field.default
+        and getattr(config, field.name) != _field_default(field)
         and getattr(config, field.name) != getattr(saved, field.name)
         and not (
             field.name in FILES
@@ -586,6 +586,14 @@ def start_processes(config: TrainConfig) -> None:
         num_processes=config.num_processes,
         process_id=config.process_id,
     )
+
+
+def _field_default(field: dataclasses.Field) -> Any:
+    """A config field's default, made by its factory where it has one (a
+    dict of tags): what an option left off the command line holds."""
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return field.default
 
 
 def _shown(value: Any) -> str:
