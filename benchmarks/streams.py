@@ -16,6 +16,11 @@ alarms) gives a batch of 8 windows:
   LTC takes one fused step per frame. Measured: input bytes (the batch's
   arrays), the compiled training step's temporary bytes (XLA's memory
   analysis), steps per solve, and the median step time.
+- *pooled*: the same windows with each sensor group's channels summarised
+  across the group's sensors (`ltc_jax.datasets.pool_channels`: mean,
+  standard deviation, minimum and maximum of each feature), so that the
+  model's input, and with it its size, does not follow the sensors. Measured
+  as the slow clock.
 - *union grid*: every sensor's samples on the union of their times, NaN where
   a sensor has no sample (times to the millisecond, so that float32 resolves
   them), with the observation mask and the time since observation (the
@@ -27,7 +32,9 @@ alarms) gives a batch of 8 windows:
 
 **Accuracy.** Machines are the unit of the split: the LTC on the slow clock
 (trained on the training machines' windows, keeping its epoch of lowest loss
-on the validation machines'), the LTC that `ltc-jax stream` derives for the
+on the validation machines'), the same LTC on the pooled windows (standardised
+channel by channel, each sensor group pooled, standardised again), the LTC
+that `ltc-jax stream` derives for the
 same windows (its model, schedule and patience, on the same machines), and
 logistic regression and gradient-boosted trees (scikit-learn) on each
 window's summary features (per channel: last, mean, standard deviation,
@@ -258,6 +265,27 @@ def scaling_rows(config: Config) -> list[dict]:
                     ).items()
                 },
             )
+            (pooled,) = ltc_jax.datasets.standardize(
+                ltc_jax.datasets.pool_channels(data, windows.channel_groups)
+            )
+            model, integrator = frame_model(
+                pooled, config.hidden_size, jr.key(config.seed)
+            )
+            figures = _step_figures(
+                _problems.cast(model, "float32"),
+                integrator,
+                ltc_jax.make_batch(
+                    pooled,
+                    dtype=jnp.float32,
+                    interpolation="hold",
+                    empty_channel_fill=0.0,
+                ),
+                config.timed_steps,
+            )
+            row.update(
+                pooled_channels=pooled.num_channels,
+                **{f"pooled_{k}": v for k, v in figures.items()},
+            )
             if union_points <= config.union_limit:
                 union = union_dataset(plant, windows)
                 spacing = float(np.median(np.diff(union.ts[0, : union.lengths[0]])))
@@ -428,6 +456,16 @@ def accuracy_rows(config: Config, seed: int) -> list[dict]:
         score(name, np.asarray(jax.nn.softmax(logits, axis=-1))[:, 1], seconds)
 
     train_ltc("LTC, slow clock", train, validation, test)
+    groups = windows.channel_groups
+    train_ltc(
+        "LTC, slow clock, sensor groups pooled",
+        *ltc_jax.datasets.standardize(
+            *(
+                ltc_jax.datasets.pool_channels(d, groups)
+                for d in (train, validation, test)
+            )
+        ),
+    )
     # What `ltc-jax stream` trains on these windows: its derived model and
     # schedule, the same validation machines and its patience.
     job, model, _, seconds = _problems.fit_main_job(

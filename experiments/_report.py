@@ -908,7 +908,10 @@ def streams(m: dict, c: dict, run_dir: str) -> str:
             "union step s:union_step_seconds:.2f | "
             "slow-clock channels:channels | input MiB:frame_input_bytes:mib1 | "
             "temp MiB:frame_temp_bytes:mib1 | steps:frame_steps | "
-            "step s:frame_step_seconds:.2f",
+            "step s:frame_step_seconds:.2f | pooled channels:pooled_channels | "
+            "pooled input MiB:pooled_input_bytes:mib1 | "
+            "pooled temp MiB:pooled_temp_bytes:mib1 | "
+            "pooled step s:pooled_step_seconds:.2f",
         ),
         table(
             f"Held-out machines ({c['accuracy_machines'][2]} of "

@@ -1243,3 +1243,97 @@ def test_output_to_a_reader_that_left_ends_quietly(monkeypatch, capsys):
     monkeypatch.setattr(cli, "_run", ClosedPipe().write)
     assert cli.main(["stream"]) == 2
     assert "Broken pipe" in capsys.readouterr().err
+
+
+def test_cli_stream_pools_sensor_groups_and_reads_a_log_as_it_pooled(tmp_path, capsys):
+    """`--pool-sensor-groups`: the model reads each sensor group's features
+    pooled across its sensors (4 groups' 11 features, 4 statistics each);
+    `evaluate` pools the test machines' log with the run's channel statistics
+    to the job's own test accuracy and loss. A log's tags take their groups
+    from `--sensor-groups`: pooled by them, the log's run reads the same
+    channels as the plant's."""
+    pytest.importorskip("pandas")
+    out = tmp_path / "run"
+    options = ["--machines", "6", "--sensors", "10", "--simulated-seconds", "600"]
+    options += ["--window-seconds", "60", "--horizon-seconds", "300"]
+    options += ["--epochs", "2", "--hidden-size", "4", "--seed", "3"]
+    assert cli.main(["stream", *options, "--pool-sensor-groups", "--no-progress",
+                     "--out", str(out)]) == 0  # fmt: skip
+    metrics = json.loads((out / "metrics.json").read_text())
+    data = json.loads((out / "data.json").read_text())
+    stream = data["settings"]["stream"]
+    assert data["input_channels"] == (3 + 3 + 2 + 3) * 4
+    assert len(stream["channel_mean"]) == len(stream["channel_names"]) == 25
+    plant = ltc_jax.datasets.simulate_plant(6, 10, seed=3, horizon_seconds=600.0)
+    log, failures = _plant_log(tmp_path, plant, stream["machines"]["test"])
+    _evaluates_as_the_run_tested(
+        capsys, metrics, str(out), "--data", log, "--failures", failures
+    )
+
+    # The whole plant as a log, its kinds given by --sensor-groups.
+    (tmp_path / "whole").mkdir()
+    whole, whole_failures = _plant_log(tmp_path / "whole", plant, plant.machine_names)
+    kinds, events = [], []
+    for name, group in zip(plant.sensor_names, plant.sensor_group, strict=True):
+        if group == "alarm":
+            events.append(name)
+        else:
+            kinds += [name, group]
+    logged = tmp_path / "logged"
+    from_log = ["--log", whole, "--failures", whole_failures, "--event-tags", *events]
+    assert cli.main(["stream", *from_log, "--sensor-groups", *kinds,
+                     "--pool-sensor-groups", "--window-seconds", "60",
+                     "--horizon-seconds", "300", "--epochs", "1",
+                     "--hidden-size", "4", "--seed", "3", "--no-progress",
+                     "--out", str(logged)]) == 0  # fmt: skip
+    # Its alarms are in group "event", not "alarm": the same 44 channels.
+    assert json.loads((logged / "data.json").read_text())["input_channels"] == 44
+    _evaluates_as_the_run_tested(
+        capsys,
+        json.loads((logged / "metrics.json").read_text()),
+        str(logged),
+        "--data",
+        log,
+        "--failures",
+        failures,
+    )
+    # It resumes: the groups left off the command line are the saved ones.
+    from ltc_jax.app.job import _resumed_config
+
+    resumed, _ = _resumed_config(app.StreamConfig(resume=str(logged)))
+    assert resumed.sensor_groups == dict(zip(kinds[::2], kinds[1::2], strict=True))
+    with pytest.raises(ValueError, match="these differ: --sensor-groups"):
+        _resumed_config(app.StreamConfig(resume=str(logged), sensor_groups={"a": "b"}))
+    capsys.readouterr()
+    assert "--sensor-groups names tags of --log; give --log." in _bad(
+        tmp_path, capsys, "stream", "--sensor-groups", "a", "b"
+    )
+    assert "give --pool-sensor-groups too" in _bad(
+        tmp_path, capsys, "stream", *from_log, "--sensor-groups", *kinds
+    )
+    assert "--sensor-groups[" in _bad(
+        tmp_path, capsys, "stream", *from_log, "--pool-sensor-groups",
+        "--sensor-groups", events[0], "alarm",
+    )  # fmt: skip
+
+
+def test_options_of_tags_left_off_a_resume_are_the_saved_ones(tmp_path):
+    """A stream run given --rates-hz resumes without it: an option whose default
+    is made by a factory (an empty dict) and was left off the command line is
+    not a change to the saved run; given with another value, it is."""
+    from ltc_jax.app.job import _resumed_config
+
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("log.csv", "failures.csv"):
+        (tmp_path / name).write_text("")
+    saved = app.StreamConfig(
+        log=str(tmp_path / "log.csv"),
+        failures=str(tmp_path / "failures.csv"),
+        rates_hz={"TI-101": 2.0},
+    )
+    (run / "config.json").write_text(json.dumps(dataclasses.asdict(saved)))
+    resumed, _ = _resumed_config(app.StreamConfig(resume=str(run)))
+    assert resumed.rates_hz == {"TI-101": 2.0}
+    with pytest.raises(ValueError, match=r"these differ: --rates-hz \{'TI-101': 1.0\}"):
+        _resumed_config(app.StreamConfig(resume=str(run), rates_hz={"TI-101": 1.0}))

@@ -700,10 +700,15 @@ def test_streams_benchmark_quick(tmp_path):
     assert row["frame_input_bytes"] >= 8 * 60 * row["channels"] * 4
     assert row["frame_steps"] == 59 and row["frame_step_seconds"] > 0
     assert "union_step_seconds" not in row  # 20 sensors' 60 s union is too long
+    # Pooled: 4 groups' features (vibration and pressure are fast at 1 Hz: 3
+    # each; temperature is slow: 2; alarms are events: 3), 4 statistics each.
+    assert row["pooled_channels"] == (3 + 3 + 2 + 3) * 4
+    assert row["pooled_input_bytes"] >= 8 * 60 * row["pooled_channels"] * 4
     assert [r["model"] for r in metrics["accuracy"]] == [
         "logistic regression",
         "gradient-boosted trees",
         "LTC, slow clock",
+        "LTC, slow clock, sensor groups pooled",
         "LTC, stream job's defaults",
         "LTC, union grid",
     ]

@@ -717,3 +717,162 @@ def test_a_clock_too_slow_for_unix_milliseconds_says_so():
         with pytest.raises(ValueError, match="samples 0.06 times") as error:
             stream_windows(streams, 60.0, horizon_seconds=0.0)
         assert ("milliseconds since the epoch" in str(error.value)) == hinted
+
+
+def test_pooled_channels_match_a_direct_transcription():
+    """Each group's statistics over its observed channels, at each observation,
+    against a loop over groups written from the definition; padding stays 0."""
+    from ltc_jax.datasets import SequenceDataset, pool_channels
+
+    rng = np.random.default_rng(0)
+    xs = rng.normal(size=(3, 6, 5))
+    xs[0, 1, [0, 2]] = np.nan  # group "a" half observed
+    xs[1, 2, [0, 2, 4]] = np.nan  # group "a" unobserved
+    lengths = np.array([6, 4, 5])
+    ts = np.broadcast_to(np.arange(6.0), (3, 6))
+    data = SequenceDataset(ts, xs, lengths, np.zeros(3, np.int32))
+    groups = ["a", "b", "a", "b", "a"]  # interleaved: "a" first
+    pooled = pool_channels(data, groups, ("max", "mean", "std", "min"))
+    assert pooled.xs.shape == (3, 6, 8)
+    for i in range(3):
+        for k in range(6):
+            got = pooled.xs[i, k]
+            if k >= lengths[i]:
+                np.testing.assert_array_equal(got, 0.0)
+                continue
+            for g, channels in enumerate(([0, 2, 4], [1, 3])):
+                seen = [xs[i, k, c] for c in channels if not np.isnan(xs[i, k, c])]
+                if not seen:
+                    assert np.all(np.isnan(got[4 * g : 4 * g + 4]))
+                    continue
+                mean = sum(seen) / len(seen)
+                std = (sum((v - mean) ** 2 for v in seen) / len(seen)) ** 0.5
+                expected = [max(seen), mean, std, min(seen)]
+                np.testing.assert_allclose(got[4 * g : 4 * g + 4], expected)
+    np.testing.assert_array_equal(pooled.ts, data.ts)
+    np.testing.assert_array_equal(pooled.lengths, lengths)
+
+
+def test_pooling_equals_pooling_the_hold_path_where_nothing_is_missing():
+    """Without missing values, the hold path of the pooled windows is, at any
+    time, the statistics of the per-channel hold path there."""
+    import jax.numpy as jnp
+
+    import ltc_jax
+    from ltc_jax.datasets import pool_channels
+
+    rng = np.random.default_rng(1)
+    ts = np.sort(rng.uniform(0, 10, size=(2, 7)), axis=1)
+    data = ltc_jax.datasets.SequenceDataset(
+        ts, rng.normal(size=(2, 7, 4)), np.array([7, 7]), np.zeros(2, np.int32)
+    )
+    groups = ["x", "y", "x", "x"]
+    pooled = pool_channels(data, groups, ("mean", "max"))
+    options = dict(dtype=jnp.float64, interpolation="hold")
+    path = ltc_jax.make_input_path(data, **options)
+    pooled_path = ltc_jax.make_input_path(pooled, **options)
+    for t in rng.uniform(ts[:, 0].max(), ts[:, -1].min(), size=5):
+        x = np.asarray(path.evaluate(jnp.asarray(t)))
+        members = x[:, [0, 2, 3]]
+        expected = np.stack([members.mean(1), members.max(1), x[:, 1], x[:, 1]], axis=1)
+        got = np.asarray(pooled_path.evaluate(jnp.asarray(t)))
+        np.testing.assert_allclose(got, expected, rtol=1e-12)
+
+
+def test_pooled_sensor_groups_keep_the_compiled_step_whatever_the_sensors():
+    """Stream windows' channel groups name each channel's sensor group and
+    feature; pooled by them, a plant of 10 sensors and one of 40 give the model
+    the same channels, so its parameters and the compiled training step's
+    temporary memory (XLA's analysis, deterministic) do not change, where the
+    per-channel model's grow with the sensors."""
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+    import jax.random as jr
+    import optax
+
+    import ltc_jax
+    from ltc_jax.datasets import pool_channels
+
+    figures = {}
+    for sensors in (10, 40):
+        plant = simulate_plant(
+            machines=1, sensors=sensors, seed=2, horizon_seconds=60.0
+        )
+        windows = stream_windows(plant, 10.0, horizon_seconds=0.0).take(np.arange(4))
+        for name, feature in zip(
+            windows.channel_names, windows.channel_groups, strict=True
+        ):
+            sensor, kind = name.split(":")
+            group = plant.sensor_group[plant.sensor_names.index(sensor)]
+            assert feature == f"{group}:{kind}"
+        (data,) = ltc_jax.datasets.standardize(windows.dataset)
+        pooled = pool_channels(data, windows.channel_groups)
+        for layout, dataset in (("channels", data), ("pooled", pooled)):
+            model = ltc_jax.LTC(dataset.num_channels, 8, 2, key=jr.key(0))
+            optimizer = optax.adam(1e-3)
+            opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
+            step = ltc_jax.training.make_train_step(
+                optimizer, ltc_jax.make_integrator("fused", "checkpoint", dt0=1.0)
+            )
+            batch = ltc_jax.make_batch(
+                dataset, dtype=jnp.float64, interpolation="hold", empty_channel_fill=0.0
+            )
+            memory = ltc_jax.measure.compiled_memory(step, model, opt_state, batch)
+            parameters = sum(
+                x.size for x in jax.tree.leaves(eqx.filter(model, eqx.is_inexact_array))
+            )
+            figures[sensors, layout] = (parameters, memory.temp_bytes)
+    # 4 groups: vibration and pressure fast (3 features), temperature slow (2),
+    # alarms events (3); 4 statistics each.
+    assert pooled.num_channels == (3 + 3 + 2 + 3) * 4
+    assert figures[10, "pooled"] == figures[40, "pooled"]
+    assert figures[40, "channels"][0] > figures[10, "channels"][0]
+    assert figures[40, "channels"][1] > figures[10, "channels"][1]
+
+
+def test_pooling_refuses_groups_and_statistics_that_do_not_fit():
+    from ltc_jax.datasets import SequenceDataset, pool_channels
+
+    data = SequenceDataset(
+        np.arange(3.0)[None], np.zeros((1, 3, 2)), [3], np.zeros(1, np.int32)
+    )
+    with pytest.raises(
+        ValueError, match="each of the 2 channels .* its group; got 3 entries"
+    ):
+        pool_channels(data, ["a", "a", "b"])
+    with pytest.raises(
+        ValueError, match="distinct ones of .*got \\('mean', 'median'\\)"
+    ):
+        pool_channels(data, ["a", "b"], ("mean", "median"))
+    with pytest.raises(ValueError, match="distinct ones of .*got \\('max', 'max'\\)"):
+        pool_channels(data, ["a", "b"], ("max", "max"))
+    with pytest.raises(ValueError, match="a list of statistics; got the string"):
+        pool_channels(data, ["a", "b"], "mean")
+
+
+def test_a_logs_groups_name_its_tags_kinds_for_pooling(tmp_path):
+    """`sensor_groups=` gives continuous tags their kind, which the windows' channel
+    groups carry; other tags stay "continuous", event tags "event"; a group
+    for a tag the log lacks, for an event tag, or named as an event group is
+    refused."""
+    _log(2, 0.0, 10.0, 60.0).to_csv(tmp_path / "log.csv", index=False)
+    path, alarm = tmp_path / "log.csv", ["alarm"]
+    read = read_sensor_log(path, event_tags=alarm, sensor_groups={" tag1 ": "pressure"})
+    assert read.sensor_group == ("event", "continuous", "pressure")
+    windows = stream_windows(read, 10.0, horizon_seconds=0.0)
+    assert windows.channel_groups == (
+        "event:count",
+        "event:sum",
+        "event:since",
+        "continuous:last",
+        "continuous:new",
+        "pressure:last",
+        "pressure:new",
+    )
+    with pytest.raises(ValueError, match=r"sensor_groups names tags \['x'\] that"):
+        read_sensor_log(path, event_tags=alarm, sensor_groups={"x": "pressure"})
+    with pytest.raises(ValueError, match="for an event tag, which is in group"):
+        read_sensor_log(path, event_tags=alarm, sensor_groups={"alarm": "pressure"})
+    with pytest.raises(ValueError, match="not an event group .*got 'alarm'\\.$"):
+        read_sensor_log(path, event_tags=alarm, sensor_groups={"tag0": "alarm"})

@@ -446,6 +446,12 @@ class StreamConfig(TrainConfig):
     ] = dataclasses.field(default_factory=dict)
     """Nominal rates of continuous tags of --log, in hertz (default: one
     over each tag's median interval between samples)."""
+    sensor_groups: Annotated[
+        dict[str, str],
+        tyro.conf.arg(metavar="TAG GROUP ...", help_behavior_hint=""),
+    ] = dataclasses.field(default_factory=dict)
+    """Kinds of continuous tags of --log, e.g. TI-101 temperature, for
+    --pool-sensor-groups (default: all one group, continuous)."""
     machines: int = 48
     """Simulated machines (without --log)."""
     sensors: int = 20
@@ -479,6 +485,10 @@ class StreamConfig(TrainConfig):
     interpolation: Interpolation = "hold"
     """Input path between frames: hold (default: the last frame's features
     until the next, causal), linear or cubic."""
+    pool_sensor_groups: bool = False
+    """Feed the model each sensor group's features pooled across its sensors
+    (mean, std, min, max: ltc_jax.datasets.pool_channels), so that its size
+    does not grow with the sensors."""
 
     def check(self) -> None:
         """Check every option, as [`ltc_jax.app.TrainConfig.check`][] does, and
@@ -510,9 +520,14 @@ class StreamConfig(TrainConfig):
             )
         if (self.log is None) != (self.failures is None):
             raise ValueError("--log and --failures go together: give both files.")
-        for name in ("event_tags", "tags", "rates_hz"):
+        for name in ("event_tags", "tags", "rates_hz", "sensor_groups"):
             if self.log is None and getattr(self, name):
                 raise ValueError(f"{_flag(name)} names tags of --log; give --log.")
+        if self.sensor_groups and not self.pool_sensor_groups:
+            raise ValueError(
+                "--sensor-groups names the groups --pool-sensor-groups pools by; "
+                "give --pool-sensor-groups too."
+            )
         if self.machines < 2:
             raise ValueError(
                 "--machines must be at least 2 (machines are the unit of the "

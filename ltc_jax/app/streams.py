@@ -7,11 +7,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ltc_jax.datasets import (
     SensorStreams,
+    SequenceDataset,
     StreamWindows,
     channel_statistics,
+    pool_channels,
     read_sensor_log,
     simulate_plant,
     standardize_with,
@@ -33,6 +36,7 @@ def read_streams(config: StreamConfig) -> SensorStreams:
             event_tags=config.event_tags,
             tags=config.tags or None,
             rates_hz=config.rates_hz,
+            sensor_groups=config.sensor_groups,
         )
     return simulate_plant(
         config.machines,
@@ -131,7 +135,11 @@ def load_stream_data(config: StreamConfig) -> dict[str, Any]:
     standardised with the training windows' statistics (`statistics`), the
     `validation_fraction` record, and `stream`: what reading a new log for the
     run needs (the clock, the sensors by name and which are events, the
-    channel names) and the machines of each part, by name.
+    channel names) and the machines of each part, by name. With
+    `config.pool_sensor_groups`, each part's channels are standardised, pooled
+    by sensor group (`pool_windows`) and standardised again: `statistics` are
+    the pooled channels', and `stream` records the groups and the first
+    statistics as `channel_groups`, `channel_mean` and `channel_std`.
 
     **Raises:** the errors of [`ltc_jax.datasets.read_sensor_log`][] and
     [`ltc_jax.datasets.stream_windows`][]; `ValueError` from `split_machines`.
@@ -148,6 +156,21 @@ def load_stream_data(config: StreamConfig) -> dict[str, Any]:
         )
     }
     statistics = channel_statistics(parts["train"])
+    pooled = {}
+    if config.pool_sensor_groups:
+        parts = {
+            name: None
+            if part is None
+            else pool_windows(part, windows.channel_groups, statistics)
+            for name, part in parts.items()
+        }
+        mean, std = statistics
+        pooled = dict(
+            channel_groups=list(windows.channel_groups),
+            channel_mean=mean.tolist(),
+            channel_std=std.tolist(),
+        )
+        statistics = channel_statistics(parts["train"])
     names = np.asarray(streams.machine_names)
     return dict(
         **{
@@ -167,6 +190,7 @@ def load_stream_data(config: StreamConfig) -> dict[str, Any]:
                 if event
             ],
             channel_names=list(windows.channel_names),
+            **pooled,
             machines={
                 name: names[machines].tolist()
                 for name, machines in (
@@ -177,6 +201,18 @@ def load_stream_data(config: StreamConfig) -> dict[str, Any]:
             },
         ),
     )
+
+
+def pool_windows(
+    data: SequenceDataset,
+    channel_groups: Sequence[str],
+    statistics: Sequence[ArrayLike],
+) -> SequenceDataset:
+    """Windows `data` standardised channel by channel with `statistics`
+    (`(mean, std)`, the training windows'), then pooled by sensor group
+    (`channel_groups`, [`ltc_jax.datasets.pool_channels`][]): sensors with
+    other offsets or units compare once standardised."""
+    return pool_channels(standardize_with(data, *statistics), channel_groups)
 
 
 def read_windows_for_run(
@@ -190,7 +226,10 @@ def read_windows_for_run(
     sensors (by name, in its order; the log's other tags are skipped), window,
     stride and fill; labelled with
     `failures` where given, and otherwise every window (labels 0, unused);
-    its classes are the run's `class_names` either way.
+    its classes are the run's `class_names` either way; for a run that pooled
+    its sensor groups, the windows' dataset is pooled as the run's was
+    (`pool_windows`, with the run's groups and channel statistics, whatever
+    groups the log's reading gives).
     **Returns:** the windows, the log's machine names (by index) and its
     `time_origin` (empty where its times are numbers).
 
@@ -225,6 +264,12 @@ def read_windows_for_run(
             f"{list(windows.channel_names)[:6]}...."
         )
     dataset = dataclasses.replace(windows.dataset, class_names=tuple(class_names))
+    if "channel_groups" in stream:  # pooled by the run's sensor groups
+        dataset = pool_windows(
+            dataset,
+            stream["channel_groups"],
+            (stream["channel_mean"], stream["channel_std"]),
+        )
     return (
         dataclasses.replace(windows, dataset=dataset),
         tuple(streams.machine_names),

@@ -3,11 +3,13 @@ simulated plant of sensor streams."""
 
 from ._bundled import load_japanese_vowels as load_japanese_vowels
 from ._dataset import (
+    POOL_STATISTICS as POOL_STATISTICS,
     SequenceDataset as SequenceDataset,
     channel_statistics as channel_statistics,
     check_same_classes as check_same_classes,
     drop_observations as drop_observations,
     hold_last as hold_last,
+    pool_channels as pool_channels,
     standardize as standardize,
     standardize_with as standardize_with,
     stratified_folds as stratified_folds,
@@ -51,6 +53,8 @@ __all__ = [
     "stratified_split",
     "drop_observations",
     "hold_last",
+    "pool_channels",
+    "POOL_STATISTICS",
     "simulate_plant",
     "PlantStreams",
     "SENSOR_GROUPS",

@@ -3,6 +3,7 @@
 import dataclasses
 import datetime
 import numbers
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -427,6 +428,89 @@ def standardize(
         check_same_classes(train, other, f"{other.name!r}" if other.name else f"#{i}")
     mean, std = channel_statistics(train)
     return tuple(standardize_with(data, mean, std) for data in (train, *others))
+
+
+POOL_STATISTICS = ("mean", "std", "min", "max")
+"""What [`ltc_jax.datasets.pool_channels`][] can compute across a group's
+channels."""
+
+
+def pool_channels(
+    data: SequenceDataset,
+    channel_groups: Sequence[str],
+    statistics: Sequence[str] = POOL_STATISTICS,
+) -> SequenceDataset:
+    """Summarise each group of interchangeable channels by statistics across the
+    group at every observation, so that a model's size follows the groups and
+    not the number of channels in each.
+
+    A plant's hundred temperature sensors read one kind of quantity. An LTC fed
+    every channel has an input weight per channel and unit, so its parameters,
+    their gradient, the optimiser's state and the compiled step's memory grow
+    with the sensors. Fed each group's mean, standard deviation, minimum and
+    maximum across its channels (a set's summary, as in Zaheer et al. 2017,
+    "Deep sets", NeurIPS), it sees a fixed number of channels however many
+    sensors report, and is unchanged by their order within a group. What it
+    gives up is which sensor of a group read what: pool sensors that are
+    interchangeable, after [`ltc_jax.datasets.standardize`][], so that
+    sensors with different offsets or units compare.
+
+    Each statistic skips missing (NaN) values: it is NaN only where no channel
+    of the group is observed. Where no value is missing, pooling the
+    observations equals pooling, at every time, the hold path
+    (`interpolation="hold"`, which stream windows use) they would give; where
+    one is, the pooled path holds the statistics of the channels observed
+    then, not of each channel's last value. A linear path interpolates the
+    pooled values. Standardise again after pooling: a group's mean over many
+    standardised channels varies much less than each.
+
+    **Arguments:**
+
+    - `data`: the dataset, `channels` channels.
+    - `channel_groups`: each channel's group, a string per channel; channels
+        with the same string are pooled together, wherever they lie. For
+        windows of sensor streams, `StreamWindows.channel_groups`.
+    - `statistics`: across each group's observed channels, in this order, some
+        of `"mean"`, `"std"` (the population standard deviation: 0 for one
+        channel), `"min"` and `"max"` (default all four).
+
+    **Returns:** a [`ltc_jax.datasets.SequenceDataset`][] with the same times,
+    lengths and labels and `groups * len(statistics)` channels (float64),
+    group by group in order of first appearance in `channel_groups`, and
+    within a group in the order of `statistics`; padding stays 0.
+
+    **Raises:** `ValueError` for `channel_groups` that does not give one
+    group per channel of `data`, or for statistics that are not distinct
+    ones of `POOL_STATISTICS` (or a string, not a list of them).
+    """
+    if isinstance(statistics, str):
+        raise ValueError(
+            f"statistics is a list of statistics; got the string {statistics!r}."
+        )
+    channel_groups = list(channel_groups)
+    statistics = tuple(statistics)
+    if len(channel_groups) != data.num_channels:
+        raise ValueError(
+            f"channel_groups must give each of the {data.num_channels} channels "
+            f"of {data.name!r} its group; got {len(channel_groups)} entries."
+        )
+    unknown = [s for s in statistics if s not in POOL_STATISTICS]
+    if not statistics or unknown or len(set(statistics)) < len(statistics):
+        raise ValueError(
+            f"statistics must be distinct ones of {POOL_STATISTICS}; got {statistics}."
+        )
+    reduce = dict(mean=np.nanmean, std=np.nanstd, min=np.nanmin, max=np.nanmax)
+    groups = np.array(channel_groups)
+    xs = np.asarray(data.xs, dtype=np.float64)
+    pooled = []
+    with warnings.catch_warnings():  # a group with no observed channel: NaN
+        for message in ("Mean of empty slice", "Degrees of freedom", "All-NaN"):
+            warnings.filterwarnings("ignore", message, RuntimeWarning)
+        for group in dict.fromkeys(channel_groups):
+            members = xs[..., groups == group]
+            pooled += [reduce[s](members, axis=-1) for s in statistics]
+    xs = np.where(data.valid_mask()[..., None], np.stack(pooled, axis=-1), 0.0)
+    return dataclasses.replace(data, xs=xs)
 
 
 def drop_observations(

@@ -237,6 +237,12 @@ class StreamWindows:
         machine's failure; NaN where no failure was seen.
     - `channel_names`: `"<sensor>:<feature>"` per channel (see
         `stream_windows`).
+    - `channel_groups`: `"<sensor group>:<feature>"` per channel (the group
+        of `SensorStreams.sensor_group`): the channels that
+        [`ltc_jax.datasets.pool_channels`][] pools together, where a group's
+        sensors are interchangeable (the simulated plant's groups are its
+        kinds of sensor; a log's tags are `"continuous"` or `"event"` unless
+        `read_sensor_log`'s `sensor_groups` names their kinds).
     - `clock_hz`: the slow clock, in hertz.
     - `horizon_seconds`: the label's horizon, in seconds.
     """
@@ -248,6 +254,7 @@ class StreamWindows:
     channel_names: tuple[str, ...]
     clock_hz: float
     horizon_seconds: float
+    channel_groups: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return len(self.dataset)
@@ -404,10 +411,13 @@ def stream_windows(
 
     chosen = chosen.tolist()
     kinds = [_kind(streams, s, clock_hz) for s in chosen]
-    channel_names = tuple(
-        f"{streams.sensor_names[s]}:{feature}"
-        for s, kind in zip(chosen, kinds, strict=True)
-        for feature in _FEATURES[kind]
+    channel_names, channel_groups = (
+        tuple(
+            f"{names[s]}:{feature}"
+            for s, kind in zip(chosen, kinds, strict=True)
+            for feature in _FEATURES[kind]
+        )
+        for names in (streams.sensor_names, streams.sensor_group)
     )
     offsets = np.arange(frames + 1) / clock_hz - window_seconds  # frame edges
     blocks, machine_of, ends, to_failure = [], [], [], []
@@ -464,6 +474,7 @@ def stream_windows(
         end_time=np.concatenate(ends),
         time_to_failure=to_failure,
         channel_names=channel_names,
+        channel_groups=channel_groups,
         clock_hz=float(clock_hz),
         horizon_seconds=float(horizon_seconds),
     )
@@ -634,6 +645,7 @@ def read_sensor_log(
     event_tags: Sequence[str] = (),
     rates_hz: Mapping[str, float] | None = None,
     tags: Sequence[str] | None = None,
+    sensor_groups: Mapping[str, str] | None = None,
 ) -> SensorStreams:
     """Read sensor streams from the long format a plant historian exports: a CSV
     or Parquet file of one row per sample, (time, tag, value), and optionally
@@ -663,7 +675,13 @@ def read_sensor_log(
     - `value_column`: the reading, a number.
     - `machine_column`: the machine's name, or `None` for a file of one machine.
     - `event_tags`: the tags whose samples are events (alarms): they form the
-        group `"event"`; the others are `"continuous"`.
+        group `"event"`; the others are `"continuous"`, or as `sensor_groups`
+        says.
+    - `sensor_groups`: a continuous tag's group, the kind of sensor it is (e.g.
+        `{"TI-101": "temperature", "PI-204": "pressure"}`); default
+        `"continuous"`. Sensors of one group are interchangeable: windows
+        name each channel's group (`StreamWindows.channel_groups`), by which
+        [`ltc_jax.datasets.pool_channels`][] pools them.
     - `rates_hz`: a continuous tag's nominal rate, in hertz; default: one over
         its median interval between samples, over all machines.
     - `tags`: the tags to read; default: every tag of the log. The rows of
@@ -681,8 +699,9 @@ def read_sensor_log(
     (in the log, or between the log and the failure table), times not strictly
     increasing within a tag of a machine, a failure for a machine the log does
     not have (or two), a continuous tag with fewer than two samples on every
-    machine and no rate given, or an unknown name in `event_tags`,
-    `rates_hz` or `tags`. `ImportError`
+    machine and no rate given, an unknown name in `event_tags`,
+    `rates_hz`, `tags` or `sensor_groups`, or a group for an event tag or
+    one named as an event group (`EVENT_GROUPS`). `ImportError`
     naming the extra where pandas (or pyarrow) is not installed.
     """
     for option, given in (("event_tags", event_tags), ("tags", tags)):
@@ -691,6 +710,9 @@ def read_sensor_log(
     # Compared as the log's tags are read: without surrounding spaces.
     event_tags = [str(tag).strip() for tag in event_tags]
     rates_hz = {str(tag).strip(): rate for tag, rate in (rates_hz or {}).items()}
+    sensor_groups = {
+        str(tag).strip(): group for tag, group in (sensor_groups or {}).items()
+    }
     frame = _read_table(path, [time_column, tag_column, value_column, machine_column])
     if not len(frame):
         raise ValueError(f"{path}: the log has no rows.")
@@ -735,7 +757,11 @@ def read_sensor_log(
             + ": sort the rows by time within each tag, and drop repeated times."
         )
     names = [str(name) for name in sensor_names]
-    for option, given in (("event_tags", event_tags), ("rates_hz", rates_hz or {})):
+    for option, given in (
+        ("event_tags", event_tags),
+        ("rates_hz", rates_hz),
+        ("sensor_groups", sensor_groups),
+    ):
         unknown = sorted(set(given) - set(names))
         if unknown:
             among = " among the tags read (tags=)" if tags is not None else ""
@@ -745,6 +771,17 @@ def read_sensor_log(
             raise ValueError(
                 f"rates_hz[{tag!r}] must be a positive rate of a continuous tag; "
                 f"got {rate!r}" + (" for an event tag." if tag in event_tags else ".")
+            )
+    for tag, group in sensor_groups.items():
+        if tag in event_tags or group in EVENT_GROUPS:
+            raise ValueError(
+                f"sensor_groups[{tag!r}] names the kind of a continuous tag, not "
+                f"an event group ({', '.join(EVENT_GROUPS)}); got {group!r}"
+                + (
+                    " for an event tag, which is in group 'event'."
+                    if tag in event_tags
+                    else "."
+                )
             )
     is_event = np.isin(names, list(event_tags))
     rate = _rates(time[order], key, len(names), is_event, names, rates_hz or {}, path)
@@ -783,7 +820,10 @@ def read_sensor_log(
         sensor=sensor[order],
         time=time[order],
         value=value[order],
-        sensor_group=tuple("event" if e else "continuous" for e in is_event),
+        sensor_group=tuple(
+            "event" if e else sensor_groups.get(name, "continuous")
+            for name, e in zip(names, is_event, strict=True)
+        ),
         sensor_rate_hz=rate,
         failure_time=failure_time,
         sensor_names=tuple(names),
