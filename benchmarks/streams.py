@@ -177,6 +177,16 @@ def frame_model(
     return model, integrator
 
 
+def pooled_windows(
+    channel_groups, train, *others
+) -> tuple[ltc_jax.datasets.SequenceDataset, ...]:
+    """Standardised windows pooled by sensor group (`pool_channels`), then
+    standardised again with the pooled training windows' statistics."""
+    return ltc_jax.datasets.standardize(
+        *(ltc_jax.datasets.pool_channels(d, channel_groups) for d in (train, *others))
+    )
+
+
 def union_dataset(streams, windows) -> ltc_jax.datasets.SequenceDataset:
     """The windows' samples on the union of their times: NaN where a sensor has
     no sample; times from each window's start."""
@@ -249,43 +259,26 @@ def scaling_rows(config: Config) -> list[dict]:
                 union_steps=union_points,
             )
             (data,) = ltc_jax.datasets.standardize(windows.dataset)
-            model, integrator = frame_model(
-                data, config.hidden_size, jr.key(config.seed)
-            )
-            model = _problems.cast(model, "float32")
-            batch = ltc_jax.make_batch(
-                data, dtype=jnp.float32, interpolation="hold", empty_channel_fill=0.0
-            )
-            row.update(
-                frame_steps=integrator.max_steps,
-                **{
-                    f"frame_{k}": v
-                    for k, v in _step_figures(
-                        model, integrator, batch, config.timed_steps
-                    ).items()
-                },
-            )
-            (pooled,) = ltc_jax.datasets.standardize(
-                ltc_jax.datasets.pool_channels(data, windows.channel_groups)
-            )
-            model, integrator = frame_model(
-                pooled, config.hidden_size, jr.key(config.seed)
-            )
-            figures = _step_figures(
-                _problems.cast(model, "float32"),
-                integrator,
-                ltc_jax.make_batch(
-                    pooled,
+            (pooled,) = pooled_windows(windows.channel_groups, data)
+            for layout, dataset in (("frame", data), ("pooled", pooled)):
+                model, integrator = frame_model(
+                    dataset, config.hidden_size, jr.key(config.seed)
+                )
+                batch = ltc_jax.make_batch(
+                    dataset,
                     dtype=jnp.float32,
                     interpolation="hold",
                     empty_channel_fill=0.0,
-                ),
-                config.timed_steps,
-            )
-            row.update(
-                pooled_channels=pooled.num_channels,
-                **{f"pooled_{k}": v for k, v in figures.items()},
-            )
+                )
+                figures = _step_figures(
+                    _problems.cast(model, "float32"),
+                    integrator,
+                    batch,
+                    config.timed_steps,
+                )
+                figures.update(steps=integrator.max_steps)
+                row.update({f"{layout}_{k}": v for k, v in figures.items()})
+            row.update(pooled_channels=pooled.num_channels)
             if union_points <= config.union_limit:
                 union = union_dataset(plant, windows)
                 spacing = float(np.median(np.diff(union.ts[0, : union.lengths[0]])))
@@ -456,15 +449,9 @@ def accuracy_rows(config: Config, seed: int) -> list[dict]:
         score(name, np.asarray(jax.nn.softmax(logits, axis=-1))[:, 1], seconds)
 
     train_ltc("LTC, slow clock", train, validation, test)
-    groups = windows.channel_groups
     train_ltc(
         "LTC, slow clock, sensor groups pooled",
-        *ltc_jax.datasets.standardize(
-            *(
-                ltc_jax.datasets.pool_channels(d, groups)
-                for d in (train, validation, test)
-            )
-        ),
+        *pooled_windows(windows.channel_groups, train, validation, test),
     )
     # What `ltc-jax stream` trains on these windows: its derived model and
     # schedule, the same validation machines and its patience.

@@ -466,7 +466,7 @@ def pool_channels(
 
     **Arguments:**
 
-    - `data`: the dataset, `channels` channels.
+    - `data`: the dataset, `xs` of shape `(n, times, channels)`.
     - `channel_groups`: each channel's group, a string per channel; channels
         with the same string are pooled together, wherever they lie. For
         windows of sensor streams, `StreamWindows.channel_groups`.
@@ -475,7 +475,8 @@ def pool_channels(
         channel), `"min"` and `"max"` (default all four).
 
     **Returns:** a [`ltc_jax.datasets.SequenceDataset`][] with the same times,
-    lengths and labels and `groups * len(statistics)` channels (float64),
+    lengths and labels, and `xs` of shape `(n, times, groups *
+    len(statistics))`, float64, in the unit of each group's values (`std` too),
     group by group in order of first appearance in `channel_groups`, and
     within a group in the order of `statistics`; padding stays 0.
 
