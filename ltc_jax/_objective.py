@@ -139,8 +139,9 @@ class Penalized(AbstractObjective):
         arrays, so that they are arguments of the compiled step.
     - `name`: static str, the metric's key (default `"penalty"`).
 
-    **Raises** (when called): `ValueError` if `name` is a key the objective's
-    metrics already hold.
+    **Raises** (when called): `ValueError` if the objective's metrics lack
+    `weight` or `loss` (`REQUIRED_METRICS`), whose weight the penalty's
+    metric is scaled by, or if `name` is a key they already hold.
     """
 
     objective: AbstractObjective
@@ -153,6 +154,7 @@ class Penalized(AbstractObjective):
 
     def __call__(self, model, batch, integrator):
         loss, metrics = self.objective(model, batch, integrator)
+        check_metrics(self.objective, metrics)
         if self.name in metrics:
             raise ValueError(
                 f"The objective's metrics already hold {self.name!r}; give the "

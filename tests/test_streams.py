@@ -491,6 +491,10 @@ def _one_sensor(**changes):
         (dict(sensor_rate_hz=[1.0, np.nan]), "'pressure_1' needs a positive, finite"),
         (dict(sensor_rate_hz=[0.0, 1.0]), "'temperature_0' needs a positive, finite"),
         (dict(failure_time=[np.inf]), "Machine '0' has an infinite failure_time"),
+        (
+            dict(failure_time=[0.5]),
+            "Machine '0' fails at 0.5 s, before its first sample at 1.0 s",
+        ),
         (dict(sensor_names=("t", "t")), "sensor names must differ; \\['t'\\] repeat"),
         (
             dict(value=[0.1, 0.2, np.nan, 0.4]),
@@ -506,6 +510,15 @@ def test_sensor_streams_refuse_bad_fields_by_name(changes, message):
     SensorStreams(**_one_sensor())  # valid as it stands
     with pytest.raises(ValueError, match=message):
         SensorStreams(**_one_sensor(**changes))
+
+
+def test_a_failure_at_the_first_sample_or_of_a_machine_without_samples_is_kept():
+    """Only a failure before a machine's first reading is refused: one at that
+    reading, or of a machine that has no samples, is valid."""
+    at_first = SensorStreams(**_one_sensor(failure_time=[1.0]))
+    assert at_first.failure_time.tolist() == [1.0]
+    silent = SensorStreams(**_one_sensor(failure_time=[np.nan, 0.5]))
+    assert silent.machines == 2 and silent.failure_time[1] == 0.5
 
 
 def test_stream_windows_refuse_bad_arguments_by_name(plant):
@@ -849,6 +862,8 @@ def test_pooling_refuses_groups_and_statistics_that_do_not_fit():
         pool_channels(data, ["a", "b"], ("max", "max"))
     with pytest.raises(ValueError, match="a list of statistics; got the string"):
         pool_channels(data, ["a", "b"], "mean")
+    with pytest.raises(ValueError, match="Each of the 2 groups .* holds one channel"):
+        pool_channels(data, ["a", "b"])
 
 
 def test_a_logs_groups_name_its_tags_kinds_for_pooling(tmp_path):

@@ -110,6 +110,27 @@ def test_a_penalty_composes_onto_the_loss_and_its_gradient_is_exact(getkey):
         assert analytic == pytest.approx(numeric, rel=1e-6, abs=1e-9)
 
 
+def test_a_penalty_around_an_objective_without_a_weight_names_the_metrics(getkey):
+    """A penalty scales its metric by the batch's weight: wrapping an objective
+    whose metrics lack `weight` is refused with the metrics it gave, not a
+    bare KeyError."""
+
+    class Unweighted(ltc_jax.training.AbstractObjective):
+        def __call__(self, model, batch, integrator):
+            loss = jnp.sum(model.readout.bias**2)
+            return loss, dict(loss=loss)
+
+    model = ltc_jax.LTC(2, 3, 2, key=getkey())
+    penalty = ltc_jax.training.QuadraticPenalty(model)
+    objective = ltc_jax.training.Penalized(Unweighted(), penalty)
+    batch = ltc_jax.make_batch(_dataset())
+    integrator = ltc_jax.make_integrator(**HEUN)
+    with pytest.raises(
+        ValueError, match=r"Unweighted's metrics hold \['loss'\], not \['weight'\]"
+    ):
+        objective(model, batch, integrator)
+
+
 def test_fit_takes_an_objective_and_records_its_penalty(getkey):
     """A penalty of strength 0 trains to the unpenalised run's bits (the
     composition adds nothing else), and the history holds the penalty's mean,

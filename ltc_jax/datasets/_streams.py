@@ -63,8 +63,9 @@ class SensorStreams:
     sensor index that is not a whole number or is out of range, a continuous
     sensor's rate that is not positive and finite, an infinite failure time,
     repeated sensor or machine names, rows not sorted by machine, sensor and
-    time (times repeated within a sensor included), or a non-finite time or
-    value (naming the first such row).
+    time (times repeated within a sensor included), a non-finite time or
+    value (naming the first such row), or a machine whose failure precedes
+    its first sample.
     """
 
     # Any array-like (lists too) on construction; stored as NumPy arrays.
@@ -168,6 +169,18 @@ class SensorStreams:
                 f"increasing time; row index {row} (0-based; {self._row(row)}, time "
                 f"{float(self.time[row])!r}) does not follow row index {row - 1} "
                 f"({self._row(row - 1)}, time {float(self.time[row - 1])!r})."
+            )
+        first = np.full(machines, np.inf)
+        np.minimum.at(first, self.machine, self.time)
+        early = np.isfinite(first) & (self.failure_time < first)
+        if np.any(early):
+            bad = int(np.argmax(early))
+            raise ValueError(
+                f"Machine {self.machine_names[bad]!r} fails at "
+                f"{float(self.failure_time[bad])!r} s, before its first sample at "
+                f"{float(first[bad])!r} s (seconds since time_origin): no reading "
+                "precedes the failure. Are the failure times in the log's time "
+                "zone and unit?"
             )
 
     def _row(self, row: int) -> str:
