@@ -50,7 +50,7 @@ import tyro
 
 import ltc_jax
 from experiments import _run
-from ltc_jax.app.job import trivial_baseline
+from ltc_jax.app.runs import trivial_baseline
 from ltc_jax.datasets import read_ts
 
 

@@ -32,12 +32,16 @@ def _train_toy(tmp_path, train_size, test_size, *options):
 
 def _evaluates_as_the_run_tested(capsys, metrics, *args):
     """`ltc-jax evaluate *args` prints the run's own test accuracy and loss (to
-    the printed digits)."""
+    the printed digits), and its trivial baseline's accuracy, from the answer
+    the run saved."""
     capsys.readouterr()
     assert cli.main(["evaluate", *args]) == 0
     printed = capsys.readouterr().out
     assert f"accuracy   {metrics['test_accuracy']:.4f}" in printed
     assert f"loss       {metrics['test_loss']:.4f}" in printed
+    baseline = metrics["baseline"]
+    line = f"baseline   {baseline['test_accuracy']:.4f} (always {baseline['name']})"
+    assert line in printed
 
 
 SMALL_RUN = ("--hidden-size", "4", "--epochs", "2", "--batch-size", "8")
@@ -83,6 +87,18 @@ def test_cli_regression_reports_the_test_error(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "accuracy" not in printed
     assert f"loss       {metrics['test_loss']:.4f} (mean squared error)" in printed
+    line = f"baseline   {mean_error:.4f} (always the training targets' mean)"
+    assert line in printed
+    # A run saved before the baseline was recorded evaluates without it.
+    data = json.loads((out / "data.json").read_text())
+    assert data.pop("baseline") == dict(
+        name="the training targets' mean",
+        targets=[pytest.approx(targets(train).mean())],
+    )
+    (out / "data.json").write_text(json.dumps(data))
+    assert cli.main(["evaluate", str(out), "--data", test]) == 0
+    printed = capsys.readouterr().out
+    assert "loss       " in printed and "baseline" not in printed
     reason = json.loads((out / "config.json").read_text())["derived"]
     reason = reason["validation_fraction"]["reason"]
     assert "0.1 of 24 training series" in reason and "class" not in reason

@@ -150,11 +150,16 @@ def _run(config) -> int:
         print_report(metrics, memory_hint=not config.memory_table)
     elif isinstance(config, EvaluateConfig):
         result = evaluate_run(config.run_dir, config.data, config.failures)
+        baseline = result["baseline"]  # None for a run saved before it
         if math.isnan(result["accuracy"]):  # regression: the loss is the MSE
             print(f"loss       {result['loss']:.4f} (mean squared error)")
+            score = None if baseline is None else baseline["test_loss"]
         else:
             print(f"accuracy   {result['accuracy']:.4f}")
             print(f"loss       {result['loss']:.4f}")
+            score = None if baseline is None else baseline["test_accuracy"]
+        if baseline is not None:
+            print(f"baseline   {score:.4f} (always {baseline['name']})")
         print(f"steps      {result['num_steps']:.1f} per sequence")
     else:
         name = os.path.splitext(os.path.basename(config.data))[0]

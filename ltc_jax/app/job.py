@@ -33,6 +33,7 @@ from .runs import (
     make_run_dir,
     save_model,
     training_spacing,
+    trivial_baseline,
     write_history,
 )
 from .settings import (
@@ -154,30 +155,6 @@ def load_data(config: TrainConfig) -> dict[str, Any]:
         statistics=statistics,
         validation_fraction=dict(value=fraction, reason=reason),
         spacing=spacing,
-    )
-
-
-def trivial_baseline(train: SequenceDataset, test: SequenceDataset) -> dict:
-    """What a model that ignores its input scores on `test`, from `train`'s
-    labels alone: for classes, the accuracy of always answering `train`'s
-    commonest class (the first of a tie); for regression targets, the mean
-    squared error of always answering their mean over `train` (averaged over
-    the targets, as the job's loss is, in the targets' units squared).
-
-    **Returns:** `{"name", "test_accuracy"}` or `{"name", "test_loss"}`.
-    """
-    if train.is_classification:
-        labels = train.labels[train.labels >= 0]
-        commonest = int(np.bincount(labels, minlength=train.num_classes).argmax())
-        return dict(
-            name=f"the training set's commonest class, "
-            f"{train.class_names[commonest]!r}",
-            test_accuracy=float(np.mean(test.labels == commonest)),
-        )
-    mean = train.labels.mean(axis=0)
-    return dict(
-        name="the training targets' mean",
-        test_loss=float(np.mean((test.labels - mean) ** 2)),
     )
 
 

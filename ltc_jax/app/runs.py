@@ -52,6 +52,55 @@ def make_run_dir(out: str | None, parent: str) -> str:
     return out
 
 
+def constant_answer(train: SequenceDataset) -> dict:
+    """The answer of a model that ignores its input, from `train`'s labels
+    alone: for classes, `train`'s commonest class (the first of a tie); for
+    regression targets, their mean over `train`.
+
+    **Returns:** `{"name", "class"}` (the class index) or `{"name", "targets"}`
+    (a list, one mean per target), JSON-serialisable: runs record it in
+    `data.json`, so that `ltc-jax evaluate` scores it on new data.
+    """
+    if train.is_classification:
+        labels = train.labels[train.labels >= 0]
+        commonest = int(np.bincount(labels, minlength=train.num_classes).argmax())
+        return {
+            "name": f"the training set's commonest class, "
+            f"{train.class_names[commonest]!r}",
+            "class": commonest,
+        }
+    return dict(
+        name="the training targets' mean",
+        targets=np.asarray(train.labels).mean(axis=0).tolist(),
+    )
+
+
+def score_constant_answer(answer: dict, test: SequenceDataset) -> dict:
+    """`constant_answer`'s score on `test`: for a class, the accuracy of always
+    answering it; for targets, the mean squared error of always answering
+    them (averaged over the targets, as the job's loss is, in the targets'
+    units squared).
+
+    **Returns:** `{"name", "test_accuracy"}` or `{"name", "test_loss"}`.
+    """
+    if "class" in answer:
+        accuracy = float(np.mean(test.labels == answer["class"]))
+        return dict(name=answer["name"], test_accuracy=accuracy)
+    mean = np.asarray(answer["targets"])
+    return dict(
+        name=answer["name"], test_loss=float(np.mean((test.labels - mean) ** 2))
+    )
+
+
+def trivial_baseline(train: SequenceDataset, test: SequenceDataset) -> dict:
+    """What a model that ignores its input scores on `test`, from `train`'s
+    labels alone: `score_constant_answer(constant_answer(train), test)`.
+
+    **Returns:** `{"name", "test_accuracy"}` or `{"name", "test_loss"}`.
+    """
+    return score_constant_answer(constant_answer(train), test)
+
+
 def save_model(
     run_dir: str,
     model: ltc_jax.LTC | ltc_jax.CfC | ltc_jax.JumpLTC,
@@ -64,8 +113,10 @@ def save_model(
     `data.json` (what reading new data needs: the training set's per-channel mean
     and standard deviation, class names, output size and time scale,
     `spacing`: the training file's median interval between observations,
-    given before any were dropped, else `train`'s; and the model's
-    options, `models`, which `load_run` checks the model it builds against)."""
+    given before any were dropped, else `train`'s; `baseline`, the answer of
+    a model that ignores its input (`constant_answer`), which `evaluate_run`
+    scores on new data; and the model's options, `models`, which `load_run`
+    checks the model it builds against)."""
     eqx.tree_serialise_leaves(os.path.join(run_dir, "model.eqx"), model)
     mean, std = statistics
     data = dict(
@@ -76,6 +127,7 @@ def save_model(
         input_channels=train.num_channels,
         input_size=model.input_size,
         spacing=training_spacing(train) if spacing is None else spacing,
+        baseline=constant_answer(train),
         settings={k: v for k, v in settings.items() if k != "derived"},
         models=model_options(model),
     )
@@ -366,7 +418,12 @@ def evaluate_run(
     [`ltc_jax.evaluate`][]. **Raises:** as `read_for_run`; `ValueError` for an
     unlabelled file, a stream run's log without `failures`, or a series with a
     channel it never observes, for a run trained without
-    `--empty-channel-fill`."""
+    `--empty-channel-fill`.
+
+    The dict also holds `baseline`, the score on the file of the run's
+    constant answer (`score_constant_answer`: `{"name", "test_accuracy"}` or
+    `{"name", "test_loss"}`), or `None` for a run saved before it was
+    recorded."""
     saved = os.path.join(run_dir, "config.json")
     if failures is None and os.path.isfile(saved):  # before reading the log
         with open(saved) as file:
@@ -381,13 +438,17 @@ def evaluate_run(
     config, model, data, settings, _ = read_for_run(run_dir, path, failures)
     check_labelled(data, "evaluate (ltc-jax predict reads unlabelled files)")
     integrator = _final_integrator(config, settings)
-    return ltc_jax.evaluate(
+    result = ltc_jax.evaluate(
         model,
         data,
         integrator=integrator,
         batch_size=settings["batch_size"],
         path=_run_path(run_dir, path, config, data),
     )
+    with open(os.path.join(run_dir, "data.json")) as file:
+        answer = json.load(file).get("baseline")
+    baseline = None if answer is None else score_constant_answer(answer, data)
+    return dict(result, baseline=baseline)
 
 
 def predict_run(run_dir: str, path: str, out: str, failures: str | None = None) -> int:
