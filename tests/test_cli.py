@@ -921,7 +921,7 @@ def test_prepare_builds_what_the_cli_trains(tmp_path, model):
 
 
 @pytest.mark.filterwarnings("ignore:Training did not lower the loss")
-def test_folds_choose_the_epochs_the_run_trains_for(tmp_path):
+def test_folds_choose_the_epochs_the_run_trains_for(tmp_path, capsys):
     """`--folds 3`: the epochs the run trains for are those of the lowest mean
     validation loss, recomputed here from three fits of the job's own parts on
     folds dealt by hand (each class's series shuffled by the seed and dealt in
@@ -931,6 +931,7 @@ def test_folds_choose_the_epochs_the_run_trains_for(tmp_path):
     train_file, test_file, out, metrics = _train_toy(
         tmp_path, 24, 10, *options, "--folds", "3"
     )
+    printed = capsys.readouterr().out
     train = ltc_jax.datasets.read_ts(train_file)
     test = ltc_jax.datasets.read_ts(test_file, class_names=train.class_names)
     train, test = ltc_jax.datasets.standardize(train, test)
@@ -971,6 +972,14 @@ def test_folds_choose_the_epochs_the_run_trains_for(tmp_path):
     reason = saved["derived"]["epochs"]["reason"]
     assert f"lowest mean validation loss ({mean[epochs - 1]:.4g}) of 3 folds" in reason
     assert saved["derived"]["validation_fraction"]["value"] == 0.0
+    # The folds' wall time is recorded beside the run's own, which excludes it.
+    folds_seconds = saved["derived"]["epochs"]["seconds"]
+    assert metrics["folds_seconds"] == folds_seconds > 0
+    line = (
+        f"train wall time    {metrics['train_seconds']:.1f} s (after "
+        f"{folds_seconds:.1f} s of folds choosing epochs)"
+    )
+    assert line in printed
 
     final = app.prepare(dataclasses.replace(config, epochs=epochs), train, (test,))
     trained, _ = ltc_jax.fit(

@@ -39,7 +39,11 @@ def print_report(metrics: dict, memory_hint: bool = True) -> None:
     baseline = metrics.get("baseline")  # absent from runs saved before it
     if baseline:
         print(f"{'baseline':<19}{baseline[key]:{digits}} (always {baseline['name']})")
-    print(f"train wall time    {metrics['train_seconds']:.1f} s")
+    folds = metrics.get("folds_seconds")  # None without --folds
+    print(
+        f"train wall time    {metrics['train_seconds']:.1f} s"
+        + ("" if folds is None else f" (after {folds:.1f} s of folds choosing epochs)")
+    )
     if metrics.get("windows"):
         print(
             f"windowed adjoint   {metrics['windows']} windows (derived from the "

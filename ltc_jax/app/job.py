@@ -343,7 +343,9 @@ def train_and_evaluate(
     (where matplotlib is installed) and `metrics.json`. With `config.resume`, the
     run in that folder continues from its newest good checkpoint, with its saved
     configuration, and ends as an uninterrupted run would have (bit for bit on
-    CPU); `train_seconds` then counts every part of the run.
+    CPU); `train_seconds` then counts every part of the run. With
+    `config.folds`, `folds_seconds` is the wall time of the folds that chose
+    the epochs, before the run trained (`None` without them).
 
     **Arguments:** `config`; `say`: called with one-line status messages (what is
     resumed, what is being compiled); default: silent.
@@ -352,7 +354,7 @@ def train_and_evaluate(
     `task` (`"classification"` or `"regression"`), `test_accuracy` (`nan` for
     regression), `test_loss`, `train_seconds`, `gradient_mode`, `solver`,
     `steps_per_sequence` and `memory_bytes_by_mode`, plus `baseline` (what a
-    model that ignores its input scores: [`ltc_jax.app.job.trivial_baseline`][];
+    model that ignores its input scores: [`ltc_jax.app.runs.trivial_baseline`][];
     a `UserWarning` says so where the model does no better), `history`,
     `parameters_sha256` (a digest of the final parameters) and `environment`.
 
@@ -506,6 +508,7 @@ def train_and_evaluate(
         if resume
         else part_seconds,
         train_seconds_this_part=part_seconds,
+        folds_seconds=settings["derived"].get("epochs", {}).get("seconds"),
         model=config.model,
         gradient_mode=integrator.adjoint_name if config.solves_ode else "backprop",
         windows=history[-1].get("windows") if history else None,

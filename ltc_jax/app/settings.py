@@ -5,6 +5,7 @@ and model they give."""
 
 import dataclasses
 import math
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -535,7 +536,8 @@ def prepare(
     With `config.folds`, this call trains: the epochs are chosen by that many
     folds of `train` ([`fold_epochs`][ltc_jax.app.settings.fold_epochs]), and
     the job returned trains for them, its schedule over them, with the reason
-    in `derived["epochs"]`.
+    in `derived["epochs"]` and the folds' wall time, in seconds, in its
+    `seconds`.
 
     **Arguments:** `config`: the options, as on the command line (its `data`,
     `out` and reporting options are not used here); `train`: the training set
@@ -557,12 +559,14 @@ def prepare(
     job = _setup(config, train, others)
     if config.folds is None:
         return job
+    start = time.perf_counter()
     epochs, reason = fold_epochs(job, train, say or (lambda message: None))
+    seconds = time.perf_counter() - start
     return _setup(
         dataclasses.replace(config, epochs=epochs),
         train,
         others,
-        epochs=dict(value=epochs, reason=reason),
+        epochs=dict(value=epochs, reason=reason, seconds=seconds),
     )
 
 
