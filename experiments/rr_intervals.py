@@ -76,6 +76,12 @@ class Config(_run.RunConfig):
     folds: int | None = None
     """Choose the epochs by this many folds of the training windows (the main
     job's `--folds`; default: none, the job's own epochs)."""
+    readout_times: int | None = None
+    """Override the main job's readout times (default: its own, derived from
+    the windows' length)."""
+    readout_features: Literal["states", "pooled", "both"] | None = None
+    """Override what the readout reads of the states at those times (default:
+    the job's own)."""
 
 
 QUICK = dict(seeds=(0,), epochs=2, hidden_size=8)
@@ -227,6 +233,8 @@ def main(config: Config) -> dict:
         interpolation=config.interpolation,
         weight_decay=config.weight_decay,
         folds=config.folds,
+        readout_times=config.readout_times,
+        readout_features=config.readout_features,
     )
     classification = [
         _problems.train_main_job(
