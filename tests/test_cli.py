@@ -754,9 +754,10 @@ def test_cli_trains_a_timestamped_file_at_unix_epoch_times(tmp_path, capsys):
     assert "warning" not in capsys.readouterr().err
 
 
-def _plant_log(tmp_path, plant, machines):
+def _plant_log(tmp_path, plant, machines, columns=None):
     """The simulated plant's samples of `machines` (names) as a historian's
-    long-format CSV log, and its failure table: the files a user brings."""
+    long-format CSV log, and its failure table: the files a user brings, their
+    columns renamed by `columns` (default: time, tag, value, machine)."""
     import pandas as pd
 
     keep = np.isin(np.asarray(plant.machine_names)[plant.machine], machines)
@@ -768,12 +769,12 @@ def _plant_log(tmp_path, plant, machines):
             "value": plant.value[keep],
             "machine": np.asarray(plant.machine_names)[plant.machine[keep]],
         }
-    ).to_csv(log, index=False)
+    ).rename(columns=columns or {}).to_csv(log, index=False)
     failures = tmp_path / "failures.csv"
     index = [plant.machine_names.index(m) for m in machines]
-    pd.DataFrame({"machine": machines, "time": plant.failure_time[index]}).to_csv(
-        failures, index=False
-    )
+    pd.DataFrame({"machine": machines, "time": plant.failure_time[index]}).rename(
+        columns=columns or {}
+    ).to_csv(failures, index=False)
     return str(log), str(failures)
 
 
@@ -800,6 +801,11 @@ def test_cli_stream_trains_on_the_simulator_and_reads_a_log_as_it_cut_its_window
     assert json.loads((out / "config.json").read_text())["interpolation"] == "hold"
 
     plant = ltc_jax.datasets.simulate_plant(6, 6, seed=3, horizon_seconds=600.0)
+    # The clock's reason names the sensor that set it.
+    rates = np.where(plant.is_event, np.inf, plant.sensor_rate_hz)
+    slowest = plant.sensor_names[int(np.argmin(rates))]
+    reason = metrics["derived"]["clock_hz"]["reason"]
+    assert f"slowest continuous sensor, {slowest!r} at 1 Hz" in reason
     log, failures = _plant_log(tmp_path, plant, split["test"])
     _evaluates_as_the_run_tested(
         capsys, metrics, str(out), "--data", log, "--failures", failures
@@ -849,6 +855,25 @@ def test_cli_stream_trains_on_the_simulator_and_reads_a_log_as_it_cut_its_window
     assert f"lacks 1 of the {count} tags to read, e.g. ['{lost}']" in _bad(
         tmp_path, capsys, "predict", str(out), "--data", str(tmp_path / "short.csv")
     )
+    # The sensor silent on one machine alone: a run trained without --fill
+    # reads no such window, and says what to do instead of the library's
+    # arguments (fill=, sensors=).
+    one, two = (str(m) for m in split["test"])
+    named = frame["machine"].astype(str)
+    gap = tmp_path / "gap.csv"
+    frame[(frame["tag"] != lost) | (named != one)].to_csv(gap, index=False)
+    message = _bad(tmp_path, capsys, "predict", str(out), "--data", str(gap))
+    assert f"--data {gap}: Sensor '{lost}' of machine '{one}' has no sample" in message
+    assert "The run was trained without --fill" in message and "=" not in message
+    # A machine too short for a window is left out, and a warning says so.
+    start = frame["time"][named == two].min()
+    short = tmp_path / "brief.csv"
+    frame[(named != two) | (frame["time"] < start + 30.0)].to_csv(short, index=False)
+    assert cli.main(["predict", str(out), "--data", str(short)]) == 0
+    warned = capsys.readouterr().err
+    assert f"1 of its 2 machines have no window (e.g. ['{two}'])" in warned
+    with open(out / "predictions-brief.csv") as file:
+        assert {row["machine"] for row in csv.DictReader(file)} == {one}
     # A tag the run never read, too sparse to have a rate, is skipped by
     # predict; the stream job reading it names the option that gives its rate
     # (the library's message names the argument, rates_hz).
@@ -1295,9 +1320,13 @@ def test_cli_stream_pools_sensor_groups_and_reads_a_log_as_it_pooled(tmp_path, c
         capsys, metrics, str(out), "--data", log, "--failures", failures
     )
 
-    # The whole plant as a log, its kinds given by --sensor-groups.
+    # The whole plant as a log, its kinds given by --sensor-groups, its time
+    # and machine columns named otherwise (--log-columns).
+    renamed = dict(time="timestamp", machine="asset")
     (tmp_path / "whole").mkdir()
-    whole, whole_failures = _plant_log(tmp_path / "whole", plant, plant.machine_names)
+    whole, whole_failures = _plant_log(
+        tmp_path / "whole", plant, plant.machine_names, renamed
+    )
     kinds, events = [], []
     for name, group in zip(plant.sensor_names, plant.sensor_group, strict=True):
         if group == "alarm":
@@ -1306,6 +1335,8 @@ def test_cli_stream_pools_sensor_groups_and_reads_a_log_as_it_pooled(tmp_path, c
             kinds += [name, group]
     logged = tmp_path / "logged"
     from_log = ["--log", whole, "--failures", whole_failures, "--event-tags", *events]
+    assert "no column 'time'" in _bad(tmp_path, capsys, "stream", *from_log)
+    from_log += ["--log-columns", "time", "timestamp", "machine", "asset"]
     assert cli.main(["stream", *from_log, "--sensor-groups", *kinds,
                      "--pool-sensor-groups", "--window-seconds", "60",
                      "--horizon-seconds", "300", "--epochs", "1",
@@ -1313,6 +1344,11 @@ def test_cli_stream_pools_sensor_groups_and_reads_a_log_as_it_pooled(tmp_path, c
                      "--out", str(logged)]) == 0  # fmt: skip
     # Its alarms are in group "event", not "alarm": the same 44 channels.
     assert json.loads((logged / "data.json").read_text())["input_channels"] == 44
+    # Evaluate reads a new log by the run's column names.
+    (tmp_path / "renamed").mkdir()
+    log, failures = _plant_log(
+        tmp_path / "renamed", plant, stream["machines"]["test"], renamed
+    )
     _evaluates_as_the_run_tested(
         capsys,
         json.loads((logged / "metrics.json").read_text()),
@@ -1335,6 +1371,9 @@ def test_cli_stream_pools_sensor_groups_and_reads_a_log_as_it_pooled(tmp_path, c
     )
     assert "give --pool-sensor-groups too" in _bad(
         tmp_path, capsys, "stream", *from_log, "--sensor-groups", *kinds
+    )
+    assert "--log-columns renames the columns ['time', 'tag'" in _bad(
+        tmp_path, capsys, "stream", *from_log, "--log-columns", "stamp", "t"
     )
     assert "--sensor-groups[" in _bad(
         tmp_path, capsys, "stream", *from_log, "--pool-sensor-groups",

@@ -405,7 +405,9 @@ def test_unknown_sensors_and_silent_windows_are_refused(plant):
         **{k: getattr(plant, k)[quiet] for k in ("machine", "sensor", "time", "value")},
     )
     with pytest.raises(
-        ValueError, match="'pressure_1' of machine '0' has no sample in"
+        ValueError,
+        match="'pressure_1' of machine '0' has no sample in .* ending at "
+        r"\d+\.?\d{0,3} s; give fill= .* read it as an event sensor \(event_tags=\)",
     ):
         stream_windows(silent, 60.0, horizon_seconds=300.0)
     filled = stream_windows(silent, 60.0, horizon_seconds=300.0, fill=-1.0)
@@ -707,6 +709,12 @@ def test_tags_to_read_skip_the_others_rows_and_keep_every_machine(tmp_path):
     assert read.samples(2, 0)[0].size == 0
     with pytest.raises(ValueError, match=r"lacks 1 of the 2 tags to read, e.g. \['x'"):
         read_sensor_log(tmp_path / "log.csv", tags=["tag0", "x"])
+    with pytest.raises(
+        ValueError,
+        match=r"\['tag_1'\] \(did you mean 'tag1'\?\); its 3 tags include "
+        r"\['alarm', 'tag0', 'tag1'\]",
+    ):
+        read_sensor_log(tmp_path / "log.csv", tags=["tag_1"])
     with pytest.raises(ValueError, match="tags is empty"):
         read_sensor_log(tmp_path / "log.csv", tags=[])
     with pytest.raises(ValueError, match="'pump-3' has no samples \\(of the tags read"):

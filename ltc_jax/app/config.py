@@ -396,6 +396,11 @@ class TrainConfig:
             raise ValueError("--data and --test-data go together: give both .ts files.")
 
 
+LOG_COLUMNS = ("time", "tag", "value", "machine")
+"""The columns of a sensor log that `--log-columns` renames, by their default
+names (`ltc_jax.datasets.read_sensor_log`'s `time_column`, ...)."""
+
+
 @dataclasses.dataclass(frozen=True)
 @docstrings_as_help
 class StreamConfig(TrainConfig):
@@ -452,6 +457,13 @@ class StreamConfig(TrainConfig):
     ] = dataclasses.field(default_factory=dict)
     """Kinds of continuous tags of --log, e.g. TI-101 temperature, for
     --pool-sensor-groups (default: all one group, continuous)."""
+    log_columns: Annotated[
+        dict[str, str],
+        tyro.conf.arg(metavar="COLUMN NAME ...", help_behavior_hint=""),
+    ] = dataclasses.field(default_factory=dict)
+    """Names of the columns time, tag, value and machine in --log, --failures
+    and the logs evaluate and predict read, e.g. time timestamp (default:
+    those names)."""
     machines: int = 48
     """Simulated machines (without --log)."""
     sensors: int = 20
@@ -523,6 +535,14 @@ class StreamConfig(TrainConfig):
         for name in ("event_tags", "tags", "rates_hz", "sensor_groups"):
             if self.log is None and getattr(self, name):
                 raise ValueError(f"{_flag(name)} names tags of --log; give --log.")
+        if self.log_columns and self.log is None:
+            raise ValueError("--log-columns names columns of --log; give --log.")
+        unknown = sorted(set(self.log_columns) - set(LOG_COLUMNS))
+        if unknown:
+            raise ValueError(
+                f"--log-columns renames the columns {list(LOG_COLUMNS)}; got "
+                f"{unknown}. Give each as COLUMN NAME, e.g. time timestamp."
+            )
         if self.sensor_groups and not self.pool_sensor_groups:
             raise ValueError(
                 "--sensor-groups names the groups --pool-sensor-groups pools by; "

@@ -413,8 +413,11 @@ def train_and_evaluate(
         if config.clock_hz is None:
             settings["derived"]["clock_hz"] = dict(
                 value=data["stream"]["clock_hz"],
-                reason="the slowest continuous sensor's rate, a whole number of "
-                "frames per window",
+                reason="the rate of the slowest continuous sensor, "
+                f"{data['stream']['slowest_sensor']!r} at "
+                f"{data['stream']['slowest_rate_hz']:.3g} Hz, made a whole number of "
+                "frames per window (--clock-hz sets another, or --rates-hz TAG HZ "
+                "a sparse tag's rate)",
             )
     if resume:  # what the run derived and kept (its solver, batch size) says why
         settings["derived"] = saved_derived | settings["derived"]

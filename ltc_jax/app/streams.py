@@ -21,7 +21,18 @@ from ltc_jax.datasets import (
     stream_windows,
 )
 
-from .config import StreamConfig
+from .._warn import warn
+from ..datasets._streams import _SILENT_ADVICE
+from .config import LOG_COLUMNS, StreamConfig
+
+
+def log_columns(config: StreamConfig) -> dict[str, str]:
+    """`read_sensor_log`'s column arguments (`time_column`, ...) for the
+    config's `log_columns`: each column's name, by default its own."""
+    return {
+        f"{column}_column": config.log_columns.get(column, column)
+        for column in LOG_COLUMNS
+    }
 
 
 def read_streams(config: StreamConfig) -> SensorStreams:
@@ -37,6 +48,7 @@ def read_streams(config: StreamConfig) -> SensorStreams:
             tags=config.tags or None,
             rates_hz=config.rates_hz,
             sensor_groups=config.sensor_groups,
+            **log_columns(config),
         )
     return simulate_plant(
         config.machines,
@@ -67,6 +79,33 @@ def cut_windows(
         stride_seconds=config.stride_seconds or config.window_seconds / 5,
         sensors=sensors,
         fill=config.fill,
+    )
+
+
+def warn_windowless(
+    config: StreamConfig,
+    streams: SensorStreams,
+    windows: StreamWindows,
+    source: str,
+    labelled: bool,
+) -> None:
+    """Warn, naming `source` (the option that gave the log), where machines of
+    `streams` have no window in `windows`: too short a stream for one, which
+    `stream_windows` passes over."""
+    cut = set(windows.machine.tolist())
+    skipped = [m for i, m in enumerate(streams.machine_names) if i not in cut]
+    if not skipped:
+        return
+    need = f"{config.window_seconds:g} s of samples"
+    if labelled:
+        need += (
+            " before its failure, or, where none is seen, "
+            f"{config.window_seconds + config.horizon_seconds:g} s (--window-seconds "
+            "and --horizon-seconds)"
+        )
+    warn(
+        f"{source}: {len(skipped)} of its {streams.machines} machines have no "
+        f"window (e.g. {skipped[:3]}) and are left out: each needs {need}."
     )
 
 
@@ -135,7 +174,9 @@ def load_stream_data(config: StreamConfig) -> dict[str, Any]:
     standardised with the training windows' statistics (`statistics`), the
     `validation_fraction` record, and `stream`: what reading a new log for the
     run needs (the clock, the sensors by name and which are events, the
-    channel names) and the machines of each part, by name. With
+    channel names), the slowest continuous sensor (`slowest_sensor`, its
+    name, and `slowest_rate_hz`), which sets the default clock, and the
+    machines of each part, by name. With
     `config.pool_sensor_groups`, each part's channels are standardised, pooled
     by sensor group (`pool_windows`) and standardised again: `statistics` are
     the pooled channels', and `stream` records the groups and the first
@@ -146,6 +187,8 @@ def load_stream_data(config: StreamConfig) -> dict[str, Any]:
     """
     streams = read_streams(config)
     windows = cut_windows(config, streams)
+    if config.log is not None:
+        warn_windowless(config, streams, windows, f"--log {config.log}", True)
     train, validation, test, share = split_machines(config, windows)
     parts = {
         name: windows.of_machines(machines).dataset if machines else None
@@ -172,6 +215,14 @@ def load_stream_data(config: StreamConfig) -> dict[str, Any]:
         )
         statistics = channel_statistics(parts["train"])
     names = np.asarray(streams.machine_names)
+    continuous = np.flatnonzero(~streams.is_event)
+    slowest = {}
+    if continuous.size:  # the sensor whose rate sets the default clock
+        k = continuous[np.argmin(streams.sensor_rate_hz[continuous])]
+        slowest = dict(
+            slowest_sensor=streams.sensor_names[k],
+            slowest_rate_hz=float(streams.sensor_rate_hz[k]),
+        )
     return dict(
         **{
             name: None if part is None else standardize_with(part, *statistics)
@@ -190,6 +241,7 @@ def load_stream_data(config: StreamConfig) -> dict[str, Any]:
                 if event
             ],
             channel_names=list(windows.channel_names),
+            **slowest,
             **pooled,
             machines={
                 name: names[machines].tolist()
@@ -247,14 +299,27 @@ def read_windows_for_run(
         event_tags=stream["event_sensors"],
         tags=stream["sensors"],
         rates_hz=given,
+        **log_columns(config),
     )
-    windows = cut_windows(
-        config,
-        streams,
-        clock_hz=stream["clock_hz"],
-        sensors=stream["sensors"],
-        horizon_seconds=None if failures is not None else 0.0,
-    )
+    try:
+        windows = cut_windows(
+            config,
+            streams,
+            clock_hz=stream["clock_hz"],
+            sensors=stream["sensors"],
+            horizon_seconds=None if failures is not None else 0.0,
+        )
+    except ValueError as error:  # the library's advice is for a new run
+        problem, advice, _ = str(error).partition(_SILENT_ADVICE)
+        if not advice:
+            raise
+        raise ValueError(
+            f"--data {path}: {problem}. The run was trained without --fill, so "
+            "it reads only windows in which each of its sensors reports: give "
+            "the log that sensor's samples, or train a run with --fill (or "
+            "without the sensor, --tags)."
+        ) from None
+    warn_windowless(config, streams, windows, f"--data {path}", failures is not None)
     if list(windows.channel_names) != stream["channel_names"]:
         raise ValueError(
             f"--data {path}: its sensors give other channels than the run's (a "

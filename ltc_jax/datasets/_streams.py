@@ -1,6 +1,7 @@
 """Sensor streams in long format, and their windows on a slow clock."""
 
 import dataclasses
+import difflib
 import math
 import os
 from collections import Counter
@@ -596,6 +597,11 @@ def _kind(streams: SensorStreams, sensor: int, clock_hz: float) -> str:
     return "fast" if fast else "slow"
 
 
+_SILENT_ADVICE = "; give fill= to fill such windows"
+"""Where the refusal of a window with a silent sensor turns to what to do
+(the stream job's `evaluate` and `predict` give their own advice)."""
+
+
 def _features(streams, machine, sensor, kind, edges, first, fill, window_seconds):
     """One sensor's frame features, `(windows, frames, features)`, from its
     samples at or before each frame's end. The cost follows the sensor's own
@@ -618,8 +624,10 @@ def _features(streams, machine, sensor, kind, edges, first, fill, window_seconds
         raise ValueError(
             f"Sensor {streams.sensor_names[sensor]!r} of machine "
             f"{streams.machine_names[machine]!r} has no sample {where} "
-            f"{window_seconds:g} s window ending at {float(edges[window, -1])!r} s; "
-            "give fill= to fill such windows, or leave the sensor out (sensors=)."
+            f"{window_seconds:g} s window ending at "
+            f"{round(float(edges[window, -1]), 3)!r} s{_SILENT_ADVICE}, leave the "
+            "sensor out (sensors=), or, if its samples are events such as "
+            "alarms, read it as an event sensor (event_tags=)."
         )
     if kind == "slow":
         held = np.r_[np.nan, values][hi]  # NaN before the first sample
@@ -748,9 +756,13 @@ def read_sensor_log(
             raise ValueError("tags is empty: give the tags to read, or None for all.")
         unknown = sorted(set(wanted) - set(labels))
         if unknown:
+            present = sorted(set(labels))
+            close = difflib.get_close_matches(unknown[0], present, n=1)
             raise ValueError(
                 f"{path} lacks {len(unknown)} of the {len(set(wanted))} tags to "
-                f"read, e.g. {unknown[:5]}."
+                f"read, e.g. {unknown[:5]}"
+                + (f" (did you mean {close[0]!r}?)" if close else "")
+                + f"; its {len(present)} tags include {present[:8]}."
             )
         rows = np.flatnonzero(np.isin(labels, wanted))
     sensor_names, sensor = np.unique(labels[rows], return_inverse=True)
