@@ -1344,6 +1344,13 @@ def test_cli_stream_pools_sensor_groups_and_reads_a_log_as_it_pooled(tmp_path, c
                      "--out", str(logged)]) == 0  # fmt: skip
     # Its alarms are in group "event", not "alarm": the same 44 channels.
     assert json.loads((logged / "data.json").read_text())["input_channels"] == 44
+    # Its groups' sizes are printed and recorded, counted from the plant.
+    sizes = {g: plant.sensor_group.count(g) for g in kinds[1::2]}
+    derived = json.loads((logged / "config.json").read_text())["derived"]
+    assert derived["pooled_groups"]["value"] == sizes
+    said = capsys.readouterr().err
+    assert "pooled_groups = {" in said
+    assert all(f"'{group}': {n}" in said for group, n in sizes.items())
     # Evaluate reads a new log by the run's column names.
     (tmp_path / "renamed").mkdir()
     log, failures = _plant_log(

@@ -371,6 +371,16 @@ def test_a_failure_for_a_machine_the_log_lacks_is_named(tmp_path):
         tmp_path / "log.parquet", failures=tmp_path / "failures.csv"
     )
     np.testing.assert_array_equal(streams.failure_time, [np.nan, 0.5])
+    # A failure before the machine's first sample names both files.
+    pd.DataFrame({"machine": [1.0], "time": -2.0}).to_csv(
+        tmp_path / "failures.csv", index=False
+    )
+    with pytest.raises(ValueError) as error:
+        read_sensor_log(tmp_path / "log.parquet", failures=tmp_path / "failures.csv")
+    files = f"{tmp_path / 'log.parquet'} with {tmp_path / 'failures.csv'}"
+    assert str(error.value).startswith(
+        f"{files}: Machine '1.0' fails at -2.0 s, before its first sample at 0.0 s"
+    )
 
 
 def test_a_bad_time_among_numbers_is_named_by_its_row(tmp_path):

@@ -410,6 +410,17 @@ def train_and_evaluate(
             reason=f"{config.test_fraction:g} of {sum(split.values())} machines "
             "tested, drawn with --seed; machines are the unit of the split",
         )
+        if config.pool_sensor_groups:
+            settings["derived"]["pooled_groups"] = dict(
+                value=data["stream"]["sensor_group_sizes"],
+                reason="continuous sensors per group, pooled across the group"
+                + (
+                    "; --sensor-groups names a tag's group, 'continuous' where it "
+                    "does not"
+                    if config.log is not None
+                    else ""
+                ),
+            )
         if config.clock_hz is None:
             settings["derived"]["clock_hz"] = dict(
                 value=data["stream"]["clock_hz"],

@@ -2,6 +2,7 @@
 windows on a slow clock, split by machine, and a finished stream run's windows
 of a new log."""
 
+import collections
 import dataclasses
 from collections.abc import Sequence
 from typing import Any
@@ -180,7 +181,8 @@ def load_stream_data(config: StreamConfig) -> dict[str, Any]:
     `config.pool_sensor_groups`, each part's channels are standardised, pooled
     by sensor group (`pool_windows`) and standardised again: `statistics` are
     the pooled channels', and `stream` records the groups and the first
-    statistics as `channel_groups`, `channel_mean` and `channel_std`.
+    statistics as `channel_groups`, `channel_mean` and `channel_std`, and
+    the continuous sensors of each group as `sensor_group_sizes`.
 
     **Raises:** the errors of [`ltc_jax.datasets.read_sensor_log`][] and
     [`ltc_jax.datasets.stream_windows`][]; `ValueError` from `split_machines`.
@@ -208,7 +210,9 @@ def load_stream_data(config: StreamConfig) -> dict[str, Any]:
             for name, part in parts.items()
         }
         mean, std = statistics
+        groups = np.asarray(streams.sensor_group)[~streams.is_event].tolist()
         pooled = dict(
+            sensor_group_sizes=dict(collections.Counter(groups)),
             channel_groups=list(windows.channel_groups),
             channel_mean=mean.tolist(),
             channel_std=std.tolist(),

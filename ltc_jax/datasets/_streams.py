@@ -840,21 +840,25 @@ def read_sensor_log(
                     )
                 )
             failure_time[index[name]] = at[row]
-    return SensorStreams(
-        machine=machine[order],
-        sensor=sensor[order],
-        time=time[order],
-        value=value[order],
-        sensor_group=tuple(
-            "event" if e else sensor_groups.get(name, "continuous")
-            for name, e in zip(names, is_event, strict=True)
-        ),
-        sensor_rate_hz=rate,
-        failure_time=failure_time,
-        sensor_names=tuple(names),
-        machine_names=tuple(str(name) for name in machine_names),
-        time_origin=origin,
-    )
+    try:  # the checks of the whole, which name no file
+        return SensorStreams(
+            machine=machine[order],
+            sensor=sensor[order],
+            time=time[order],
+            value=value[order],
+            sensor_group=tuple(
+                "event" if e else sensor_groups.get(name, "continuous")
+                for name, e in zip(names, is_event, strict=True)
+            ),
+            sensor_rate_hz=rate,
+            failure_time=failure_time,
+            sensor_names=tuple(names),
+            machine_names=tuple(str(name) for name in machine_names),
+            time_origin=origin,
+        )
+    except ValueError as error:
+        files = str(path) if failures is None else f"{path} with {failures}"
+        raise ValueError(f"{files}: {error}") from None
 
 
 def _same_number(name: str, names) -> str | None:
