@@ -721,10 +721,10 @@ def test_tags_to_read_skip_the_others_rows_and_keep_every_machine(tmp_path):
         read_sensor_log(tmp_path / "log.csv", tags=["tag0", "x"])
     with pytest.raises(
         ValueError,
-        match=r"\['tag_1'\] \(did you mean 'tag1'\?\); its 3 tags include "
-        r"\['alarm', 'tag0', 'tag1'\]",
+        match=r"\['aaa', 'tag_1'\] \('tag_1': did you mean 'tag1'\?\); its 3 tags "
+        r"include \['alarm', 'tag0', 'tag1'\]",
     ):
-        read_sensor_log(tmp_path / "log.csv", tags=["tag_1"])
+        read_sensor_log(tmp_path / "log.csv", tags=["aaa", "tag_1"])
     with pytest.raises(ValueError, match="tags is empty"):
         read_sensor_log(tmp_path / "log.csv", tags=[])
     with pytest.raises(ValueError, match="'pump-3' has no samples \\(of the tags read"):
@@ -862,6 +862,27 @@ def test_pooled_sensor_groups_keep_the_compiled_step_whatever_the_sensors():
     assert figures[40, "channels"][1] > figures[10, "channels"][1]
 
 
+def test_pooling_groups_of_one_sensor_each_gives_their_values():
+    """A plant with one sensor per group (its windows' channel groups all
+    differ) pools to each channel's own value, a zero spread, and itself as
+    minimum and maximum, where observed."""
+    from ltc_jax.datasets import pool_channels, simulate_plant
+
+    plant = simulate_plant(4, 2, seed=0, horizon_seconds=900.0)
+    windows = stream_windows(plant, 60.0, horizon_seconds=300.0)
+    groups = windows.channel_groups
+    assert len(set(groups)) == len(groups)
+    data = windows.dataset
+    pooled = pool_channels(data, groups)
+    xs = np.asarray(data.xs)
+    expected = np.stack([xs, np.zeros_like(xs), xs, xs], axis=-1)
+    expected = np.where(np.isnan(xs)[..., None], np.nan, expected)
+    expected = np.where(data.valid_mask()[..., None, None], expected, 0.0)
+    np.testing.assert_array_equal(
+        pooled.xs, expected.reshape(*xs.shape[:2], 4 * xs.shape[2])
+    )
+
+
 def test_pooling_refuses_groups_and_statistics_that_do_not_fit():
     from ltc_jax.datasets import SequenceDataset, pool_channels
 
@@ -880,8 +901,6 @@ def test_pooling_refuses_groups_and_statistics_that_do_not_fit():
         pool_channels(data, ["a", "b"], ("max", "max"))
     with pytest.raises(ValueError, match="a list of statistics; got the string"):
         pool_channels(data, ["a", "b"], "mean")
-    with pytest.raises(ValueError, match="Each of the 2 groups .* holds one channel"):
-        pool_channels(data, ["a", "b"])
 
 
 def test_a_logs_groups_name_its_tags_kinds_for_pooling(tmp_path):

@@ -154,15 +154,15 @@ def _run(config) -> int:
         print_report(metrics, memory_hint=not config.memory_table)
     elif isinstance(config, EvaluateConfig):
         result = evaluate_run(config.run_dir, config.data, config.failures)
-        baseline = result["baseline"]  # None for a run saved before it
-        if math.isnan(result["accuracy"]):  # regression: the loss is the MSE
+        regression = math.isnan(result["accuracy"])
+        if regression:  # the loss is the MSE
             print(f"loss       {result['loss']:.4f} (mean squared error)")
-            score = None if baseline is None else baseline["test_loss"]
         else:
             print(f"accuracy   {result['accuracy']:.4f}")
             print(f"loss       {result['loss']:.4f}")
-            score = None if baseline is None else baseline["test_accuracy"]
+        baseline = result["baseline"]  # None for a run saved before it
         if baseline is not None:
+            score = baseline["test_loss" if regression else "test_accuracy"]
             print(f"baseline   {score:.4f} (always {baseline['name']})")
         print(f"steps      {result['num_steps']:.1f} per sequence")
     else:

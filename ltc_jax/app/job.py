@@ -413,7 +413,7 @@ def train_and_evaluate(
         if config.pool_sensor_groups:
             settings["derived"]["pooled_groups"] = dict(
                 value=data["stream"]["sensor_group_sizes"],
-                reason="continuous sensors per group, pooled across the group"
+                reason="sensors per group, pooled across the group"
                 + (
                     "; --sensor-groups names a tag's group, 'continuous' where it "
                     "does not"
@@ -427,8 +427,10 @@ def train_and_evaluate(
                 reason="the rate of the slowest continuous sensor, "
                 f"{data['stream']['slowest_sensor']!r} at "
                 f"{data['stream']['slowest_rate_hz']:.3g} Hz, made a whole number of "
-                "frames per window (--clock-hz sets another, or --rates-hz TAG HZ "
-                "a sparse tag's rate)",
+                "frames per window (--clock-hz sets another"
+                + (
+                    ", or --rates-hz TAG HZ a sparse tag's rate)" if config.log else ")"
+                ),
             )
     if resume:  # what the run derived and kept (its solver, batch size) says why
         settings["derived"] = saved_derived | settings["derived"]

@@ -71,7 +71,7 @@ def constant_answer(train: SequenceDataset) -> dict:
         }
     return dict(
         name="the training targets' mean",
-        targets=np.asarray(train.labels).mean(axis=0).tolist(),
+        targets=np.atleast_1d(np.asarray(train.labels).mean(axis=0)).tolist(),
     )
 
 

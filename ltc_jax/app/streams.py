@@ -97,16 +97,16 @@ def warn_windowless(
     skipped = [m for i, m in enumerate(streams.machine_names) if i not in cut]
     if not skipped:
         return
-    need = f"{config.window_seconds:g} s of samples"
+    need = f"{config.window_seconds:g} s of samples (a window)"
     if labelled:
         need += (
             " before its failure, or, where none is seen, "
-            f"{config.window_seconds + config.horizon_seconds:g} s (--window-seconds "
-            "and --horizon-seconds)"
+            f"{config.window_seconds + config.horizon_seconds:g} s (a window and the "
+            "label's horizon)"
         )
     warn(
-        f"{source}: {len(skipped)} of its {streams.machines} machines have no "
-        f"window (e.g. {skipped[:3]}) and are left out: each needs {need}."
+        f"{source}: no window for {len(skipped)} of its {streams.machines} machines "
+        f"(e.g. {skipped[:3]}), which are left out: each needs {need}."
     )
 
 
@@ -182,7 +182,7 @@ def load_stream_data(config: StreamConfig) -> dict[str, Any]:
     by sensor group (`pool_windows`) and standardised again: `statistics` are
     the pooled channels', and `stream` records the groups and the first
     statistics as `channel_groups`, `channel_mean` and `channel_std`, and
-    the continuous sensors of each group as `sensor_group_sizes`.
+    each group's number of sensors as `sensor_group_sizes`.
 
     **Raises:** the errors of [`ltc_jax.datasets.read_sensor_log`][] and
     [`ltc_jax.datasets.stream_windows`][]; `ValueError` from `split_machines`.
@@ -210,9 +210,8 @@ def load_stream_data(config: StreamConfig) -> dict[str, Any]:
             for name, part in parts.items()
         }
         mean, std = statistics
-        groups = np.asarray(streams.sensor_group)[~streams.is_event].tolist()
         pooled = dict(
-            sensor_group_sizes=dict(collections.Counter(groups)),
+            sensor_group_sizes=dict(collections.Counter(streams.sensor_group)),
             channel_groups=list(windows.channel_groups),
             channel_mean=mean.tolist(),
             channel_std=std.tolist(),

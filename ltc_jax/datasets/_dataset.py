@@ -481,10 +481,8 @@ def pool_channels(
     within a group in the order of `statistics`; padding stays 0.
 
     **Raises:** `ValueError` for `channel_groups` that does not give one
-    group per channel of `data`, for statistics that are not distinct
-    ones of `POOL_STATISTICS` (or a string, not a list of them), or for groups
-    that each hold one channel (channel names given by mistake), which pool
-    nothing.
+    group per channel of `data`, or for statistics that are not distinct
+    ones of `POOL_STATISTICS` (or a string, not a list of them).
     """
     if isinstance(statistics, str):
         raise ValueError(
@@ -501,13 +499,6 @@ def pool_channels(
     if not statistics or unknown or len(set(statistics)) < len(statistics):
         raise ValueError(
             f"statistics must be distinct ones of {POOL_STATISTICS}; got {statistics}."
-        )
-    if len(set(channel_groups)) == len(channel_groups):
-        raise ValueError(
-            f"Each of the {len(channel_groups)} groups in channel_groups holds "
-            "one channel, so pooling would summarise nothing (channel names "
-            "given for groups?). Give interchangeable channels one group: for "
-            "stream windows, StreamWindows.channel_groups."
         )
     reduce = dict(mean=np.nanmean, std=np.nanstd, min=np.nanmin, max=np.nanmax)
     groups = np.array(channel_groups)

@@ -179,7 +179,7 @@ class SensorStreams:
             raise ValueError(
                 f"Machine {self.machine_names[bad]!r} fails at "
                 f"{float(self.failure_time[bad])!r} s, before its first sample at "
-                f"{float(first[bad])!r} s (seconds since time_origin): no reading "
+                f"{float(first[bad])!r} s (on the streams' time axis): no reading "
                 "precedes the failure. Are the failure times in the log's time "
                 "zone and unit?"
             )
@@ -757,11 +757,15 @@ def read_sensor_log(
         unknown = sorted(set(wanted) - set(labels))
         if unknown:
             present = sorted(set(labels))
-            close = difflib.get_close_matches(unknown[0], present, n=1)
+            hints = [
+                f"{tag!r}: did you mean {close[0]!r}?"
+                for tag in unknown
+                if (close := difflib.get_close_matches(tag, present, n=1))
+            ]
             raise ValueError(
                 f"{path} lacks {len(unknown)} of the {len(set(wanted))} tags to "
                 f"read, e.g. {unknown[:5]}"
-                + (f" (did you mean {close[0]!r}?)" if close else "")
+                + (f" ({hints[0]})" if hints else "")
                 + f"; its {len(present)} tags include {present[:8]}."
             )
         rows = np.flatnonzero(np.isin(labels, wanted))
