@@ -1335,7 +1335,9 @@ def test_cli_stream_pools_sensor_groups_and_reads_a_log_as_it_pooled(tmp_path, c
             kinds += [name, group]
     logged = tmp_path / "logged"
     from_log = ["--log", whole, "--failures", whole_failures, "--event-tags", *events]
-    assert "no column 'time'" in _bad(tmp_path, capsys, "stream", *from_log)
+    assert "no column 'time' (--log-columns time NAME names another)" in _bad(
+        tmp_path, capsys, "stream", *from_log
+    )
     from_log += ["--log-columns", "time", "timestamp", "machine", "asset"]
     assert cli.main(["stream", *from_log, "--sensor-groups", *kinds,
                      "--pool-sensor-groups", "--window-seconds", "60",

@@ -237,7 +237,10 @@ def test_csv_and_parquet_give_the_same_windows(tmp_path):
 @pytest.mark.parametrize(
     "change, message",
     [
-        (lambda f: f.drop(columns="value"), "log.csv: no column 'value'"),
+        (
+            lambda f: f.drop(columns="value"),
+            "log.csv: no column 'value' (value_column= names another)",
+        ),
         (
             lambda f: f.assign(value=f["value"].where(f.index != 7, "n/a")),
             "log.csv: row 8, column 'value': 'n/a' is not a finite number.",

@@ -17,7 +17,14 @@ import tyro
 
 import ltc_jax
 
-from .config import File, StreamConfig, TrainConfig, _flag, docstrings_as_help
+from .config import (
+    LOG_COLUMNS,
+    File,
+    StreamConfig,
+    TrainConfig,
+    _flag,
+    docstrings_as_help,
+)
 from .job import RunInterrupted, train_and_evaluate
 from .runs import evaluate_run, predict_run
 
@@ -300,7 +307,8 @@ def _in_options(text: str, config: Any) -> str:
     library argument that one of the command's options gives is named as the
     option (`clock_hz` as `--clock-hz`, `horizon_seconds=60.0` as
     `--horizon-seconds 60.0`, `fill=` as `--fill`; `sensors=`, the sensors a
-    stream's windows read, as `--tags` where a log is read). The library
+    stream's windows read, as `--tags` where a log is read, and a log's
+    `time_column=` as `--log-columns time NAME`). The library
     names its arguments; a user of the command line has only the options.
     Names in paths, quotes and attributes are left as they are."""
     if not isinstance(config, TrainConfig):
@@ -309,6 +317,8 @@ def _in_options(text: str, config: Any) -> str:
     options.pop("sensors", None)  # the simulated plant's sensor count
     if isinstance(config, StreamConfig) and config.log is not None:
         options["sensors"] = "--tags"
+        for column in LOG_COLUMNS:  # read_sensor_log's time_column, ...
+            options[f"{column}_column"] = f"--log-columns {column} NAME"
 
     def rename(match: re.Match) -> str:
         name, equals = match[1], match[2]

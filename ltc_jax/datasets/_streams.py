@@ -734,7 +734,15 @@ def read_sensor_log(
     sensor_groups = {
         str(tag).strip(): group for tag, group in (sensor_groups or {}).items()
     }
-    frame = _read_table(path, [time_column, tag_column, value_column, machine_column])
+    frame = _read_table(
+        path,
+        dict(
+            time_column=time_column,
+            tag_column=tag_column,
+            value_column=value_column,
+            machine_column=machine_column,
+        ),
+    )
     if not len(frame):
         raise ValueError(f"{path}: the log has no rows.")
     labels = _names(frame, tag_column, path)
@@ -816,7 +824,9 @@ def read_sensor_log(
     rate = _rates(time[order], key, len(names), is_event, names, rates_hz or {}, path)
     failure_time = np.full(len(machine_names), np.nan)
     if failures is not None:
-        failed = _read_table(failures, [machine_column, time_column])
+        failed = _read_table(
+            failures, dict(machine_column=machine_column, time_column=time_column)
+        )
         at, _, _ = _times(failed, time_column, failures, origin, zoned)
         if machine_column is None and len(failed) > 1:
             raise ValueError(
@@ -881,8 +891,9 @@ def _same_number(name: str, names) -> str | None:
     return next((other for other in names if number(other) == value), None)
 
 
-def _read_table(path, columns):
-    """A CSV or Parquet file as a pandas frame with `columns` (None skipped)."""
+def _read_table(path, columns: Mapping[str, str | None]):
+    """A CSV or Parquet file as a pandas frame with `columns`, given by the
+    argument that names each (`{"time_column": "time", ...}`; None skipped)."""
     try:
         import pandas as pd
     except ImportError as error:
@@ -899,10 +910,16 @@ def _read_table(path, columns):
             raise ValueError(f"{path}: {error}") from error
     else:
         raise ValueError(f"{path}: give a .csv, .csv.gz or .parquet file.")
-    missing = [c for c in columns if c is not None and c not in frame.columns]
+    missing = [
+        (argument, column)
+        for argument, column in columns.items()
+        if column is not None and column not in frame.columns
+    ]
     if missing:
+        argument, column = missing[0]
         raise ValueError(
-            f"{path}: no column {missing[0]!r}; the columns are {list(frame.columns)}."
+            f"{path}: no column {column!r} ({argument}= names another); the "
+            f"columns are {list(frame.columns)}."
         )
     return frame
 
