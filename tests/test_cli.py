@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import warnings
 
 import jax
@@ -953,9 +954,11 @@ def test_folds_choose_the_epochs_the_run_trains_for(tmp_path, capsys):
     turn); the final parameters are those of the job prepared for that many
     epochs, without folds; and resuming the run does not fold again."""
     options = ("--hidden-size", "4", "--epochs", "3", "--patience", "1")
+    start = time.perf_counter()
     train_file, test_file, out, metrics = _train_toy(
         tmp_path, 24, 10, *options, "--folds", "3"
     )
+    elapsed = time.perf_counter() - start
     printed = capsys.readouterr().out
     train = ltc_jax.datasets.read_ts(train_file)
     test = ltc_jax.datasets.read_ts(test_file, class_names=train.class_names)
@@ -1000,6 +1003,8 @@ def test_folds_choose_the_epochs_the_run_trains_for(tmp_path, capsys):
     # The folds' wall time is recorded beside the run's own, which excludes it.
     folds_seconds = saved["derived"]["epochs"]["seconds"]
     assert metrics["folds_seconds"] == folds_seconds > 0
+    # Disjoint parts of the command's own wall time: neither counts the other.
+    assert metrics["train_seconds"] + folds_seconds < elapsed
     line = (
         f"train wall time    {metrics['train_seconds']:.1f} s (after "
         f"{folds_seconds:.1f} s of folds choosing epochs)"
