@@ -374,12 +374,14 @@ def accuracy_rows(config: Config, seed: int) -> list[dict]:
         seed=seed + 1,
         horizon_seconds=config.simulated_seconds,
     )
+    start = time.perf_counter()
     windows = stream_windows(
         plant,
         config.accuracy_window_seconds,
         stride_seconds=config.accuracy_stride_seconds,
         horizon_seconds=config.label_horizon_seconds,
     )
+    windows_seconds = time.perf_counter() - start
     first = np.cumsum([0, trained, validating, held_out])
     train, validation, test = (
         windows.of_machines(range(first[i], first[i + 1])).dataset for i in range(3)
@@ -396,6 +398,7 @@ def accuracy_rows(config: Config, seed: int) -> list[dict]:
                 auroc=float(roc_auc_score(labels, probability)),
                 accuracy=float(np.mean((probability > 0.5) == labels)),
                 train_seconds=seconds,
+                windows_seconds=windows_seconds,
                 train_windows=len(train),
                 test_windows=len(test),
                 positive_share=float(labels.mean()),

@@ -931,7 +931,8 @@ def streams(m: dict, c: dict, run_dir: str) -> str:
             m.get("accuracy", []),
             "seed:seed | model:model | AUROC:auroc:.3f | accuracy:accuracy:.3f | "
             "train s:train_seconds:.1f | train windows:train_windows | "
-            "test windows:test_windows | positive share:positive_share:.2f",
+            "test windows:test_windows | positive share:positive_share:.2f | "
+            "windows cut in s:windows_seconds:.1f",
         ),
     )
 

@@ -64,11 +64,16 @@ def _direct(streams, machine, sensor, kind, end, window, clock):
     return np.array(rows)
 
 
-def test_frame_features_match_a_direct_transcription(plant):
-    windows = stream_windows(plant, 60.0, horizon_seconds=300.0, stride_seconds=170.0)
+# Windows apart, overlapping by whole frames (which share their features), and
+# overlapping by fractions of a frame.
+@pytest.mark.parametrize("stride_seconds", [170.0, 20.0, 25.5])
+def test_frame_features_match_a_direct_transcription(plant, stride_seconds):
+    windows = stream_windows(
+        plant, 60.0, horizon_seconds=300.0, stride_seconds=stride_seconds
+    )
     kinds = {"vibration": "fast", "pressure": "fast", "temperature": "slow"}
     assert windows.clock_hz == 1.0  # the slowest continuous sensor: temperature
-    for i in (0, len(windows) // 2, len(windows) - 1):
+    for i in (0, 1, len(windows) // 2, len(windows) - 1):
         column = 0
         for s, group in enumerate(plant.sensor_group):
             kind = kinds.get(group, "event")
@@ -79,6 +84,22 @@ def test_frame_features_match_a_direct_transcription(plant):
             np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9)
             column += expected.shape[1]
         assert column == windows.dataset.num_channels
+
+
+def test_streams_keep_integer_columns_without_a_copy(plant):
+    # A plant's rows are held once: int32 indices as given, float64 columns too.
+    for name in ("machine", "sensor", "time", "value"):
+        given = getattr(plant, name)
+        kept = getattr(dataclasses.replace(plant), name)
+        assert np.shares_memory(given, kept), name
+    # Other integer types are checked and stored as int32.
+    fields = {f.name: getattr(plant, f.name) for f in dataclasses.fields(SensorStreams)}
+    fields.update(
+        machine=plant.machine.astype(np.uint64), sensor=plant.sensor.astype(np.int64)
+    )
+    wide = SensorStreams(**fields)
+    np.testing.assert_array_equal(wide.machine, plant.machine)
+    assert wide.machine.dtype == wide.sensor.dtype == np.int32
 
 
 def test_labels_and_windows_follow_the_failure_times(plant):

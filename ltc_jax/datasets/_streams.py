@@ -111,7 +111,8 @@ class SensorStreams:
                 f"[0, {sensors})."
             )
         for name, index in indices.items():
-            object.__setattr__(self, name, index.astype(np.int32))
+            object.__setattr__(self, name, index.astype(np.int32, copy=False))
+        del indices  # the columns once, not twice, through the checks below
         if not (self.machine.shape == self.sensor.shape == self.value.shape == n):
             raise ValueError(
                 f"machine {self.machine.shape}, sensor {self.sensor.shape}, time "
@@ -160,9 +161,9 @@ class SensorStreams:
                     f"{self._row(row)}) "
                     f"holds {float(getattr(self, name)[row])}."
                 )
-        key = self.machine.astype(np.int64) * sensors + self.sensor
-        same = np.diff(key) == 0
-        wrong = (np.diff(key) < 0) | (same & (np.diff(self.time) <= 0))
+        step = np.diff(self.machine.astype(np.int64) * sensors + self.sensor)
+        wrong = (step < 0) | ((step == 0) & (np.diff(self.time) <= 0))
+        del step
         if np.any(wrong):
             row = int(np.argmax(wrong)) + 1
             raise ValueError(
@@ -210,10 +211,8 @@ class SensorStreams:
         self, machine: int | np.integer, sensor: int | np.integer
     ) -> tuple[np.ndarray, np.ndarray]:
         """`(time, value)` of one sensor on one machine (views, no copy)."""
-        first, last = np.searchsorted(self.machine, [machine, machine + 1])
-        start, stop = first + np.searchsorted(
-            self.sensor[first:last], [sensor, sensor + 1]
-        )
+        first, last = _rows_of(self.machine, machine)
+        start, stop = first + _rows_of(self.sensor[first:last], sensor)
         return self.time[start:stop], self.value[start:stop]
 
     def observed_range(self, machine: int | np.integer) -> tuple[float, float]:
@@ -222,7 +221,7 @@ class SensorStreams:
 
         **Raises:** `ValueError` if the machine has no samples.
         """
-        first, last = np.searchsorted(self.machine, [machine, machine + 1])
+        first, last = _rows_of(self.machine, machine)
         if first == last:
             raise ValueError(
                 f"Machine {self.machine_names[machine]!r} has no samples (of the "
@@ -297,6 +296,14 @@ class StreamWindows:
                 f"machine indices, among {np.unique(self.machine).tolist()}."
             )
         return self.take(chosen)
+
+
+def _rows_of(index: np.ndarray, value: int | np.integer) -> np.ndarray:
+    """`[first, stop)`, the rows of the sorted int32 `index` that hold `value`.
+    The query takes `index`'s dtype: a query of another integer type would make
+    `np.searchsorted` cast (copy) all of `index` at every call."""
+    query = np.array([value, value + 1], dtype=index.dtype)
+    return np.searchsorted(index, query)
 
 
 def stream_windows(
@@ -503,17 +510,20 @@ _FEATURES = {
 
 def _whole_indices(given, name: str) -> np.ndarray:
     """`given` (any array-like of whole numbers: integers, whole floats, or
-    objects that are) as `int64`.
+    objects that are) as an integer array: an integer array as it is (no
+    copy), anything else as `int64`.
 
     **Raises:** `ValueError` naming `name` for anything else (a fraction, a
     bool, NaN)."""
     given = np.asarray(given)
+    if given.dtype.kind in "iu":
+        return given
     if given.dtype.kind == "O":
         try:
             given = given.astype(np.float64)
         except (TypeError, ValueError):
             pass
-    whole = given.dtype.kind in "iu" or (
+    whole = (
         given.dtype.kind == "f"
         and np.all(np.isfinite(given))
         and np.all(given == np.round(given))
@@ -634,13 +644,17 @@ def _features(streams, machine, sensor, kind, edges, first, fill, window_seconds
         out = np.stack([held, (count > 0).astype(np.float64)], -1)
         out[silent] = (fill, 0.0)
         return out
-    # Each frame's samples gathered (a frame of an overlapping window again),
+    # Each distinct frame once (overlapping windows share frames: a frame's
+    # features follow from its samples [lo, hi) alone), its samples gathered,
     # then summed per frame: the deviations from the frame's own mean, so that
     # no offset of the readings cancels.
-    counts = (hi - lo).ravel()
+    span = times.size + 1
+    distinct, which = np.unique(lo * span + hi, return_inverse=True)
+    first_sample = distinct // span
+    counts = distinct % span - first_sample
     frame = np.repeat(np.arange(counts.size), counts)
     position = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
-    sample = lo.ravel()[frame] + position
+    sample = first_sample[frame] + position
     x = values[sample]
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = np.bincount(frame, x, counts.size) / counts
@@ -650,7 +664,7 @@ def _features(streams, machine, sensor, kind, edges, first, fill, window_seconds
         steps = (x[later] - values[sample[later] - 1]) ** 2
         diff_ms = np.bincount(frame[later], steps, counts.size) / (counts - 1)
     diff_rms = np.sqrt(np.where(counts > 1, diff_ms, np.nan))
-    out = np.stack([mean, np.sqrt(variance), diff_rms], -1).reshape(*lo.shape, 3)
+    out = np.stack([mean, np.sqrt(variance), diff_rms], -1)[which.reshape(lo.shape)]
     out[silent] = (fill, 0.0, 0.0)
     return out
 
