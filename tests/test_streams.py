@@ -100,6 +100,13 @@ def test_streams_keep_integer_columns_without_a_copy(plant):
     wide = SensorStreams(**fields)
     np.testing.assert_array_equal(wide.machine, plant.machine)
     assert wide.machine.dtype == wide.sensor.dtype == np.int32
+    # Searched in their own dtype: indices beyond it hold no rows.
+    for machine, sensor in ((2**31 - 1, 0), (2**40, 0), (-1, 0), (0, -(2**40))):
+        assert [a.size for a in plant.samples(machine, sensor)] == [0, 0]
+    expected = plant.time[(plant.machine == 1) & (plant.sensor == 2)]
+    np.testing.assert_array_equal(plant.samples(np.int64(1), np.uint8(2))[0], expected)
+    with pytest.raises(TypeError):
+        plant.samples(0.5, 0)
 
 
 def test_labels_and_windows_follow_the_failure_times(plant):

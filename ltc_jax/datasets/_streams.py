@@ -3,6 +3,7 @@
 import dataclasses
 import difflib
 import math
+import operator
 import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -39,6 +40,10 @@ class SensorStreams:
     Read one from a CSV or Parquet file with
     [`ltc_jax.datasets.read_sensor_log`][], or simulate one with
     [`ltc_jax.datasets.simulate_plant`][].
+
+    The four columns are kept without a copy where given as `int32` (machine,
+    sensor) and `float64` (time, value) arrays, so that a plant's rows are held
+    once: do not change such arrays afterwards.
 
     **Fields:**
 
@@ -112,7 +117,7 @@ class SensorStreams:
             )
         for name, index in indices.items():
             object.__setattr__(self, name, index.astype(np.int32, copy=False))
-        del indices  # the columns once, not twice, through the checks below
+        del indices, index  # the columns once, not twice, through the checks
         if not (self.machine.shape == self.sensor.shape == self.value.shape == n):
             raise ValueError(
                 f"machine {self.machine.shape}, sensor {self.sensor.shape}, time "
@@ -210,7 +215,10 @@ class SensorStreams:
     def samples(
         self, machine: int | np.integer, sensor: int | np.integer
     ) -> tuple[np.ndarray, np.ndarray]:
-        """`(time, value)` of one sensor on one machine (views, no copy)."""
+        """`(time, value)` of one sensor on one machine (views, no copy; empty
+        for a machine or sensor index with no rows).
+
+        **Raises:** `TypeError` for an index that is not an integer."""
         first, last = _rows_of(self.machine, machine)
         start, stop = first + _rows_of(self.sensor[first:last], sensor)
         return self.time[start:stop], self.value[start:stop]
@@ -299,11 +307,15 @@ class StreamWindows:
 
 
 def _rows_of(index: np.ndarray, value: int | np.integer) -> np.ndarray:
-    """`[first, stop)`, the rows of the sorted int32 `index` that hold `value`.
-    The query takes `index`'s dtype: a query of another integer type would make
-    `np.searchsorted` cast (copy) all of `index` at every call."""
-    query = np.array([value, value + 1], dtype=index.dtype)
-    return np.searchsorted(index, query)
+    """`[first, stop)`, the rows of the sorted integer `index` that hold
+    `value` (none where `value` is beyond `index`'s dtype). The query takes
+    `index`'s dtype: a query of another integer type would make
+    `np.searchsorted` cast (copy) all of `index` at every call.
+
+    **Raises:** `TypeError` for a `value` that is not an integer."""
+    value, bounds = operator.index(value), np.iinfo(index.dtype)
+    query = [min(max(v, bounds.min), bounds.max) for v in (value, value + 1)]
+    return np.searchsorted(index, np.array(query, dtype=index.dtype))
 
 
 def stream_windows(
