@@ -35,7 +35,8 @@ alarms) gives a batch of 8 windows:
 on the validation machines'), the same LTC on the pooled windows (standardised
 channel by channel, each sensor group pooled, standardised again), the LTC
 that `ltc-jax stream` derives for the
-same windows (its model, schedule and patience, on the same machines), and
+same windows (its model, schedule and patience, on the same machines), the
+same on the pooled windows (as `ltc-jax stream --pool-sensor-groups`), and
 logistic regression and gradient-boosted trees (scikit-learn) on each
 window's summary features (per channel: last, mean, standard deviation,
 minimum and maximum over the frames; trained on the training and validation
@@ -451,28 +452,28 @@ def accuracy_rows(config: Config, seed: int) -> list[dict]:
         logits = model(path, integrator=integrator)
         score(name, np.asarray(jax.nn.softmax(logits, axis=-1))[:, 1], seconds)
 
+    def train_job(name, train, validation, test):
+        # What `ltc-jax stream` trains on these windows: its derived model and
+        # schedule, the same validation machines and its patience.
+        job, model, _, seconds = _problems.fit_main_job(
+            train,
+            (test,),
+            validation,
+            ltc_jax.app.StreamConfig(),
+            seed=seed,
+            epochs=config.job_epochs,
+        )
+        path = ltc_jax.make_input_path(test, **job.path_options)
+        logits = model(path, integrator=job.final_integrator)
+        score(name, np.asarray(jax.nn.softmax(logits, axis=-1))[:, 1], seconds)
+
+    pooled = pooled_windows(windows.channel_groups, train, validation, test)
     train_ltc("LTC, slow clock", train, validation, test)
-    train_ltc(
-        "LTC, slow clock, sensor groups pooled",
-        *pooled_windows(windows.channel_groups, train, validation, test),
-    )
-    # What `ltc-jax stream` trains on these windows: its derived model and
-    # schedule, the same validation machines and its patience.
-    job, model, _, seconds = _problems.fit_main_job(
-        train,
-        (test,),
-        validation,
-        ltc_jax.app.StreamConfig(),
-        seed=seed,
-        epochs=config.job_epochs,
-    )
-    path = ltc_jax.make_input_path(test, **job.path_options)
-    logits = model(path, integrator=job.final_integrator)
-    score(
-        "LTC, stream job's defaults",
-        np.asarray(jax.nn.softmax(logits, axis=-1))[:, 1],
-        seconds,
-    )
+    train_ltc("LTC, slow clock, sensor groups pooled", *pooled)
+    train_job("LTC, stream job's defaults", train, validation, test)
+    # As `ltc-jax stream --pool-sensor-groups` pools them: standardised, pooled
+    # and standardised again (`ltc_jax.app.streams.pool_windows`).
+    train_job("LTC, stream job's defaults, sensor groups pooled", *pooled)
     # The union grid where no window holds more than `union_limit` samples, in
     # the scaling table's layout: held values, observation masks and times
     # since observation, one fused step per median union interval.
