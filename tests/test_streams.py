@@ -12,6 +12,7 @@ from ltc_jax.datasets import (
     simulate_plant,
     stream_windows,
 )
+from ltc_jax.datasets._streams import _rows_of
 
 
 pd = pytest.importorskip("pandas")
@@ -107,6 +108,14 @@ def test_streams_keep_integer_columns_without_a_copy(plant):
     np.testing.assert_array_equal(plant.samples(np.int64(1), np.uint8(2))[0], expected)
     with pytest.raises(TypeError):
         plant.samples(0.5, 0)
+    for machine in (-1, plant.machines, 2**40):
+        with pytest.raises(ValueError, match=f"No machine {machine}: the streams"):
+            plant.observed_range(machine)
+    # A row holding its dtype's largest value is found.
+    top = np.iinfo(np.int8).max
+    index = np.array([0, top - 1, top, top], np.int8)
+    assert _rows_of(index, top).tolist() == [2, 4]
+    assert _rows_of(index, top - 1).tolist() == [1, 2]
 
 
 def test_labels_and_windows_follow_the_failure_times(plant):

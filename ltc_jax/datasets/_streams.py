@@ -227,9 +227,16 @@ class SensorStreams:
         """`(first, last)` sample time of `machine` over all its sensors, in
         seconds since `time_origin`.
 
-        **Raises:** `ValueError` if the machine has no samples.
+        **Raises:** `ValueError` if `machine` is not an index of the streams'
+        machines or the machine has no samples; `TypeError` if it is not an
+        integer.
         """
         first, last = _rows_of(self.machine, machine)
+        if not 0 <= machine < len(self.machine_names):
+            raise ValueError(
+                f"No machine {machine}: the streams have {len(self.machine_names)} "
+                "(indices from 0)."
+            )
         if first == last:
             raise ValueError(
                 f"Machine {self.machine_names[machine]!r} has no samples (of the "
@@ -314,8 +321,10 @@ def _rows_of(index: np.ndarray, value: int | np.integer) -> np.ndarray:
 
     **Raises:** `TypeError` for a `value` that is not an integer."""
     value, bounds = operator.index(value), np.iinfo(index.dtype)
-    query = [min(max(v, bounds.min), bounds.max) for v in (value, value + 1)]
-    return np.searchsorted(index, np.array(query, dtype=index.dtype))
+    if not bounds.min <= value <= bounds.max:
+        return np.zeros(2, dtype=np.intp)
+    query = np.array(value, dtype=index.dtype)
+    return np.array([np.searchsorted(index, query, side) for side in ("left", "right")])
 
 
 def stream_windows(
