@@ -101,7 +101,10 @@ def test_streams_keep_integer_columns_without_a_copy(plant):
     wide = SensorStreams(**fields)
     np.testing.assert_array_equal(wide.machine, plant.machine)
     assert wide.machine.dtype == wide.sensor.dtype == np.int32
-    # Searched in their own dtype: indices beyond it hold no rows.
+
+
+def test_samples_and_observed_range_of_indices_outside_the_streams(plant):
+    # Searched in the columns' own dtype: indices beyond it hold no rows.
     for machine, sensor in ((2**31 - 1, 0), (2**40, 0), (-1, 0), (0, -(2**40))):
         assert [a.size for a in plant.samples(machine, sensor)] == [0, 0]
     expected = plant.time[(plant.machine == 1) & (plant.sensor == 2)]

@@ -215,8 +215,9 @@ class SensorStreams:
     def samples(
         self, machine: int | np.integer, sensor: int | np.integer
     ) -> tuple[np.ndarray, np.ndarray]:
-        """`(time, value)` of one sensor on one machine (views, no copy; empty
-        for a machine or sensor index with no rows).
+        """`(time, value)`, `float64[k]` each, of the `k` samples of one sensor
+        on one machine, in seconds since `time_origin` and the sensor's units
+        (views, no copy; empty for a machine or sensor index with no rows).
 
         **Raises:** `TypeError` for an index that is not an integer."""
         first, last = _rows_of(self.machine, machine)
