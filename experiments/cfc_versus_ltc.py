@@ -20,8 +20,9 @@ ODE solution, and the two models trained side by side.
    training step.
 3. **A long ECG window.** One forecasting training step (batch 4, 32 units, a
    window of 1e4 and of 1e5 samples): the LTC with RK4 at one step per sample
-   under `checkpoint` and `windowed`, and the CfC: the step's median seconds and
-   compiled temp memory.
+   under `checkpoint` and `windowed`, and the CfC (its time unit the sampling
+   interval, as the main job derives it; `--cfc-time-scale`): the step's
+   median seconds and compiled temp memory.
 4. **Trained on a long ECG window.** The same three, 32 units, trained to
    forecast the signal 0.1 s (36 samples) past the end of 1e4-sample windows
    (28 s): training windows from the first 70% of the recording, test windows
@@ -37,6 +38,8 @@ experiments.uea_benchmark --model cfc`.
     python -m experiments.cfc_versus_ltc           # an hour or more on 2 shared cores
     python -m experiments.cfc_versus_ltc --quick   # minutes
     python -m experiments.cfc_versus_ltc --parts ecg_trained   # part 4 alone
+    python -m experiments.cfc_versus_ltc --parts ecg_trained --ecg-models cfc \
+        --cfc-time-scale 1   # the CfC alone, reading its elapsed time in seconds
 
 Writes `results/cfc_versus_ltc/<run>/`: `metrics.json`, and (`experiments._report`)
 `report.txt` and, with the approximation part, `cfc_versus_ltc.png` (its error
@@ -60,6 +63,7 @@ from experiments import _problems, _report, _run
 
 SAMPLE_RATE_HZ = _problems.SAMPLE_RATE_HZ
 Part = Literal["approximation", "training", "long_windows", "ecg_trained"]
+EcgModel = Literal["checkpoint", "windowed", "cfc"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +92,13 @@ class Config(_run.RunConfig):
     trained_windows: tuple[int, int] = (24, 8)
     """Training and test windows of the trained comparison."""
     trained_epochs: int = 30
+    ecg_models: tuple[EcgModel, ...] = ("checkpoint", "windowed", "cfc")
+    """The models of the ECG parts (3 and 4): the LTC under `checkpoint` or
+    `windowed`, and the CfC."""
+    cfc_time_scale: float | None = None
+    """The CfC's time unit on the ECG, in seconds (default: the sampling
+    interval, 1/360 s, the median interval the main job derives; 1: seconds,
+    the CfC of the runs before it derived one)."""
     parts: tuple[Part, ...] = (
         "approximation",
         "training",
@@ -220,14 +231,21 @@ def training(config: Config, run: _run.Run) -> list[dict]:
 # --- 3. and 4. long ECG windows ------------------------------------------------
 
 
-def ecg_model(kind: str, window: int, seed: int):
+def ecg_model(kind: str, window: int, seed: int, time_scale: float | None = None):
     """The model (32 units) and integrator of a kind on `window`-sample ECG
     windows: the LTC with RK4 at one step per sample under `kind` (`checkpoint`
     or `windowed`, its windows derived for the window as `ltc_jax.fit` derives
-    them), or the CfC (`cfc`)."""
+    them), or the CfC (`cfc`) with `time_scale` seconds as its time unit
+    (default: the sampling interval)."""
     with jax.enable_x64(False):
         if kind == "cfc":
-            model = ltc_jax.CfC(1, 32, 1, key=jr.PRNGKey(seed))
+            model = ltc_jax.CfC(
+                1,
+                32,
+                1,
+                time_scale=time_scale or 1 / SAMPLE_RATE_HZ,
+                key=jr.PRNGKey(seed),
+            )
         else:
             model = ltc_jax.LTC(1, 32, 1, key=jr.PRNGKey(seed))
         mode = "checkpoint" if kind == "cfc" else kind
@@ -238,14 +256,16 @@ def ecg_model(kind: str, window: int, seed: int):
     return model, integrator
 
 
-def long_window_step(kind: str, samples: int, timed_steps: int) -> dict:
+def long_window_step(
+    kind: str, samples: int, timed_steps: int, time_scale: float | None = None
+) -> dict:
     """Part 3: one forecasting training step on `samples`-sample ECG windows
     (batch 4; in a fresh process): median seconds and compiled memory."""
     with jax.enable_x64(False):
         _, batch = _problems.ecg_problem(
             samples, batch_size=4, hidden_size=32, horizon=36, seed=0
         )
-        model, integrator = ecg_model(kind, samples, seed=0)
+        model, integrator = ecg_model(kind, samples, seed=0, time_scale=time_scale)
         _, step, opt_state = _problems.train_step(model, integrator)
         memory = ltc_jax.measure.compiled_memory(step, model, opt_state, batch)
         seconds = ltc_jax.measure.time_calls(
@@ -282,13 +302,21 @@ def ecg_split(window: int, train_count: int, test_count: int, horizon: int = 36)
     return parts
 
 
-def ecg_training(kind: str, window: int, counts: tuple, epochs: int, seed: int) -> dict:
+def ecg_training(
+    kind: str,
+    window: int,
+    counts: tuple,
+    epochs: int,
+    seed: int,
+    time_scale: float | None = None,
+) -> dict:
     """Part 4: train one model on the ECG split (in a fresh process): test mean
-    squared error, the baselines', and seconds per epoch."""
+    squared error, the baselines', and seconds per epoch; `time_scale` is the
+    CfC's (`ecg_model`)."""
     train, test = ecg_split(window, *counts)
     batch_size = 8
     with jax.enable_x64(False):
-        model, integrator = ecg_model(kind, window, seed)
+        model, integrator = ecg_model(kind, window, seed, time_scale)
         model, history = ltc_jax.fit(
             model,
             train,
@@ -336,9 +364,14 @@ PARTS = {
     "long_windows": lambda config, run: in_processes(
         "long_window_step",
         [
-            dict(kind=kind, samples=samples, timed_steps=config.timed_steps)
+            dict(
+                kind=kind,
+                samples=samples,
+                timed_steps=config.timed_steps,
+                time_scale=config.cfc_time_scale,
+            )
             for samples in config.long_windows
-            for kind in ("checkpoint", "windowed", "cfc")
+            for kind in config.ecg_models
         ],
     ),
     "ecg_trained": lambda config, run: in_processes(
@@ -350,8 +383,9 @@ PARTS = {
                 counts=config.trained_windows,
                 epochs=config.trained_epochs,
                 seed=config.seeds[0],
+                time_scale=config.cfc_time_scale,
             )
-            for kind in ("checkpoint", "windowed", "cfc")
+            for kind in config.ecg_models
         ],
     ),
 }

@@ -3,7 +3,8 @@
 One hour of a heart's NN (RR) intervals (`experiments/data/rr_intervals/`, 4,684
 beats) is cut into windows of `beats` consecutive beats every `stride` beats.
 Each beat is an observation at its own time (seconds from the window's first
-beat, the cumulative sum of the intervals) whose value is its interval in
+beat, or milliseconds with `--time-unit ms`: the cumulative sum of the
+intervals) whose value is its interval in
 seconds. The first `train_share` of the windows train; the test windows start
 after the last training window's target beat, so no beat is in both (the few
 windows in between are dropped). Two tasks:
@@ -27,6 +28,7 @@ autoregression's are.
     python -m experiments.rr_intervals            # 3 seeds, about 11 minutes
     python -m experiments.rr_intervals --quick    # 1 seed, 2 epochs, 8 units
     python -m experiments.rr_intervals --model jump --epochs 40
+    python -m experiments.rr_intervals --model cfc --time-unit ms
 
 Writes `results/rr_intervals/<run>/`: `config.json`, `metrics.json` and
 `report.txt` (`experiments._report`), and prints the table.
@@ -82,6 +84,12 @@ class Config(_run.RunConfig):
     readout_features: Literal["states", "pooled", "both"] | None = None
     """Override what the readout reads of the states at those times (default:
     the job's own)."""
+    time_unit: Literal["s", "ms"] = "s"
+    """The unit of the beats' times (the intervals, the values, stay in
+    seconds): the same data in another unit, which no model should notice."""
+    time_scale: float | None = None
+    """Override the CfC's unit of elapsed time, in `time_unit` (the main job's
+    `--time-scale`; default: its own, the median interval)."""
 
 
 QUICK = dict(seeds=(0,), epochs=2, hidden_size=8)
@@ -97,22 +105,27 @@ def load_intervals() -> np.ndarray:
 
 
 def rr_windows(
-    intervals: np.ndarray, beats: int, stride: int, train_share: float
+    intervals: np.ndarray,
+    beats: int,
+    stride: int,
+    train_share: float,
+    time_unit: Literal["s", "ms"] = "s",
 ) -> dict:
     """The windows of both tasks, split in time.
 
     **Arguments:** `intervals`: the NN intervals in seconds, `(beats_total,)`,
     interval `k` ending at beat `k`; `beats`: beats per window; `stride`: beats
     between window starts; `train_share`: the share of the windows, in time
-    order, that train.
+    order, that train; `time_unit`: the unit of the windows' times, seconds
+    or milliseconds.
 
     **Returns:** `classification` and `regression`, each with `train` and
-    `test` datasets of `n` windows: `ts` `(n, beats)` float64, seconds from the
-    window's first beat (the sums of its intervals after the first); `xs` `(n,
-    beats, 1)`, the intervals in seconds; labels the class indices (0 `"not
-    longer"`, 1 `"longer"` than the median) or the next interval `(n, 1)` in
-    seconds; and `median`, the median interval (seconds) of the training part,
-    beats 0 to the last training target.
+    `test` datasets of `n` windows: `ts` `(n, beats)` float64, time from the
+    window's first beat in `time_unit` (the sums of its intervals after the
+    first); `xs` `(n, beats, 1)`, the intervals in seconds; labels the class
+    indices (0 `"not longer"`, 1 `"longer"` than the median) or the next
+    interval `(n, 1)` in seconds; and `median`, the median interval (seconds)
+    of the training part, beats 0 to the last training target.
 
     **Raises:** `ValueError` unless `beats` and `stride` are at least 1 and
     `train_share` lies in (0, 1), or if no window fits on either side of the
@@ -133,12 +146,13 @@ def rr_windows(
     if len(test_starts) == 0:
         raise ValueError("No test window after the training part.")
     median = float(np.median(intervals[: last_target + 1]))
+    per_second = {"s": 1.0, "ms": 1000.0}[time_unit]
 
     def windows(chosen: np.ndarray, classify: bool, class_names=None):
         ts, xs, labels = [], [], []
         for start in chosen:
             values = intervals[start : start + beats]
-            times = np.concatenate([[0.0], np.cumsum(values[1:])])
+            times = np.concatenate([[0.0], np.cumsum(values[1:])]) * per_second
             ts.append(times)
             xs.append(values)
             target = intervals[start + beats]
@@ -224,7 +238,11 @@ def main(config: Config) -> dict:
     """Both tasks at every seed, and the baselines; return (and write) them."""
     config, run = _run.start_run(config, "rr_intervals", QUICK)
     split = rr_windows(
-        load_intervals(), config.beats, config.stride, config.train_share
+        load_intervals(),
+        config.beats,
+        config.stride,
+        config.train_share,
+        config.time_unit,
     )
     options = dict(
         model=config.model,
@@ -235,6 +253,7 @@ def main(config: Config) -> dict:
         folds=config.folds,
         readout_times=config.readout_times,
         readout_features=config.readout_features,
+        time_scale=config.time_scale,
     )
     classification = [
         _problems.train_main_job(

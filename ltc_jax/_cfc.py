@@ -177,25 +177,35 @@ class CfC(AbstractSequenceModel):
 
     No ODE is solved: the cell is applied once per observation (a `jax.lax.scan`
     over the times), from a zero state, with the elapsed time since the previous
-    observation of the same sequence (0 at the first), so irregular per-sequence
-    times enter through `dt`. The inputs are the path's values at its
-    observation times (missing channels filled as the path interpolates them,
-    mask and time channels included). Padding leaves the state unchanged. The
-    `integrator` argument is accepted and ignored. Parameters and states are in
-    the `dtype` given (default JAX's default float) and must match the inputs'.
+    observation of the same sequence (0 at the first), divided by `time_scale`,
+    so irregular per-sequence times enter through `dt`. The inputs are the
+    path's values at its observation times (missing channels filled as the
+    path interpolates them, mask and time channels included). Padding leaves
+    the state unchanged. The `integrator` argument is accepted and ignored.
+    Parameters and states are in the `dtype` given (default JAX's default
+    float) and must match the inputs'.
 
     Source: Hasani, Lechner, Amini, Liebenwein, Ray, Tschaikowski, Teschl and
     Rus (2022), "Closed-form continuous-time neural networks", *Nature Machine
     Intelligence* 4, 992-1003; the variants and initial values of the `ncps`
     package.
 
+    **Time scale.** The cell's gate reads `t_a(z) dt`, so the same data in
+    milliseconds instead of seconds would change what the model computes.
+    `time_scale` is the unit the elapsed time is measured in, in the unit of
+    the timestamps: with the data's median observation interval
+    ([`ltc_jax.training.observation_spacing`][], as the main job derives it)
+    a typical step has `dt = 1`, the `ncps` package's default timespan, and the
+    model computes the same whatever the unit of the times.
+
     **Fields:** `cell` ([`ltc_jax.CfCCell`][]), `readout`
     ([`ltc_jax.LinearReadout`][]), static `input_size`, `hidden_size`,
-    `output_size`, `readout_times`, `readout_features`.
+    `output_size`, `readout_times`, `readout_features`, `time_scale`.
     """
 
     cell: CfCCell
     readout: LinearReadout
+    time_scale: float = eqx.field(static=True)
     solves_ode: ClassVar[bool] = False
     """No ODE solve: training checks no solver steps for it (its `num_steps`
     count the cell's updates)."""
@@ -212,6 +222,7 @@ class CfC(AbstractSequenceModel):
         backbone_activation: str = "lecun_tanh",
         readout_times: int = 1,
         readout_features: ReadoutFeatures = "states",
+        time_scale: float = 1.0,
         dtype=None,
         key: PRNGKeyArray,
     ):
@@ -220,14 +231,23 @@ class CfC(AbstractSequenceModel):
         regression targets; `readout_times`, `readout_features`: as
         [`ltc_jax.LTC`][]'s (the readout reads the state at the last observation
         at or before each of `n` evenly spread times, side by side, pooled or
-        both);
+        both); `time_scale`: the unit of the elapsed time the cell reads, in
+        the unit of the timestamps (default 1: the timestamps' own; the data's
+        median observation interval makes the model independent of that unit);
         `key`.
 
-        **Raises:** `ValueError` as [`ltc_jax.CfCCell`][], or for `readout_times`
-        not a positive int or an unknown `readout_features`.
+        **Raises:** `ValueError` as [`ltc_jax.CfCCell`][], for `readout_times`
+        not a positive int, an unknown `readout_features`, or a `time_scale`
+        that is not a positive, finite number.
         """
         check_readout_times(readout_times)
         check_readout_features(readout_features)
+        self.time_scale = float(time_scale)  # a NumPy scalar is welcome too
+        if not 0 < self.time_scale < math.inf:
+            raise ValueError(
+                "time_scale must be a positive, finite number (the unit of the "
+                f"elapsed time, in the timestamps' unit); got {time_scale!r}."
+            )
         cell_key, readout_key = jr.split(key)
         self.cell = CfCCell(
             input_size,
@@ -280,9 +300,12 @@ class CfC(AbstractSequenceModel):
         unknown `save`.
         """
         check_solve(self, path, save)
-        return scan_observations(
-            jax.vmap(self.cell), path, y0, self, save, updates_per_observation=1
-        )
+        cell = jax.vmap(self.cell)
+
+        def step(x, h, dt):
+            return cell(x, h, dt / self.time_scale)
+
+        return scan_observations(step, path, y0, self, save, updates_per_observation=1)
 
 
 def scan_observations(

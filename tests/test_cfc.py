@@ -203,6 +203,33 @@ def test_cfc_irregular_times_and_padding_behave_as_for_the_ltc(getkey):
             np.testing.assert_allclose(read[b, j], every[b, index], rtol=1e-12)
 
 
+def test_cfc_time_scale_is_the_unit_of_the_elapsed_time(getkey):
+    """The cell reads the elapsed time divided by `time_scale` (the NumPy
+    transcription fed `ts / 0.25`), so the same data in another unit, with the
+    time scale in that unit, give the same outputs, where the timestamps' own
+    unit does not; a time scale that is not positive and finite is refused."""
+    key = getkey()
+    ts, xs, lengths = ragged_batch(getkey(), 4, 6, 2)
+    path = ltc_jax.InputPath(ts, xs, lengths)
+
+    def cfc(time_scale):
+        return ltc_jax.CfC(
+            2, 5, 3, backbone_units=7, readout_times=3, time_scale=time_scale, key=key
+        )
+
+    final = ltc_jax.CfC(2, 5, 3, backbone_units=7, time_scale=0.25, key=key)
+    expected = _numpy_final_states(final.cell, np.asarray(ts) / 0.25, xs, lengths)
+    np.testing.assert_allclose(final.solve(path).ys, expected, rtol=1e-12, atol=1e-12)
+    reference = cfc(0.25)(path)
+    for unit in (1e-3, 3600.0):  # milliseconds to seconds, hours to seconds
+        other = ltc_jax.InputPath(ts * unit, xs, lengths)
+        np.testing.assert_allclose(cfc(0.25 * unit)(other), reference, rtol=1e-9)
+        assert not np.allclose(cfc(0.25)(other), reference, rtol=1e-3)
+    for bad in (0.0, -1.0, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="time_scale must be a positive, finite"):
+            cfc(bad)
+
+
 def test_cfc_trains_with_fit_and_checks_its_options(getkey):
     """Two epochs of `fit` on separable toy data lower the loss."""
     rng = np.random.default_rng(0)

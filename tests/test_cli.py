@@ -458,11 +458,13 @@ def test_cli_cfc_trains_evaluates_and_records_one_memory_entry(tmp_path, capsys)
     assert model.readout_features == "pooled"
     assert model.readout.weight.shape == (2, 3 * 4)
     assert set(metrics["memory_bytes_by_mode"]) == {"backprop"}
-    # No ODE solve: only the batches, the readout, the rate and the share.
+    # No ODE solve: only the batches, the readout, the rate, the time scale
+    # and the share.
     assert set(metrics["derived"]) == {
         "batch_size",
         "readout_times",
         "learning_rate",
+        "time_scale",
         "validation_fraction",
     }
     assert metrics["derived"]["learning_rate"]["value"] == 1e-3
@@ -538,6 +540,38 @@ def test_cli_resumes_a_run_saved_before_readout_times_were_derived(tmp_path):
     assert cli.main(["train", "--resume", str(out), "--no-progress"]) == 0
     assert load_run(str(out))[1].readout_times == 1
     assert json.loads((out / "metrics.json").read_text())["resumed"]
+
+
+def test_cli_resumes_and_loads_a_cfc_saved_before_its_time_scale_was_derived(
+    tmp_path,
+):
+    """A CfC run whose `config.json` and `data.json` lack `time_scale` read
+    the elapsed time in the timestamps' own unit: resumed and loaded, it keeps
+    that unit (1), not the median interval the data would derive now; a run
+    saved now records and loads the derived one."""
+    from ltc_jax.app.runs import load_run
+
+    files = []
+    for name, n, seed in (("train", 24, 0), ("test", 10, 1)):
+        toy = toy_ts_file(tmp_path / f"{name}-index.ts", n, seed)
+        files.append(_rewrite_ts(toy, tmp_path / f"{name}.ts", start=0.0, step=0.25))
+    out = tmp_path / "run"
+    args = ["train", "--data", files[0], "--test-data", files[1], "--out", str(out)]
+    assert cli.main([*args, "--no-progress", "--model", "cfc", *SMALL_RUN]) == 0
+    spacing = json.loads((out / "config.json").read_text())["derived"]["time_scale"]
+    assert spacing["value"] == 0.25
+    assert load_run(str(out))[1].time_scale == spacing["value"]
+    saved = json.loads((out / "config.json").read_text())
+    del saved["time_scale"], saved["derived"]["time_scale"]
+    (out / "config.json").write_text(json.dumps(saved))
+    data = json.loads((out / "data.json").read_text())
+    del data["settings"]["time_scale"]
+    (out / "data.json").write_text(json.dumps(data))
+    assert load_run(str(out))[1].time_scale == 1.0
+    (out / "metrics.json").unlink()
+    assert cli.main(["train", "--resume", str(out), "--no-progress"]) == 0
+    assert load_run(str(out))[1].time_scale == 1.0
+    assert json.loads((out / "data.json").read_text())["settings"]["time_scale"] == 1
 
 
 def test_a_config_saved_before_readout_features_keeps_its_readout():

@@ -1,8 +1,11 @@
 """Defaults derived from the data, the stratified validation split, early
 stopping and the non-learning warning."""
 
+import dataclasses
 import warnings
 
+import equinox as eqx
+import jax
 import jaxtyping
 import numpy as np
 import optax
@@ -351,6 +354,54 @@ def test_the_main_job_records_the_readout_gate_and_rate_it_chose():
     assert derived(model="cfc") == dict(readout_features="both", learning_rate=1e-3)
     given = dict(readout_features="pooled", gate_bias_init="zero", learning_rate=0.1)
     assert derived(**given) == {}
+
+
+def test_the_main_job_trains_the_same_cfc_whatever_the_unit_of_the_times():
+    """The main job's CfC takes the median observation interval (NumPy's, of
+    the irregular training times) as its time scale, recorded with its reason,
+    so the same data in seconds and in milliseconds train the same parameters;
+    a time scale given is kept, and refused for a model that has none."""
+    from ltc_jax.app import TrainConfig, prepare
+
+    rng = np.random.default_rng(3)
+    n, times = 16, 7
+    seconds = np.cumsum(rng.uniform(0.2, 1.4, (n, times)), axis=1)
+    xs = rng.normal(size=(n, times, 2))
+    labels = rng.integers(0, 2, n).astype(np.int32)
+    trained = []
+    for unit in (1.0, 1000.0):
+        data = SequenceDataset(
+            ts=seconds * unit,
+            xs=xs,
+            lengths=np.full(n, times, np.int32),
+            labels=labels,
+            class_names=("a", "b"),
+        )
+        config = TrainConfig(model="cfc", hidden_size=4, backbone_units=5, epochs=2)
+        job = prepare(config, data)
+        spacing = float(np.median(np.diff(seconds, axis=1))) * unit
+        assert job.derived["time_scale"]["value"] == pytest.approx(spacing, rel=1e-12)
+        assert "median observation interval" in job.derived["time_scale"]["reason"]
+        assert job.model.time_scale == pytest.approx(spacing, rel=1e-12)
+        model, _ = quiet_fit(
+            job.model,
+            data,
+            job.integrator,
+            optimizer=job.optimizer,
+            epochs=job.epochs,
+            batch_size=job.batch_size,
+            seed=job.seed,
+            path=job.path,
+        )
+        trained.append(eqx.filter(model, eqx.is_inexact_array))
+    for in_seconds, in_ms in zip(*map(jax.tree.leaves, trained), strict=True):
+        np.testing.assert_allclose(in_seconds, in_ms, rtol=1e-9, atol=1e-12)
+    given = prepare(dataclasses.replace(config, time_scale=0.5), data)
+    assert given.model.time_scale == 0.5 and "time_scale" not in given.derived
+    with pytest.raises(ValueError, match="--time-scale sets the CfC's unit"):
+        TrainConfig(time_scale=0.5).check()
+    with pytest.raises(ValueError, match="--time-scale must be positive"):
+        TrainConfig(model="cfc", time_scale=0.0).check()
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ tyro and the tests and notebooks build directly."""
 import ast
 import dataclasses
 import inspect
+import math
 import textwrap
 from typing import Annotated, Any, ClassVar, Literal, get_args, get_origin
 
@@ -128,6 +129,8 @@ class TrainConfig:
     """Width of the CfC's backbone layers."""
     backbone_layers: int = 1
     """Layers of the CfC's backbone (0: none)."""
+    time_scale: OptionalFloat = None
+    """The CfC's time unit (default: the median observation interval)."""
     cell: Literal["ltc", "biophysical"] = "ltc"
     """ltc: the simplified LTC (Hasani et al. 2021, Eq. 1); biophysical: the original
     authors' cell on a sparse wiring."""
@@ -334,6 +337,15 @@ class TrainConfig:
             raise ValueError(f"--drop-rate must lie in [0, 1); got {self.drop_rate}.")
         if self.tighten_at is not None and not 0.0 < self.tighten_at < 1.0:
             raise ValueError(f"--tighten-at must lie in (0, 1); got {self.tighten_at}.")
+        if self.time_scale is not None and not 0 < self.time_scale < math.inf:
+            raise ValueError(
+                f"--time-scale must be positive and finite; got {self.time_scale}."
+            )
+        if self.time_scale is not None and self.model != "cfc":
+            raise ValueError(
+                "--time-scale sets the CfC's unit of elapsed time; got --model "
+                f"{self.model}, whose time constants follow the data by --tau-init."
+            )
         if self.backbone_layers < 0:
             raise ValueError(
                 "--backbone-layers must be zero or positive; got "

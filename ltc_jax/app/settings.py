@@ -166,7 +166,8 @@ def resolve_settings(
     `epochs`, `tau_init`, and `derived`, naming each setting the data or the
     model chose and why; also `batching`, `readout_times`, `readout_features`,
     `gate_bias_init` and `learning_rate` (the last three from the model, not the
-    data, with their reasons under `derived` where the config leaves them)."""
+    data, with their reasons under `derived` where the config leaves them), and
+    for the CfC `time_scale` (the median observation interval)."""
     name, solver_reason = (
         (config.solver, None) if config.solver is not None else default_solver(config)
     )
@@ -224,6 +225,12 @@ def resolve_settings(
         learning_rate=config.learning_rate or LEARNING_RATES[config.model],
     )
     reasons["learning_rate"] = LEARNING_RATE_REASONS[config.model]
+    if config.model == "cfc":
+        chosen["time_scale"] = config.time_scale or defaults.spacing
+        reasons["time_scale"] = (
+            f"the median observation interval ({defaults.spacing:g}): a typical "
+            "step's elapsed time is 1, whatever the unit of the times"
+        )
     if config.tau_min is None and config.model != "cfc" and config.cell == "ltc":
         # Below the fastest time constant drawn (a given --tau-init too); the
         # CfC and the biophysical cell have no tau.
@@ -268,6 +275,7 @@ def resolve_settings(
             "readout_times",
             "readout_features",
             "learning_rate",
+            "time_scale",
         )
     elif config.model == "jump":  # the LTC's field and gate, no solver
         unused = ("solver", "dt0", "max_steps", "batching")
@@ -367,7 +375,9 @@ def make_model(
     """The freshly initialised LTC (or CfC, or jump model) a config describes,
     with the `tau_init` and `readout_times` of `settings` (from `resolve_settings`; a
     run saved before readout times existed reads its final state) and the
-    config's `readout_features` and, for the `ltc` cell, `gate_bias_init`."""
+    config's `readout_features` and, for the `ltc` cell, `gate_bias_init`; the
+    CfC's `time_scale` is the settings' (1, the times' own unit, for a run
+    saved before it was derived)."""
     sizes = (input_size, config.hidden_size, output_size)
     shared = dict(
         readout_times=settings.get("readout_times", 1),
@@ -380,6 +390,7 @@ def make_model(
             mode=config.cfc_mode,
             backbone_units=config.backbone_units,
             backbone_layers=config.backbone_layers,
+            time_scale=settings.get("time_scale", 1.0),
             **shared,
         )
     gate = (
