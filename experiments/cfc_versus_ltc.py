@@ -243,7 +243,7 @@ def ecg_model(kind: str, window: int, seed: int, time_scale: float | None = None
                 1,
                 32,
                 1,
-                time_scale=time_scale or 1 / SAMPLE_RATE_HZ,
+                time_scale=1 / SAMPLE_RATE_HZ if time_scale is None else time_scale,
                 key=jr.PRNGKey(seed),
             )
         else:

@@ -68,7 +68,7 @@ class CfCCell(eqx.Module):
     `backbone` is `backbone_layers` affine maps of width `backbone_units`, each
     followed by `backbone_activation` (none: $z = [x, h]$); $f_1, f_2, t_a, t_b$
     are affine maps to `hidden_size`. Time (`dt`) is in the unit of the data's
-    timestamps.
+    timestamps ([`ltc_jax.CfC`][] passes it divided by its `time_scale`).
 
     **Fields:** `backbone` (a list of `eqx.nn.Linear`), `ff1`, `ff2`, `time_a`,
     `time_b` (`eqx.nn.Linear`; the last three `None` in `"pure"` mode),
@@ -269,12 +269,19 @@ class CfC(AbstractSequenceModel):
         self.input_size, self.hidden_size = input_size, hidden_size
         self.output_size, self.readout_times = output_size, readout_times
 
-    def options(self) -> dict[str, int | str | None]:
+    def options(self) -> dict[str, int | float | str | None]:
         """As [`ltc_jax.AbstractSequenceModel.options`][], with `mode` and
-        `backbone_layers`, and `backbone_units` where there is a backbone."""
+        `backbone_layers`, `backbone_units` where there is a backbone, and
+        `time_scale`: no array's shape, but a static field that checkpoints do
+        not hold, so loading into a CfC of another time scale is named, not
+        silently a different model."""
         backbone = self.cell.backbone
         options = super().options()
-        options |= dict(mode=self.cell.mode, backbone_layers=len(backbone))
+        options |= dict(
+            mode=self.cell.mode,
+            backbone_layers=len(backbone),
+            time_scale=self.time_scale,
+        )
         if backbone:
             options["backbone_units"] = backbone[0].out_features
         return options

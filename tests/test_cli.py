@@ -545,10 +545,11 @@ def test_cli_resumes_a_run_saved_before_readout_times_were_derived(tmp_path):
 def test_cli_resumes_and_loads_a_cfc_saved_before_its_time_scale_was_derived(
     tmp_path,
 ):
-    """A CfC run whose `config.json` and `data.json` lack `time_scale` read
-    the elapsed time in the timestamps' own unit: resumed and loaded, it keeps
-    that unit (1), not the median interval the data would derive now; a run
-    saved now records and loads the derived one."""
+    """A run saved now records the derived time scale (the median interval,
+    0.25), loads it, and keeps it when resumed. A CfC run whose `config.json`
+    and `data.json` lack `time_scale` read the elapsed time in the timestamps'
+    own unit: resumed and loaded, it keeps that unit (1), not the median
+    interval the data would derive now."""
     from ltc_jax.app.runs import load_run
 
     files = []
@@ -561,11 +562,23 @@ def test_cli_resumes_and_loads_a_cfc_saved_before_its_time_scale_was_derived(
     spacing = json.loads((out / "config.json").read_text())["derived"]["time_scale"]
     assert spacing["value"] == 0.25
     assert load_run(str(out))[1].time_scale == spacing["value"]
+    (out / "metrics.json").unlink()
+    assert cli.main(["train", "--resume", str(out), "--no-progress"]) == 0
+    assert load_run(str(out))[1].time_scale == 0.25
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["derived"]["time_scale"] == spacing
     saved = json.loads((out / "config.json").read_text())
     del saved["time_scale"], saved["derived"]["time_scale"]
     (out / "config.json").write_text(json.dumps(saved))
     data = json.loads((out / "data.json").read_text())
     del data["settings"]["time_scale"]
+    for options in data["models"]:  # the options recorded with the model
+        del options["time_scale"]
+    for meta in (out / "checkpoints").glob("*/meta.json"):  # and with each state
+        checkpoint = json.loads(meta.read_text())
+        for options in checkpoint["models"]:
+            del options["time_scale"]
+        meta.write_text(json.dumps(checkpoint))
     (out / "data.json").write_text(json.dumps(data))
     assert load_run(str(out))[1].time_scale == 1.0
     (out / "metrics.json").unlink()

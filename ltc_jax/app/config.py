@@ -130,7 +130,7 @@ class TrainConfig:
     backbone_layers: int = 1
     """Layers of the CfC's backbone (0: none)."""
     time_scale: OptionalFloat = None
-    """The CfC's time unit (default: the median observation interval)."""
+    """The CfC's time unit, in the data's (default: their median interval)."""
     cell: Literal["ltc", "biophysical"] = "ltc"
     """ltc: the simplified LTC (Hasani et al. 2021, Eq. 1); biophysical: the original
     authors' cell on a sparse wiring."""

@@ -266,8 +266,8 @@ def _resumed_config(config: TrainConfig) -> tuple[TrainConfig, dict[str, Any]]:
     another device count nor a later rule can change them), the folds are
     not run again (the saved epochs are their choice), and a run saved
     before readout times and batching were derived keeps reading its final
-    state and the batching it had (a CfC saved before its time scale was
-    derived, the timestamps' own unit).
+    state and the batching it had. A CfC keeps the time scale it derived (one
+    saved before it was derived, the timestamps' own unit).
     """
     saved_path = os.path.join(config.resume, "config.json")
     if not os.path.isfile(saved_path):
@@ -321,12 +321,10 @@ def _resumed_config(config: TrainConfig) -> tuple[TrainConfig, dict[str, Any]]:
         kept["batch_size"] = derived["batch_size"]["value"]
     if saved.readout_times is None and "readout_times" not in derived:
         kept["readout_times"] = 1
-    if (
-        saved.model == "cfc"
-        and saved.time_scale is None
-        and "time_scale" not in derived
-    ):
-        kept["time_scale"] = 1.0  # a CfC run from before the derived time scale
+    if saved.model == "cfc" and saved.time_scale is None:
+        # The CfC's time unit as derived when the run started (so that no later
+        # rule can change it), or for a run from before it was derived, 1.
+        kept["time_scale"] = derived.get("time_scale", {}).get("value", 1.0)
     if saved.batching is None and "batching" not in derived:
         kept["batching"] = "vmap" if saved.solver == "kvaerno5" else "batched"
     # The run's folder is its --out now, as the options' checks expect of a
