@@ -2,6 +2,7 @@
 checked against a direct frame-by-frame transcription."""
 
 import dataclasses
+import inspect
 
 import numpy as np
 import pytest
@@ -944,6 +945,24 @@ def test_pooling_refuses_groups_and_statistics_that_do_not_fit():
         pool_channels(data, ["a", "b"], ("max", "max"))
     with pytest.raises(ValueError, match="a list of statistics; got the string"):
         pool_channels(data, ["a", "b"], "mean")
+
+
+def test_pooling_names_stream_windows_given_for_their_dataset(tmp_path):
+    """Stream windows themselves are refused, as users call `pool_channels`
+    (the tests' runtime type checker would refuse them first), with the call
+    that pools them."""
+    from ltc_jax.datasets import pool_channels
+
+    _log(2, 0.0, 10.0, 60.0).to_csv(tmp_path / "log.csv", index=False)
+    read = read_sensor_log(tmp_path / "log.csv", event_tags=["alarm"])
+    windows = stream_windows(read, 10.0, horizon_seconds=0.0)
+    unchecked = inspect.unwrap(pool_channels)
+    with pytest.raises(TypeError, match=r"pool_channels\(windows.dataset, windows"):
+        unchecked(windows, windows.channel_groups)
+    with pytest.raises(TypeError, match="pools a SequenceDataset; got ndarray.$"):
+        unchecked(np.zeros((1, 3, 2)), ["a", "a"])
+    pooled = unchecked(windows.dataset, windows.channel_groups)
+    assert pooled.num_channels == 4 * len(set(windows.channel_groups))
 
 
 def test_a_logs_groups_name_its_tags_kinds_for_pooling(tmp_path):

@@ -480,10 +480,22 @@ def pool_channels(
     group by group in order of first appearance in `channel_groups`, and
     within a group in the order of `statistics`; padding stays 0.
 
-    **Raises:** `ValueError` for `channel_groups` that does not give one
-    group per channel of `data`, or for statistics that are not distinct
-    ones of `POOL_STATISTICS` (or a string, not a list of them).
+    **Raises:** `TypeError` if `data` is not a `SequenceDataset` (stream
+    windows: pool their `dataset`); `ValueError` for `channel_groups` that does
+    not give one group per channel of `data`, or for statistics that are not
+    distinct ones of `POOL_STATISTICS` (or a string, not a list of them).
     """
+    if not isinstance(data, SequenceDataset):
+        windows = hasattr(data, "dataset") and hasattr(data, "channel_groups")
+        hint = (
+            ": for stream windows, pool_channels(windows.dataset, "
+            "windows.channel_groups)"
+            if windows
+            else ""
+        )
+        raise TypeError(
+            f"pool_channels pools a SequenceDataset; got {type(data).__name__}{hint}."
+        )
     if isinstance(statistics, str):
         raise ValueError(
             f"statistics is a list of statistics; got the string {statistics!r}."
