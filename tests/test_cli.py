@@ -1352,8 +1352,8 @@ def test_cli_stream_pools_sensor_groups_and_reads_a_log_as_it_pooled(tmp_path, c
     pooled across its sensors (4 groups' 11 features, 4 statistics each);
     `evaluate` pools the test machines' log with the run's channel statistics
     to the job's own test accuracy and loss. A log's tags take their groups
-    from `--sensor-groups`: pooled by them, the log's run reads the same
-    channels as the plant's."""
+    from `--sensor-groups`, which implies pooling by them: the log's run reads
+    the same channels as the plant's."""
     pytest.importorskip("pandas")
     out = tmp_path / "run"
     options = ["--machines", "6", "--sensors", "10", "--simulated-seconds", "600"]
@@ -1392,7 +1392,7 @@ def test_cli_stream_pools_sensor_groups_and_reads_a_log_as_it_pooled(tmp_path, c
     )
     from_log += ["--log-columns", "time", "timestamp", "machine", "asset"]
     assert cli.main(["stream", *from_log, "--sensor-groups", *kinds,
-                     "--pool-sensor-groups", "--window-seconds", "60",
+                     "--window-seconds", "60",
                      "--horizon-seconds", "300", "--epochs", "1",
                      "--hidden-size", "4", "--seed", "3", "--no-progress",
                      "--out", str(logged)]) == 0  # fmt: skip
@@ -1431,16 +1431,12 @@ def test_cli_stream_pools_sensor_groups_and_reads_a_log_as_it_pooled(tmp_path, c
     assert "--sensor-groups names tags of --log; give --log." in _bad(
         tmp_path, capsys, "stream", "--sensor-groups", "a", "b"
     )
-    assert "give --pool-sensor-groups too" in _bad(
-        tmp_path, capsys, "stream", *from_log, "--sensor-groups", *kinds
-    )
     assert "--log-columns renames the columns ['time', 'tag'" in _bad(
         tmp_path, capsys, "stream", *from_log, "--log-columns", "stamp", "t"
     )
     assert "--sensor-groups[" in _bad(
-        tmp_path, capsys, "stream", *from_log, "--pool-sensor-groups",
-        "--sensor-groups", events[0], "alarm",
-    )  # fmt: skip
+        tmp_path, capsys, "stream", *from_log, "--sensor-groups", events[0], "alarm"
+    )
 
 
 def test_options_of_tags_left_off_a_resume_are_the_saved_ones(tmp_path):

@@ -467,8 +467,9 @@ class StreamConfig(TrainConfig):
         dict[str, str],
         tyro.conf.arg(metavar="TAG GROUP ...", help_behavior_hint=""),
     ] = dataclasses.field(default_factory=dict)
-    """Kinds of continuous tags of --log, e.g. TI-101 temperature, for
-    --pool-sensor-groups (default: all one group, continuous)."""
+    """Kinds of continuous tags of --log, e.g. TI-101 temperature; the model
+    reads each kind pooled (--pool-sensor-groups, implied), a tag not named in
+    the kind continuous."""
     log_columns: Annotated[
         dict[str, str],
         tyro.conf.arg(metavar="COLUMN NAME ...", help_behavior_hint=""),
@@ -512,7 +513,15 @@ class StreamConfig(TrainConfig):
     pool_sensor_groups: bool = False
     """Feed the model each sensor group's features pooled across its sensors
     (mean, std, min, max: ltc_jax.datasets.pool_channels), so that its size
-    does not grow with the sensors."""
+    does not grow with the sensors (default: where --sensor-groups names the
+    kinds)."""
+
+    @property
+    def pools_sensor_groups(self) -> bool:
+        """Whether the model reads each sensor group pooled: asked for by
+        `pool_sensor_groups`, or implied by `sensor_groups`, whose only use is
+        to name the groups to pool."""
+        return self.pool_sensor_groups or bool(self.sensor_groups)
 
     def check(self) -> None:
         """Check every option, as [`ltc_jax.app.TrainConfig.check`][] does, and
@@ -554,11 +563,6 @@ class StreamConfig(TrainConfig):
             raise ValueError(
                 f"--log-columns renames the columns {list(LOG_COLUMNS)}; got "
                 f"{unknown}. Give each as COLUMN NAME, e.g. time timestamp."
-            )
-        if self.sensor_groups and not self.pool_sensor_groups:
-            raise ValueError(
-                "--sensor-groups names the groups --pool-sensor-groups pools by; "
-                "give --pool-sensor-groups too."
             )
         if self.machines < 2:
             raise ValueError(

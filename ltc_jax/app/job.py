@@ -415,7 +415,7 @@ def train_and_evaluate(
             reason=f"{config.test_fraction:g} of {sum(split.values())} machines "
             "tested, drawn with --seed; machines are the unit of the split",
         )
-        if config.pool_sensor_groups:
+        if config.pools_sensor_groups:
             settings["derived"]["pooled_groups"] = dict(
                 value=data["stream"]["sensor_group_sizes"],
                 reason="sensors per group, pooled across the group"

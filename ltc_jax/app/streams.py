@@ -178,7 +178,7 @@ def load_stream_data(config: StreamConfig) -> dict[str, Any]:
     channel names), the slowest continuous sensor (`slowest_sensor`, its
     name, and `slowest_rate_hz`), which sets the default clock, and the
     machines of each part, by name. With
-    `config.pool_sensor_groups`, each part's channels are standardised, pooled
+    `config.pools_sensor_groups`, each part's channels are standardised, pooled
     by sensor group (`pool_windows`) and standardised again: `statistics` are
     the pooled channels', and `stream` records the groups and the first
     statistics as `channel_groups`, `channel_mean` and `channel_std`, and
@@ -202,7 +202,7 @@ def load_stream_data(config: StreamConfig) -> dict[str, Any]:
     }
     statistics = channel_statistics(parts["train"])
     pooled = {}
-    if config.pool_sensor_groups:
+    if config.pools_sensor_groups:
         parts = {
             name: None
             if part is None
