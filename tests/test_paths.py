@@ -190,20 +190,24 @@ def test_long_paths_evaluate_like_diffrax_on_the_whole_sequence(
 
 
 @pytest.mark.parametrize("times", [2, 5, 64, 65, 66, 128, 129, 5 * 64 + 37])
-@pytest.mark.parametrize("interpolation", ["linear", "cubic"])
+@pytest.mark.parametrize("interpolation", ["linear", "cubic", "hold"])
 def test_shared_times_evaluate_like_diffrax_on_the_whole_sequence(
     getkey, interpolation, times
 ):
     """With one time grid (`ts` of shape `(times,)`) and a scalar time, the whole
-    batch is evaluated on one block, sliced rather than gathered; the values are
-    still diffrax's interpolation of each whole sequence, bit for bit, and the
-    same as with one time per sequence."""
+    batch is evaluated on one block, sliced rather than gathered, with
+    diffrax's arithmetic written out over the batch; the values are still
+    diffrax's interpolation of each whole sequence, bit for bit (a hold's: the
+    last observation at or before the time, in NumPy), and the same as with
+    one time per sequence."""
     ts = jnp.cumsum(jr.uniform(getkey(), (times,), minval=0.1, maxval=2.0))
     xs = jr.normal(getkey(), (3, times, 2))
     path = ltc_jax.InputPath(ts, xs, interpolation=interpolation)
     assert path.shared_times
 
     def whole(t):
+        if interpolation == "hold":
+            return np.stack([_numpy_hold(np.asarray(ts), np.asarray(x), t) for x in xs])
         return jax.vmap(lambda p: p.evaluate(t))(path.interpolation)
 
     end = float(ts[-1])
