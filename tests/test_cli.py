@@ -1425,6 +1425,7 @@ def test_cli_stream_pools_sensor_groups_and_reads_a_log_as_it_pooled(tmp_path, c
 
     resumed, _ = _resumed_config(app.StreamConfig(resume=str(logged)))
     assert resumed.sensor_groups == dict(zip(kinds[::2], kinds[1::2], strict=True))
+    assert resumed.pools_sensor_groups
     with pytest.raises(ValueError, match="these differ: --sensor-groups"):
         _resumed_config(app.StreamConfig(resume=str(logged), sensor_groups={"a": "b"}))
     capsys.readouterr()

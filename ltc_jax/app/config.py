@@ -468,8 +468,8 @@ class StreamConfig(TrainConfig):
         tyro.conf.arg(metavar="TAG GROUP ...", help_behavior_hint=""),
     ] = dataclasses.field(default_factory=dict)
     """Kinds of continuous tags of --log, e.g. TI-101 temperature; the model
-    reads each kind pooled (--pool-sensor-groups, implied), a tag not named in
-    the kind continuous."""
+    reads each kind pooled (--pool-sensor-groups, implied); a tag it does not
+    name is in the group continuous."""
     log_columns: Annotated[
         dict[str, str],
         tyro.conf.arg(metavar="COLUMN NAME ...", help_behavior_hint=""),
