@@ -55,7 +55,8 @@ def make_input_path(data: SequenceDataset, *, dtype=None, **options) -> InputPat
     - `data`: a [`ltc_jax.datasets.SequenceDataset`][].
     - `dtype`: floating dtype of times and values (default: JAX's default float).
     - `options`: keyword arguments of `InputPath` (`interpolation`,
-        `observation_mask`, `time_since_observation`, `empty_channel_fill`;
+        `observation_mask`, `time_since_observation` and its
+        `time_since_observation_scale`, `empty_channel_fill`;
         `static_duration=None` keeps a shared grid's end traced, so that sets
         whose durations differ in their last bits share compiled functions).
 

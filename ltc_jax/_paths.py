@@ -1,5 +1,6 @@
 """Observations `(ts, xs)` of a batch of sequences -> a continuous input path x(t)."""
 
+import math
 from collections.abc import Sequence
 
 import diffrax
@@ -108,6 +109,7 @@ class InputPath(eqx.Module):
         interpolation: str = "linear",
         observation_mask: bool = False,
         time_since_observation: bool = False,
+        time_since_observation_scale: float = 1.0,
         empty_channel_fill: float | None = None,
         static_duration: float | None = None,
     ):
@@ -136,6 +138,11 @@ class InputPath(eqx.Module):
             since the channel's previous observation, as in GRU-D (Che et al.
             2018): `0` at the first time, else `t_i - t_{i-1}` plus the previous
             value if the channel was missing at `t_{i-1}`.
+        - `time_since_observation_scale`: the unit, in the unit of the times,
+            in which that channel holds its times: each is divided by it
+            (default 1, the times' own unit). Given the median interval between
+            observations, as the main job gives it, the channel reads the same
+            whatever the unit of the timestamps.
         - `empty_channel_fill`: value for a channel with no observation at all in
             a sequence; by default such a channel is an error.
         - `static_duration`: with `ts` of shape `(times,)` and no `lengths`, the
@@ -155,7 +162,8 @@ class InputPath(eqx.Module):
         **Raises:**
 
         - `ValueError` (when called) for wrong ranks or mismatched shapes, fewer than
-            two time columns, an integer `xs`, or an unknown `interpolation`; and,
+            two time columns, an integer `xs`, an unknown `interpolation`, or a
+            `time_since_observation_scale` that is not positive and finite; and,
             for concrete inputs, if the dtype of `xs` would round a time by more
             than a tenth of the smallest gap between observations (the message
             names the resolution, the gap and the fix), or if a channel of a
@@ -173,6 +181,11 @@ class InputPath(eqx.Module):
             raise ValueError(
                 f"Unknown interpolation {interpolation!r}; choose one of "
                 f"{_INTERPOLATIONS}."
+            )
+        if not 0 < time_since_observation_scale < math.inf:
+            raise ValueError(
+                "time_since_observation_scale must be positive and finite; got "
+                f"{time_since_observation_scale}."
             )
         xs = jnp.asarray(xs)
         if xs.ndim != 3:
@@ -241,7 +254,8 @@ class InputPath(eqx.Module):
         if observation_mask:
             extra.append(observed.astype(xs.dtype))
         if time_since_observation:
-            extra.append(_time_since_observation(ts, observed))
+            since = _time_since_observation(ts, observed)
+            extra.append(since / jnp.asarray(time_since_observation_scale, xs.dtype))
         if extra:
             xs = jnp.concatenate([xs, *extra], axis=-1)
         ts, xs = _pad_after_end(ts, xs, lengths, valid)

@@ -587,6 +587,38 @@ def test_cli_resumes_and_loads_a_cfc_saved_before_its_time_scale_was_derived(
     assert json.loads((out / "data.json").read_text())["settings"]["time_scale"] == 1
 
 
+def test_cli_reads_the_time_since_observation_in_median_intervals(tmp_path, capsys):
+    """An LTC run with `--time-since-observation` derives the channel's unit,
+    the median interval (0.25 s), records it, evaluates a file with the
+    channel in that unit (the run's own test scores again), and keeps the
+    unit when resumed; `--time-scale` sets it."""
+    from ltc_jax.app.runs import read_for_run
+
+    files = []
+    for name, n, seed in (("train", 24, 0), ("test", 10, 1)):
+        toy = toy_ts_file(tmp_path / f"{name}-index.ts", n, seed)
+        files.append(_rewrite_ts(toy, tmp_path / f"{name}.ts", start=0.0, step=0.25))
+    out = tmp_path / "run"
+    args = ["train", "--data", files[0], "--test-data", files[1], "--out", str(out)]
+    options = ("--time-since-observation", *SMALL_RUN)
+    assert cli.main([*args, "--no-progress", *options]) == 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["derived"]["time_scale"]["value"] == 0.25
+    _, _, _, settings, _ = read_for_run(str(out), files[1])
+    assert settings["time_scale"] == 0.25
+    metrics = json.loads((out / "metrics.json").read_text())
+    _evaluates_as_the_run_tested(capsys, metrics, str(out), "--data", files[1])
+    (out / "metrics.json").unlink()
+    assert cli.main(["train", "--resume", str(out), "--no-progress"]) == 0
+    resumed = json.loads((out / "metrics.json").read_text())
+    assert resumed["derived"]["time_scale"] == config["derived"]["time_scale"]
+    assert read_for_run(str(out), files[1])[3]["time_scale"] == 0.25
+    given = tmp_path / "given"
+    args[-1] = str(given)
+    assert cli.main([*args, "--no-progress", *options, "--time-scale", "2"]) == 0
+    assert read_for_run(str(given), files[1])[3]["time_scale"] == 2.0
+
+
 def test_a_config_saved_before_readout_features_keeps_its_readout():
     """`readout_pooling` (the option `readout_features` replaced) maps to the
     readout it built, and a run from before the chrono bias keeps the zero

@@ -359,14 +359,17 @@ def test_the_main_job_records_the_readout_gate_and_rate_it_chose():
 def test_the_main_job_trains_the_same_cfc_whatever_the_unit_of_the_times():
     """The main job's CfC takes the median observation interval (NumPy's, of
     the irregular training times) as its time scale, recorded with its reason,
-    so the same data in seconds and in milliseconds train the same parameters;
-    a time scale given is kept, and refused for a model that has none."""
+    and reads a time-since-observation channel in that unit too, so the same
+    data in seconds and in milliseconds train the same parameters; a time
+    scale given is kept, and refused for a model that has none."""
     from ltc_jax.app import TrainConfig, prepare
 
     rng = np.random.default_rng(3)
     n, times = 16, 7
     seconds = np.cumsum(rng.uniform(0.2, 1.4, (n, times)), axis=1)
     xs = rng.normal(size=(n, times, 2))
+    xs[rng.uniform(size=xs.shape) < 0.3] = np.nan  # gaps for the channel
+    xs[:, 0] = 0.0  # every channel of every series observed
     labels = rng.integers(0, 2, n).astype(np.int32)
     trained = []
     for unit in (1.0, 1000.0):
@@ -377,12 +380,27 @@ def test_the_main_job_trains_the_same_cfc_whatever_the_unit_of_the_times():
             labels=labels,
             class_names=("a", "b"),
         )
-        config = TrainConfig(model="cfc", hidden_size=4, backbone_units=5, epochs=2)
+        config = TrainConfig(
+            model="cfc",
+            hidden_size=4,
+            backbone_units=5,
+            epochs=2,
+            time_since_observation=True,
+        )
         job = prepare(config, data)
         spacing = float(np.median(np.diff(seconds, axis=1))) * unit
         assert job.derived["time_scale"]["value"] == pytest.approx(spacing, rel=1e-12)
         assert "median observation interval" in job.derived["time_scale"]["reason"]
         assert job.model.time_scale == pytest.approx(spacing, rel=1e-12)
+        # The channel's 0.1 to 2.8 s gaps, in median intervals (GRU-D's delta
+        # by NumPy: each gap, plus the delta before it where that was missing).
+        delta = np.zeros((n, times, 2))
+        for i in range(1, times):
+            gap = (seconds[:, i] - seconds[:, i - 1])[:, None]
+            missing = np.isnan(xs[:, i - 1])
+            delta[:, i] = gap + np.where(missing, delta[:, i - 1], 0.0)
+        channel = np.asarray(job.path.interpolation.ys)[..., 2:]
+        np.testing.assert_allclose(channel, delta * unit / spacing, rtol=1e-9)
         model, _ = quiet_fit(
             job.model,
             data,
@@ -398,8 +416,9 @@ def test_the_main_job_trains_the_same_cfc_whatever_the_unit_of_the_times():
         np.testing.assert_allclose(in_seconds, in_ms, rtol=1e-9, atol=1e-12)
     given = prepare(dataclasses.replace(config, time_scale=0.5), data)
     assert given.model.time_scale == 0.5 and "time_scale" not in given.derived
-    with pytest.raises(ValueError, match="--time-scale sets the CfC's unit"):
+    with pytest.raises(ValueError, match="--time-scale sets the unit of elapsed"):
         TrainConfig(time_scale=0.5).check()
+    TrainConfig(time_scale=0.5, time_since_observation=True).check()
     with pytest.raises(ValueError, match="--time-scale must be positive"):
         TrainConfig(model="cfc", time_scale=0.0).check()
 

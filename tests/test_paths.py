@@ -122,6 +122,17 @@ def test_mask_and_time_since_observation_channels():
     np.testing.assert_allclose(knots[:, 1], [1, 0, 0, 1, 1])  # observed?
     # GRU-D delta: 0; 1; 2 + 1 (missing at t=1); 1 + 3 (missing at t=3); 3.
     np.testing.assert_allclose(knots[:, 2], [0, 1, 3, 4, 3])
+    # In a unit of 2 time units (the times' median interval, say): halved.
+    scaled = ltc_jax.InputPath(
+        ts, xs, time_since_observation=True, time_since_observation_scale=2.0
+    )
+    np.testing.assert_allclose(
+        [float(scaled.evaluate(jnp.array([t]))[0, 1]) for t in ts[0]],
+        [0, 0.5, 1.5, 2, 1.5],
+    )
+    for scale in (0.0, -1.0, np.inf, np.nan):
+        with pytest.raises(ValueError, match="time_since_observation_scale must"):
+            ltc_jax.InputPath(ts, xs, time_since_observation_scale=scale)
 
 
 @pytest.mark.parametrize(

@@ -130,7 +130,7 @@ class TrainConfig:
     backbone_layers: int = 1
     """Layers of the CfC's backbone (0: none)."""
     time_scale: OptionalFloat = None
-    """The CfC's time unit, in the data's (default: their median interval)."""
+    """CfC and --time-since-observation time unit (default: median interval)."""
     cell: Literal["ltc", "biophysical"] = "ltc"
     """ltc: the simplified LTC (Hasani et al. 2021, Eq. 1); biophysical: the original
     authors' cell on a sparse wiring."""
@@ -341,10 +341,14 @@ class TrainConfig:
             raise ValueError(
                 f"--time-scale must be positive and finite; got {self.time_scale}."
             )
-        if self.time_scale is not None and self.model != "cfc":
+        if self.time_scale is not None and not (
+            self.model == "cfc" or self.time_since_observation
+        ):
             raise ValueError(
-                "--time-scale sets the CfC's unit of elapsed time; got --model "
-                f"{self.model}, whose time constants follow the data by --tau-init."
+                "--time-scale sets the unit of elapsed time of the CfC and of "
+                f"--time-since-observation's channel; got --model {self.model} "
+                "without that channel, whose time constants follow the data by "
+                "--tau-init."
             )
         if self.backbone_layers < 0:
             raise ValueError(

@@ -40,6 +40,7 @@ from .settings import (
     failure_policy,
     make_config_integrator,
     prepare,
+    reads_elapsed_time,
     training_placement,
     validation_share,
 )
@@ -321,9 +322,9 @@ def _resumed_config(config: TrainConfig) -> tuple[TrainConfig, dict[str, Any]]:
         kept["batch_size"] = derived["batch_size"]["value"]
     if saved.readout_times is None and "readout_times" not in derived:
         kept["readout_times"] = 1
-    if saved.model == "cfc" and saved.time_scale is None:
-        # The CfC's time unit as derived when the run started (so that no later
-        # rule can change it), or for a run from before it was derived, 1.
+    if reads_elapsed_time(saved) and saved.time_scale is None:
+        # The unit of elapsed time as derived when the run started (so that no
+        # later rule can change it), or for a run from before it was derived, 1.
         kept["time_scale"] = derived.get("time_scale", {}).get("value", 1.0)
     if saved.batching is None and "batching" not in derived:
         kept["batching"] = "vmap" if saved.solver == "kvaerno5" else "batched"

@@ -382,15 +382,19 @@ def check_observed(data: SequenceDataset, path: str, remedy: str) -> None:
 
 
 def _run_path(
-    run_dir: str, path: str, config: TrainConfig, data: SequenceDataset
+    run_dir: str,
+    path: str,
+    config: TrainConfig,
+    settings: dict,
+    data: SequenceDataset,
 ) -> ltc_jax.InputPath:
-    """The input path of `data` (read from the file `path`) as the run built its
-    own.
+    """The input path of `data` (read from the file `path`) as the run, of
+    `config` and `settings`, built its own.
 
     **Raises:** `ValueError` naming the first series and channel without an
     observed value, where the run was trained without `--empty-channel-fill`
     and so has no value to give it (`check_observed`); as `make_input_path`."""
-    options = path_options(config)
+    options = path_options(config, settings)
     if options.get("empty_channel_fill") is None:
         check_observed(
             data,
@@ -443,7 +447,7 @@ def evaluate_run(
         data,
         integrator=integrator,
         batch_size=settings["batch_size"],
-        path=_run_path(run_dir, path, config, data),
+        path=_run_path(run_dir, path, config, settings, data),
     )
     with open(os.path.join(run_dir, "data.json")) as file:
         answer = json.load(file).get("baseline")
@@ -485,7 +489,7 @@ def predict_run(run_dir: str, path: str, out: str, failures: str | None = None) 
     # One path, validated once, in chunks of the run's batch size: the chunks
     # share its static settings (one grid's duration), so equal ones compile
     # once.
-    whole = _run_path(run_dir, path, config, data)
+    whole = _run_path(run_dir, path, config, settings, data)
     size = settings["batch_size"]
     outputs = np.concatenate(
         [

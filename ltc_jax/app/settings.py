@@ -167,7 +167,8 @@ def resolve_settings(
     model chose and why; also `batching`, `readout_times`, `readout_features`,
     `gate_bias_init` and `learning_rate` (the last three from the model, not the
     data, with their reasons under `derived` where the config leaves them), and
-    for the CfC `time_scale` (the median observation interval)."""
+    for the CfC or a `--time-since-observation` channel `time_scale` (the
+    median observation interval), the unit in which they read elapsed time."""
     name, solver_reason = (
         (config.solver, None) if config.solver is not None else default_solver(config)
     )
@@ -225,11 +226,11 @@ def resolve_settings(
         learning_rate=config.learning_rate or LEARNING_RATES[config.model],
     )
     reasons["learning_rate"] = LEARNING_RATE_REASONS[config.model]
-    if config.model == "cfc":
+    if reads_elapsed_time(config):
         chosen["time_scale"] = config.time_scale or defaults.spacing
         reasons["time_scale"] = (
             f"the median observation interval ({defaults.spacing:g}): a typical "
-            "step's elapsed time is 1, whatever the unit of the times"
+            "interval reads as 1, whatever the unit of the times"
         )
     if config.tau_min is None and config.model != "cfc" and config.cell == "ltc":
         # Below the fastest time constant drawn (a given --tau-init too); the
@@ -280,6 +281,8 @@ def resolve_settings(
     elif config.model == "jump":  # the LTC's field and gate, no solver
         unused = ("solver", "dt0", "max_steps", "batching")
         names = tuple(name for name in names if name not in unused)
+    if config.model != "cfc" and reads_elapsed_time(config):
+        names = (*names, "time_scale")
     derived = {
         name: dict(value=chosen[name], reason=reasons[name])
         for name in names
@@ -292,15 +295,26 @@ def resolve_settings(
     return dict(chosen, adaptive=adaptive, derived=derived)
 
 
-def path_options(config: TrainConfig) -> dict[str, Any]:
-    """The `InputPath` options a config asks for (`--empty-channel-fill` for a
-    channel a series never observes); for a stream job, a channel a window
-    never observes (a fast sensor's `diff_rms` with one sample per frame, say)
-    is 0, the training mean, not an error."""
+def reads_elapsed_time(config: TrainConfig) -> bool:
+    """Whether the model a config describes reads elapsed time in a unit of
+    its own, `time_scale`: the CfC's gate, and a `--time-since-observation`
+    channel."""
+    return config.model == "cfc" or config.time_since_observation
+
+
+def path_options(config: TrainConfig, settings: dict[str, Any]) -> dict[str, Any]:
+    """The `InputPath` options a config asks for, with the `settings` of
+    `resolve_settings`: `--empty-channel-fill` for a channel a series never
+    observes (for a stream job, a channel a window never observes, a fast
+    sensor's `diff_rms` with one sample per frame, say, is 0, the training
+    mean, not an error), and a `--time-since-observation` channel in units of
+    the settings' `time_scale` (the times' own unit for a run saved before it
+    was derived)."""
     return dict(
         interpolation=config.interpolation,
         observation_mask=config.observation_mask,
         time_since_observation=config.time_since_observation,
+        time_since_observation_scale=settings.get("time_scale", 1.0),
         empty_channel_fill=0.0
         if isinstance(config, StreamConfig)
         else config.empty_channel_fill,
@@ -613,7 +627,7 @@ def _setup(
     )
     integrator = make_config_integrator(config, settings)
     schedule = training_schedule(config, integrator)
-    options = path_options(config)
+    options = path_options(config, settings)
     path = ltc_jax.make_input_path(train, **options)
     model = make_model(config, path.input_size, output_size_of(train), settings)
     steps_per_epoch = math.ceil(len(train) / settings["batch_size"])
