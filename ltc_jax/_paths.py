@@ -365,7 +365,7 @@ class InputPath(eqx.Module):
         that observation); else diffrax's interpolation."""
         if not self.hold:
             return piece.evaluate(t)
-        return jnp.where(t >= piece.ts[1], piece.ys[1], piece.ys[0])
+        return _hold(t, piece.ts[1], piece.ys[0], piece.ys[1])
 
     def _read_shared(self, index, t) -> Float[Array, "batch input_size"]:
         """Every sequence's value at `t` from the shared grid's interval `index`
@@ -384,10 +384,18 @@ class InputPath(eqx.Module):
             ys = interpolation.ys
             previous, following = at(ys, index), at(ys, index + 1)
             if self.hold:
-                return jnp.where(t >= t_next, following, previous)
+                return _hold(t, t_next, previous, following)
             return previous + (following - previous) * (fraction / (t_next - t_prev))
         d, c, b, a = (at(k, index) for k in interpolation.coeffs)
         return a + fraction * (b + fraction * (c + fraction * d))
+
+
+def _hold(t, t_next, previous, following):
+    """A hold's value at `t` in the interval that ends at `t_next`: the
+    observation at its start, `previous`, or from `t_next` on (right-continuous:
+    at an observation time it reads that observation) the one there,
+    `following`."""
+    return jnp.where(t >= t_next, following, previous)
 
 
 def _check_static_duration(
