@@ -81,6 +81,9 @@ def make_input_path(data: SequenceDataset, *, dtype=None, **options) -> InputPat
         problem = empty_channel_problem(data.unobserved_channels())
     if problem is not None:
         raise ValueError(problem)
+    if "time_since_observation_scale" in options:  # static: known when tracing
+        scale = float(options["time_since_observation_scale"])
+        options = {**options, "time_since_observation_scale": scale}
     if np.all(data.lengths == ts.shape[1]) and _one_grid(ts):
         # Known here, on the host: the solves of every batch end at a constant.
         grid = np.asarray(ts[0], dtype)

@@ -329,7 +329,9 @@ class OnlineLearner(eqx.Module):
     - `passes`: passes over each update's new windows (default 1).
     - `path_options`: keyword arguments of [`ltc_jax.make_input_path`][] for
         the windows' paths (default `interpolation="hold"`, which never reads a
-        value before its time, and `empty_channel_fill=0.0`).
+        value before its time, and `empty_channel_fill=0.0`); a
+        `time_since_observation` channel holds its times in the unit of the
+        timestamps unless `time_since_observation_scale` gives another.
     - `on_failure`: a failure policy (default raise).
     - `seed`: the replay's draws, which depend on `(seed, updates)` alone, so a
         resumed stream draws what an uninterrupted one would.

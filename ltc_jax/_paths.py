@@ -140,9 +140,10 @@ class InputPath(eqx.Module):
             value if the channel was missing at `t_{i-1}`.
         - `time_since_observation_scale`: the unit, in the unit of the times,
             in which that channel holds its times: each is divided by it
-            (default 1, the times' own unit). Given the median interval between
-            observations, as the main job gives it, the channel reads the same
-            whatever the unit of the timestamps.
+            (default 1, the times' own unit). A number known when tracing (a
+            Python or NumPy float), not a traced array. Given the median
+            interval between observations, as the main job gives it, the
+            channel reads the same whatever the unit of the timestamps.
         - `empty_channel_fill`: value for a channel with no observation at all in
             a sequence; by default such a channel is an error.
         - `static_duration`: with `ts` of shape `(times,)` and no `lengths`, the
@@ -182,6 +183,7 @@ class InputPath(eqx.Module):
                 f"Unknown interpolation {interpolation!r}; choose one of "
                 f"{_INTERPOLATIONS}."
             )
+        time_since_observation_scale = float(time_since_observation_scale)
         if not 0 < time_since_observation_scale < math.inf:
             raise ValueError(
                 "time_since_observation_scale must be positive and finite; got "

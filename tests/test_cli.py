@@ -591,8 +591,11 @@ def test_cli_reads_the_time_since_observation_in_median_intervals(tmp_path, caps
     """An LTC run with `--time-since-observation` derives the channel's unit,
     the median interval (0.25 s), records it, evaluates a file with the
     channel in that unit (the run's own test scores again), and keeps the
-    unit when resumed; `--time-scale` sets it."""
-    from ltc_jax.app.runs import read_for_run
+    unit it recorded when resumed; `--time-scale` sets it. A run whose
+    records lack the unit (saved before it was derived) reads raw times, and
+    keeps them when resumed."""
+    from ltc_jax.app.runs import config_from_json, read_for_run
+    from ltc_jax.app.settings import path_options
 
     files = []
     for name, n, seed in (("train", 24, 0), ("test", 10, 1)):
@@ -608,11 +611,28 @@ def test_cli_reads_the_time_since_observation_in_median_intervals(tmp_path, caps
     assert settings["time_scale"] == 0.25
     metrics = json.loads((out / "metrics.json").read_text())
     _evaluates_as_the_run_tested(capsys, metrics, str(out), "--data", files[1])
+    # Resumed, the unit recorded is kept, not derived again from the data.
+    config["derived"]["time_scale"]["value"] = 0.5
+    (out / "config.json").write_text(json.dumps(config))
     (out / "metrics.json").unlink()
     assert cli.main(["train", "--resume", str(out), "--no-progress"]) == 0
     resumed = json.loads((out / "metrics.json").read_text())
     assert resumed["derived"]["time_scale"] == config["derived"]["time_scale"]
-    assert read_for_run(str(out), files[1])[3]["time_scale"] == 0.25
+    assert read_for_run(str(out), files[1])[3]["time_scale"] == 0.5
+    # Saved before the unit was derived: raw times, read and resumed.
+    del config["derived"]["time_scale"]
+    (out / "config.json").write_text(json.dumps(config))
+    data = json.loads((out / "data.json").read_text())
+    del data["settings"]["time_scale"]
+    (out / "data.json").write_text(json.dumps(data))
+    settings = read_for_run(str(out), files[1])[3]
+    assert (
+        path_options(config_from_json(config), settings)["time_since_observation_scale"]
+        == 1.0
+    )
+    (out / "metrics.json").unlink()
+    assert cli.main(["train", "--resume", str(out), "--no-progress"]) == 0
+    assert read_for_run(str(out), files[1])[3]["time_scale"] == 1.0
     given = tmp_path / "given"
     args[-1] = str(given)
     assert cli.main([*args, "--no-progress", *options, "--time-scale", "2"]) == 0

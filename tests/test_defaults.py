@@ -363,6 +363,7 @@ def test_the_main_job_trains_the_same_cfc_whatever_the_unit_of_the_times():
     data in seconds and in milliseconds train the same parameters; a time
     scale given is kept, and refused for a model that has none."""
     from ltc_jax.app import TrainConfig, prepare
+    from ltc_jax.app.settings import resolve_settings
 
     rng = np.random.default_rng(3)
     n, times = 16, 7
@@ -419,6 +420,12 @@ def test_the_main_job_trains_the_same_cfc_whatever_the_unit_of_the_times():
     with pytest.raises(ValueError, match="--time-scale sets the unit of elapsed"):
         TrainConfig(time_scale=0.5).check()
     TrainConfig(time_scale=0.5, time_since_observation=True).check()
+    for model in ("ltc", "jump"):  # their channel takes the unit; nothing else
+        for channel in (True, False):
+            chosen = resolve_settings(
+                TrainConfig(model=model, time_since_observation=channel), data
+            )
+            assert ("time_scale" in chosen["derived"]) == channel
     with pytest.raises(ValueError, match="--time-scale must be positive"):
         TrainConfig(model="cfc", time_scale=0.0).check()
 

@@ -133,6 +133,17 @@ def test_mask_and_time_since_observation_channels():
     for scale in (0.0, -1.0, np.inf, np.nan):
         with pytest.raises(ValueError, match="time_since_observation_scale must"):
             ltc_jax.InputPath(ts, xs, time_since_observation_scale=scale)
+    # A NumPy scale (np.median's, say) through make_input_path's compiled build.
+    data = ltc_jax.datasets.SequenceDataset(
+        np.asarray(ts), np.asarray(xs), np.array([5]), np.zeros(1, np.int32)
+    )
+    built = ltc_jax.make_input_path(
+        data, time_since_observation=True, time_since_observation_scale=np.float64(2)
+    )
+    np.testing.assert_allclose(
+        [float(built.evaluate(jnp.array([t]))[0, 1]) for t in ts[0]],
+        [0, 0.5, 1.5, 2, 1.5],
+    )
 
 
 @pytest.mark.parametrize(
