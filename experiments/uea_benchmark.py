@@ -5,9 +5,10 @@ next to the 1-NN baselines of the archives.
 By default: JapaneseVowels (bundled in the package) and the UCR datasets
 ArrowHead, OSULeaf and ACSF1 (`experiments/data/uea/`, with their provenance).
 Any `.ts` pairs can be given instead with `--pairs NAME=TRAIN.ts,TEST.ts ...`,
-regression sets (`@targetLabel true`) too, and `--model cfc`, `--epochs`,
-`--readout-features`, `--gate-bias-init` or `--folds` change the main job's
-options (for the ablations on the docs' benchmark page).
+regression sets (`@targetLabel true`) too, and `--model cfc` (or `jump`),
+`--epochs`, `--readout-features`, `--gate-bias-init`, `--folds` or
+`--on-failure` change the main job's options (for the ablations on the docs'
+benchmark page).
 
 Each run is the main job itself (`ltc_jax.app.train_and_evaluate`, as
 `experiments._problems.main_job` calls it) in its own process, writing its run
@@ -33,6 +34,11 @@ mean, the trivial baseline; the 1-NN and MiniRocket columns are left empty.
     python -m experiments.uea_benchmark            # 4 datasets x 3 seeds (hours)
     python -m experiments.uea_benchmark --quick    # 2 datasets, 1 seed, 2 epochs
     python -m experiments.uea_benchmark --baselines-only   # no LTC: a minute
+
+A run that fails (a non-finite gradient the main job refuses, say) is
+recorded in its row with the seed and the error's last line, and the
+benchmark goes on; the row's figures are over the runs that finished, and
+the table's `failed` column says how many did not.
 
 Writes `results/uea_benchmark/<run>/`: `config.json`, each run's folder,
 `metrics.json` and `report.txt` with the table (`experiments._report`), and
@@ -90,8 +96,8 @@ class Config(_run.RunConfig):
     seeds: tuple[int, ...] = (0, 1, 2)
     epochs: int | None = None
     """Override the main job's epochs (default: its own)."""
-    model: Literal["ltc", "cfc"] = "ltc"
-    """The main job's --model: the LTC or the CfC."""
+    model: Literal["ltc", "cfc", "jump"] = "ltc"
+    """The main job's --model: the LTC, the CfC or the jump model."""
     hidden_size: int | None = None
     """Override the main job's hidden size (default: its own)."""
     readout_features: Literal["states", "pooled", "both"] | None = None
@@ -102,13 +108,18 @@ class Config(_run.RunConfig):
     """The main job's --ode-unfolds (default: its own)."""
     folds: int | None = None
     """The main job's --folds (default: none)."""
+    on_failure: Literal["raise", "skip"] | None = None
+    """The main job's --on-failure (default: raise; skip: skip non-finite steps)."""
     baselines_only: bool = False
     """Run the baselines alone (1-NN Euclidean, MiniRocket), not the main job."""
 
 
 QUICK = dict(seeds=(0,), epochs=2, hidden_size=8)
 
-OVERRIDES = "model epochs hidden_size readout_features gate_bias_init ode_unfolds folds"
+OVERRIDES = (
+    "model epochs hidden_size readout_features gate_bias_init ode_unfolds folds "
+    "on_failure"
+)
 """The fields of `Config` that set the main job's option of the same name (`None`:
 the main job's own)."""
 
@@ -174,6 +185,13 @@ def minirocket(train, test, seed: int) -> dict | None:
     )
 
 
+def last_line(message: str) -> str:
+    """The last non-empty line of an error's message (a subprocess's ends
+    with its own error)."""
+    lines = [line for line in message.splitlines() if line.strip()]
+    return lines[-1].strip() if lines else message
+
+
 def summary(values: list[float]) -> dict | None:
     """Mean and population standard deviation (`None` for no values)."""
     if not values:
@@ -193,17 +211,20 @@ def main(config: Config) -> dict:
         train = read_ts(train_file)
         classes = train.is_classification
         test = read_ts(test_file, class_names=train.class_names if classes else None)
-        runs, rocket = [], []
+        runs, failed, rocket = [], [], []
         for seed in config.seeds:
             options = dict(data=train_file, test_data=test_file, seed=seed)
             options.update(out=run.path(name, f"seed{seed}"))
             options.update({k: v for k, v in overrides.items() if v is not None})
             if not config.baselines_only:
-                runs.append(
-                    ltc_jax.measure.call_in_subprocess(
-                        "experiments._problems:main_job", dict(options=options)
+                try:
+                    runs.append(
+                        ltc_jax.measure.call_in_subprocess(
+                            "experiments._problems:main_job", dict(options=options)
+                        )
                     )
-                )
+                except ltc_jax.SubprocessError as error:  # the others still run
+                    failed.append(dict(seed=seed, error=last_line(str(error))))
             result = minirocket(train, test, seed) if classes else None
             rocket += [] if result is None else [result]
         rows.append(
@@ -213,6 +234,7 @@ def main(config: Config) -> dict:
                 test_size=len(test),
                 longest=int(train.lengths.max()),
                 runs=runs,
+                failed=failed,
                 task="classification" if classes else "regression",
                 accuracy=summary([r["test_accuracy"] for r in runs])
                 if classes

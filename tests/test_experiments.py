@@ -579,6 +579,31 @@ def test_uea_benchmark_quick(tmp_path):
         assert run["epochs_run"] == 2 and 0 <= run["test_accuracy"] <= 1
 
 
+def test_uea_benchmark_records_a_failed_run_and_goes_on(tmp_path):
+    """A run whose main job fails (here an option it refuses) is recorded in
+    its row, with its seed and the error's last line, and counted in the
+    table; the benchmark still runs the next dataset."""
+    from experiments import uea_benchmark
+
+    pairs = uea_benchmark.default_pairs()[:2]
+    out = tmp_path / "run"
+    config = uea_benchmark.Config(
+        pairs=pairs, seeds=(0,), hidden_size=0, epochs=1, out=str(out)
+    )
+    rows = uea_benchmark.main(config)["rows"]
+    assert [row["dataset"] for row in rows] == ["JapaneseVowels", "ArrowHead"]
+    for row in rows:
+        (failed,) = row["failed"]
+        assert failed["seed"] == 0
+        assert failed["error"].endswith("--hidden-size must be at least 1; got 0.")
+        assert row["runs"] == [] and row["accuracy"] is None
+    lines = (out / "report.txt").read_text().splitlines()
+    header = next(line for line in lines if line.startswith("dataset"))
+    at = header.index("failed")  # its column, in characters
+    for line in lines[lines.index(header) + 2 :][:2]:
+        assert line[at : at + len("failed")].strip() == "1"
+
+
 def test_uea_benchmark_reports_a_regression_sets_error_and_the_means(tmp_path):
     """A regression pair (CardanoSentiment): its row holds the test mean squared
     error of each run and that of the training targets' mean, recomputed here
