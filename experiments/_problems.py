@@ -143,7 +143,7 @@ def main_job(options: dict) -> dict:
     and no progress bar; call it in its own process): its test accuracy (`nan`
     for regression) and loss (cross-entropy, or the mean squared error in the
     targets' units squared), training time, epochs, solver steps per sequence,
-    the options it derived, and (with
+    the options it derived, the steps a failure policy skipped, and (with
     `memory_table=True` in `options`, else None) the memory of a training step
     per gradient mode."""
     from ltc_jax import app
@@ -156,6 +156,7 @@ def main_job(options: dict) -> dict:
     return dict(
         {key: metrics[key] for key in kept.split()},
         epochs_run=len(metrics["history"]),
+        skipped_steps=sum(h["failures"] for h in metrics["history"]),
         epoch_seconds=statistics.median(h["seconds"] for h in metrics["history"]),
         derived={key: value["value"] for key, value in metrics["derived"].items()},
         memory=metrics["memory_bytes_by_mode"],

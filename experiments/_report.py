@@ -746,13 +746,20 @@ def uea_benchmark(m: dict, c: dict, run_dir: str) -> str:
         (f"{overrides['model'].upper()} accuracy", "accuracy", _mean_std),
         (f"{overrides['model'].upper()} test MSE", "mse", _mean_std_g),
         "MSE of the mean:mean_mse:.4g",
-        ("failed", lambda r: len(r.get("failed", ())) or "-"),
+        ("failed", _failed_seeds),
+        "skipped:skipped_steps",
         "train s:train_seconds_mean:.0f | steps/seq:steps_per_sequence:.0f | "
         "1-NN ED here:euclidean_1nn:.3f | 1-NN ED publ.:published.euclidean:.3f | "
         "1-NN DTW publ.:published.dtw:.3f",
         ("MiniRocket", "minirocket", _mean_std),
         "MiniRocket s (median):minirocket_seconds:.1f",
     )
+
+
+def _failed_seeds(row: dict) -> str:
+    """`failed/seeds` of a row's runs, `-` where none failed."""
+    failed = len(row.get("failed", ()))
+    return f"{failed}/{failed + len(row['runs'])}" if failed else "-"
 
 
 def _mean_std(value: dict | None) -> str:

@@ -36,9 +36,11 @@ mean, the trivial baseline; the 1-NN and MiniRocket columns are left empty.
     python -m experiments.uea_benchmark --baselines-only   # no LTC: a minute
 
 A run that fails (a non-finite gradient the main job refuses, say) is
-recorded in its row with the seed and the error's last line, and the
-benchmark goes on; the row's figures are over the runs that finished, and
-the table's `failed` column says how many did not.
+recorded in its row with the seed and the error's last line, said on
+standard error, and the benchmark goes on; the row's figures are over the
+runs that finished, the table's `failed` column says how many of the seeds
+did not, and the command then exits with status 1. The `skipped` column
+counts the steps that `--on-failure skip` skipped, over the row's runs.
 
 Writes `results/uea_benchmark/<run>/`: `config.json`, each run's folder,
 `metrics.json` and `report.txt` with the table (`experiments._report`), and
@@ -48,6 +50,7 @@ prints the table.
 import dataclasses
 import os
 import statistics
+import sys
 import time
 from typing import Literal
 
@@ -109,7 +112,7 @@ class Config(_run.RunConfig):
     folds: int | None = None
     """The main job's --folds (default: none)."""
     on_failure: Literal["raise", "skip"] | None = None
-    """The main job's --on-failure (default: raise; skip: skip non-finite steps)."""
+    """The main job's --on-failure (default: raise; skip: skip a failed step)."""
     baselines_only: bool = False
     """Run the baselines alone (1-NN Euclidean, MiniRocket), not the main job."""
 
@@ -225,6 +228,10 @@ def main(config: Config) -> dict:
                     )
                 except ltc_jax.SubprocessError as error:  # the others still run
                     failed.append(dict(seed=seed, error=last_line(str(error))))
+                    print(
+                        f"{name}, seed {seed}: failed: {failed[-1]['error']}",
+                        file=sys.stderr,
+                    )
             result = minirocket(train, test, seed) if classes else None
             rocket += [] if result is None else [result]
         rows.append(
@@ -235,6 +242,7 @@ def main(config: Config) -> dict:
                 longest=int(train.lengths.max()),
                 runs=runs,
                 failed=failed,
+                skipped_steps=sum(r["skipped_steps"] for r in runs) if runs else None,
                 task="classification" if classes else "regression",
                 accuracy=summary([r["test_accuracy"] for r in runs])
                 if classes
@@ -265,4 +273,5 @@ def main(config: Config) -> dict:
 
 
 if __name__ == "__main__":
-    main(tyro.cli(Config))
+    if any(row["failed"] for row in main(tyro.cli(Config))["rows"]):
+        sys.exit(1)  # the table is written; some of its runs are not in it

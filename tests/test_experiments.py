@@ -597,11 +597,50 @@ def test_uea_benchmark_records_a_failed_run_and_goes_on(tmp_path):
         assert failed["seed"] == 0
         assert failed["error"].endswith("--hidden-size must be at least 1; got 0.")
         assert row["runs"] == [] and row["accuracy"] is None
+    assert _report_column(out, "failed") == ["1/1", "1/1"]
+
+
+def _report_column(out, header: str) -> list[str]:
+    """The cells of the column `header` of a run's `report.txt` table."""
     lines = (out / "report.txt").read_text().splitlines()
-    header = next(line for line in lines if line.startswith("dataset"))
-    at = header.index("failed")  # its column, in characters
-    for line in lines[lines.index(header) + 2 :][:2]:
-        assert line[at : at + len("failed")].strip() == "1"
+    heading = next(line for line in lines if line.startswith("dataset"))
+    at = heading.index(header)  # its column, in characters
+    rows = []
+    for line in lines[lines.index(heading) + 2 :]:  # after the heading's rule
+        if not line.strip():
+            break
+        rows.append(line[at : at + len(header)].strip())
+    return rows
+
+
+def test_uea_benchmark_averages_the_runs_that_finished(tmp_path, monkeypatch, capsys):
+    """Of two seeds, one fails: the row's figures are the other's, the failed
+    one is recorded, said on standard error and counted as 1 of 2, and the
+    steps the finished run skipped are summed (its process stubbed here)."""
+    import ltc_jax
+    from experiments import uea_benchmark
+
+    def run(target, kwargs):
+        if kwargs["options"]["seed"] == 1:
+            raise ltc_jax.SubprocessError("Traceback ...\nValueError: boom")
+        return dict(
+            test_accuracy=0.5,
+            train_seconds=2.0,
+            steps_per_sequence=3.0,
+            skipped_steps=4,
+        )
+
+    monkeypatch.setattr(ltc_jax.measure, "call_in_subprocess", run)
+    out = tmp_path / "run"
+    pairs = uea_benchmark.default_pairs()[:1]
+    config = uea_benchmark.Config(pairs=pairs, seeds=(0, 1), out=str(out))
+    (row,) = uea_benchmark.main(config)["rows"]
+    assert row["failed"] == [dict(seed=1, error="ValueError: boom")]
+    assert row["accuracy"] == dict(mean=0.5, std=0.0) and row["skipped_steps"] == 4
+    assert row["train_seconds_mean"] == 2.0
+    assert "JapaneseVowels, seed 1: failed: ValueError: boom" in capsys.readouterr().err
+    assert _report_column(out, "failed") == ["1/2"]
+    assert _report_column(out, "skipped") == ["4"]
 
 
 def test_uea_benchmark_reports_a_regression_sets_error_and_the_means(tmp_path):

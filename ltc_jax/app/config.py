@@ -183,7 +183,7 @@ class TrainConfig:
     observation_mask: bool = False
     """Add a 0/1 channel per input channel: observed (1) or NaN (0)."""
     time_since_observation: bool = False
-    """Add per channel: time since its last observation, in --time-scale units."""
+    """Add per channel its time since last observation, in --time-scale units."""
     empty_channel_fill: OptionalFloat = None
     """Fill for a channel a series never observes (0: its mean; none: error)."""
     drop_rate: float = 0.0
