@@ -86,6 +86,13 @@ def start_run(config: Any, experiment: str, quick: dict | None = None):
     return config, run
 
 
+def failure_summary(error: ltc_jax.SubprocessError) -> str:
+    """One line for a run whose process failed: how it ended (the message's
+    first line) and its own error (the last line of its error output)."""
+    lines = str(error).strip().splitlines()
+    return " ".join(dict.fromkeys([lines[0], lines[-1]]))
+
+
 def write_json(path: str, value: Any) -> None:
     """`value` as indented JSON; NumPy scalars and arrays become numbers and lists."""
 

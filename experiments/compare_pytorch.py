@@ -840,9 +840,7 @@ def main(config: Config) -> dict:
                     error=None,
                 )
         except ltc_jax.SubprocessError as error:
-            # How it ended, and the last line of its error output.
-            lines = str(error).strip().splitlines()
-            row["error"] = " ".join(dict.fromkeys([lines[0], lines[-1]]))
+            row["error"] = _run.failure_summary(error)
         row["process_seconds"] = time.perf_counter() - tic
         status = row["error"] or f"{row['median_step_seconds']:.3f} s/step"
         print(f"[{i}/{len(rows)}] {row['name']}: {status}", flush=True)

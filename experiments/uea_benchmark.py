@@ -36,7 +36,8 @@ mean, the trivial baseline; the 1-NN and MiniRocket columns are left empty.
     python -m experiments.uea_benchmark --baselines-only   # no LTC: a minute
 
 A run that fails (a non-finite gradient the main job refuses, say) is
-recorded in its row with the seed and the error's last line, said on
+recorded in its row with the seed, how its process ended and its error's
+last line (`experiments._run.failure_summary`), said on
 standard error, and the benchmark goes on; the row's figures are over the
 runs that finished, the table's `failed` column says how many of the seeds
 did not, and the command then exits with status 1. The `skipped` column
@@ -188,13 +189,6 @@ def minirocket(train, test, seed: int) -> dict | None:
     )
 
 
-def last_line(message: str) -> str:
-    """The last non-empty line of an error's message (a subprocess's ends
-    with its own error)."""
-    lines = [line for line in message.splitlines() if line.strip()]
-    return lines[-1].strip() if lines else message
-
-
 def summary(values: list[float]) -> dict | None:
     """Mean and population standard deviation (`None` for no values)."""
     if not values:
@@ -227,7 +221,7 @@ def main(config: Config) -> dict:
                         )
                     )
                 except ltc_jax.SubprocessError as error:  # the others still run
-                    failed.append(dict(seed=seed, error=last_line(str(error))))
+                    failed.append(dict(seed=seed, error=_run.failure_summary(error)))
                     print(
                         f"{name}, seed {seed}: failed: {failed[-1]['error']}",
                         file=sys.stderr,

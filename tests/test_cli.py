@@ -542,6 +542,16 @@ def test_cli_resumes_a_run_saved_before_readout_times_were_derived(tmp_path):
     assert json.loads((out / "metrics.json").read_text())["resumed"]
 
 
+def _quarter_second_toys(tmp_path) -> list[str]:
+    """Toy training and test `.ts` files (24 and 10 series) with timestamps
+    0.25 s apart: a median interval that is not the sample index's 1."""
+    files = []
+    for name, n, seed in (("train", 24, 0), ("test", 10, 1)):
+        toy = toy_ts_file(tmp_path / f"{name}-index.ts", n, seed)
+        files.append(_rewrite_ts(toy, tmp_path / f"{name}.ts", start=0.0, step=0.25))
+    return files
+
+
 def test_cli_resumes_and_loads_a_cfc_saved_before_its_time_scale_was_derived(
     tmp_path,
 ):
@@ -552,10 +562,7 @@ def test_cli_resumes_and_loads_a_cfc_saved_before_its_time_scale_was_derived(
     interval the data would derive now."""
     from ltc_jax.app.runs import load_run
 
-    files = []
-    for name, n, seed in (("train", 24, 0), ("test", 10, 1)):
-        toy = toy_ts_file(tmp_path / f"{name}-index.ts", n, seed)
-        files.append(_rewrite_ts(toy, tmp_path / f"{name}.ts", start=0.0, step=0.25))
+    files = _quarter_second_toys(tmp_path)
     out = tmp_path / "run"
     args = ["train", "--data", files[0], "--test-data", files[1], "--out", str(out)]
     assert cli.main([*args, "--no-progress", "--model", "cfc", *SMALL_RUN]) == 0
@@ -597,10 +604,7 @@ def test_cli_reads_the_time_since_observation_in_median_intervals(tmp_path, caps
     from ltc_jax.app.runs import config_from_json, read_for_run
     from ltc_jax.app.settings import path_options
 
-    files = []
-    for name, n, seed in (("train", 24, 0), ("test", 10, 1)):
-        toy = toy_ts_file(tmp_path / f"{name}-index.ts", n, seed)
-        files.append(_rewrite_ts(toy, tmp_path / f"{name}.ts", start=0.0, step=0.25))
+    files = _quarter_second_toys(tmp_path)
     out = tmp_path / "run"
     args = ["train", "--data", files[0], "--test-data", files[1], "--out", str(out)]
     options = ("--time-since-observation", *SMALL_RUN)

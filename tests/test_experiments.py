@@ -622,7 +622,7 @@ def test_uea_benchmark_averages_the_runs_that_finished(tmp_path, monkeypatch, ca
 
     def run(target, kwargs):
         if kwargs["options"]["seed"] == 1:
-            raise ltc_jax.SubprocessError("Traceback ...\nValueError: boom")
+            raise ltc_jax.SubprocessError("It failed.\nTraceback ...\nValueError: boom")
         return dict(
             test_accuracy=0.5,
             train_seconds=2.0,
@@ -635,10 +635,11 @@ def test_uea_benchmark_averages_the_runs_that_finished(tmp_path, monkeypatch, ca
     pairs = uea_benchmark.default_pairs()[:1]
     config = uea_benchmark.Config(pairs=pairs, seeds=(0, 1), out=str(out))
     (row,) = uea_benchmark.main(config)["rows"]
-    assert row["failed"] == [dict(seed=1, error="ValueError: boom")]
+    assert row["failed"] == [dict(seed=1, error="It failed. ValueError: boom")]
     assert row["accuracy"] == dict(mean=0.5, std=0.0) and row["skipped_steps"] == 4
     assert row["train_seconds_mean"] == 2.0
-    assert "JapaneseVowels, seed 1: failed: ValueError: boom" in capsys.readouterr().err
+    stderr = capsys.readouterr().err
+    assert "JapaneseVowels, seed 1: failed: It failed. ValueError: boom" in stderr
     assert _report_column(out, "failed") == ["1/2"]
     assert _report_column(out, "skipped") == ["4"]
 

@@ -276,12 +276,11 @@ def resolve_settings(
             "readout_times",
             "readout_features",
             "learning_rate",
-            "time_scale",
         )
     elif config.model == "jump":  # the LTC's field and gate, no solver
         unused = ("solver", "dt0", "max_steps", "batching")
         names = tuple(name for name in names if name not in unused)
-    if config.model != "cfc" and reads_elapsed_time(config):
+    if reads_elapsed_time(config):
         names = (*names, "time_scale")
     derived = {
         name: dict(value=chosen[name], reason=reasons[name])
