@@ -35,8 +35,10 @@ alarms) gives a batch of 8 windows:
 on the validation machines'), the same LTC on the pooled windows (standardised
 channel by channel, each sensor group pooled, standardised again), the LTC
 that `ltc-jax stream` derives for the
-same windows (its model, schedule and patience, on the same machines), the
-same on the pooled windows (as `ltc-jax stream --pool-sensor-groups`), and
+same windows (its model, schedule and patience, on the same machines; as
+`ltc-jax stream --sensor-pooling none`), the same on the pooled windows (as
+`--sensor-pooling groups`, the stream job's default on a plant where pooling
+gives fewer channels), and
 logistic regression and gradient-boosted trees (scikit-learn) on each
 window's summary features (per channel: last, mean, standard deviation,
 minimum and maximum over the frames; trained on the training and validation
@@ -470,10 +472,10 @@ def accuracy_rows(config: Config, seed: int) -> list[dict]:
     pooled = pooled_windows(windows.channel_groups, train, validation, test)
     train_ltc("LTC, slow clock", train, validation, test)
     train_ltc("LTC, slow clock, sensor groups pooled", *pooled)
-    train_job("LTC, stream job's defaults", train, validation, test)
-    # As `ltc-jax stream --pool-sensor-groups` pools them: standardised, pooled
-    # and standardised again (`ltc_jax.app.streams.pool_windows`).
-    train_job("LTC, stream job's defaults, sensor groups pooled", *pooled)
+    train_job("LTC, stream job, per sensor", train, validation, test)
+    # As `ltc-jax stream --sensor-pooling groups` pools them: standardised,
+    # pooled and standardised again (`ltc_jax.app.streams.pool_windows`).
+    train_job("LTC, stream job, sensor groups pooled", *pooled)
     # The union grid where no window holds more than `union_limit` samples, in
     # the scaling table's layout: held values, observation masks and times
     # since observation, one fused step per median union interval.

@@ -902,7 +902,26 @@ def test_cli_stream_trains_on_the_simulator_and_reads_a_log_as_it_cut_its_window
     split = stream["machines"]
     assert sorted(sum(split.values(), [])) == [str(m) for m in range(6)]
     assert len(split["test"]) == 2 and metrics["derived"]["clock_hz"]["value"] == 1.0
-    assert json.loads((out / "config.json").read_text())["interpolation"] == "hold"
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["interpolation"] == "hold"
+    # Six sensors, one to three of each of three kinds: pooled by kind (8
+    # features, 4 statistics each) they would give more channels than their
+    # own 15, so the model reads each sensor's, and a resumed run keeps that
+    # choice; a run saved before the option (with pool_sensor_groups) reads
+    # as it was trained.
+    pooling = metrics["derived"]["sensor_pooling"]
+    assert pooling["value"] == "none"
+    assert pooling["reason"].endswith("32 channels pooled by kind, 15 each on its own")
+    assert "channel_groups" not in stream
+    from ltc_jax.app.job import _resumed_config
+    from ltc_jax.app.runs import config_from_json
+
+    resumed, _ = _resumed_config(app.StreamConfig(resume=str(out)))
+    assert resumed.sensor_pooling == "none"
+    del saved["sensor_pooling"]
+    for before, now in [(False, "none"), (True, "groups")]:
+        older = config_from_json(dict(saved, pool_sensor_groups=before))
+        assert older.sensor_pooling == now
 
     plant = ltc_jax.datasets.simulate_plant(6, 6, seed=3, horizon_seconds=600.0)
     # The clock's reason names the sensor that set it.
@@ -1404,8 +1423,9 @@ def test_output_to_a_reader_that_left_ends_quietly(monkeypatch, capsys):
 
 
 def test_cli_stream_pools_sensor_groups_and_reads_a_log_as_it_pooled(tmp_path, capsys):
-    """`--pool-sensor-groups`: the model reads each sensor group's features
-    pooled across its sensors (4 groups' 11 features, 4 statistics each);
+    """`--sensor-pooling groups`: the model reads each sensor group's features
+    pooled across its sensors (4 groups' 11 features, 4 statistics each),
+    though at 10 sensors that is more channels than their own;
     `evaluate` pools the test machines' log with the run's channel statistics
     to the job's own test accuracy and loss. A log's tags take their groups
     from `--sensor-groups`, which implies pooling by them: the log's run reads
@@ -1415,7 +1435,7 @@ def test_cli_stream_pools_sensor_groups_and_reads_a_log_as_it_pooled(tmp_path, c
     options = ["--machines", "6", "--sensors", "10", "--simulated-seconds", "600"]
     options += ["--window-seconds", "60", "--horizon-seconds", "300"]
     options += ["--epochs", "2", "--hidden-size", "4", "--seed", "3"]
-    assert cli.main(["stream", *options, "--pool-sensor-groups", "--no-progress",
+    assert cli.main(["stream", *options, "--sensor-pooling", "groups", "--no-progress",
                      "--out", str(out)]) == 0  # fmt: skip
     metrics = json.loads((out / "metrics.json").read_text())
     data = json.loads((out / "data.json").read_text())
@@ -1481,7 +1501,7 @@ def test_cli_stream_pools_sensor_groups_and_reads_a_log_as_it_pooled(tmp_path, c
 
     resumed, _ = _resumed_config(app.StreamConfig(resume=str(logged)))
     assert resumed.sensor_groups == dict(zip(kinds[::2], kinds[1::2], strict=True))
-    assert resumed.pools_sensor_groups
+    assert resumed.sensor_pooling == "groups"  # as the groups implied
     with pytest.raises(ValueError, match="these differ: --sensor-groups"):
         _resumed_config(app.StreamConfig(resume=str(logged), sensor_groups={"a": "b"}))
     capsys.readouterr()
@@ -1494,6 +1514,10 @@ def test_cli_stream_pools_sensor_groups_and_reads_a_log_as_it_pooled(tmp_path, c
     assert "--sensor-groups[" in _bad(
         tmp_path, capsys, "stream", *from_log, "--sensor-groups", events[0], "alarm"
     )
+    assert "--sensor-pooling none pools none: give one of them" in _bad(
+        tmp_path, capsys, "stream", *from_log, "--sensor-groups", *kinds,
+        "--sensor-pooling", "none"
+    )  # fmt: skip
 
 
 def test_options_of_tags_left_off_a_resume_are_the_saved_ones(tmp_path):

@@ -738,6 +738,41 @@ def test_the_stream_jobs_validation_machines_and_their_reason_agree():
     assert record["reason"].endswith("; 1 of 4")
 
 
+@pytest.mark.parametrize("sensors", [12, 20])
+def test_the_stream_job_pools_a_simulated_plant_where_that_gives_fewer_channels(
+    sensors,
+):
+    """The stream job's default pooling on the simulated plant: 11 features of
+    its 4 kinds, 4 statistics each, against the sensors' own channels, counted
+    from the plant's groups (3 per vibration, pressure or alarm sensor, 2 per
+    temperature sensor: 30 at 12 sensors, 50 at 20). A log is pooled where
+    --sensor-groups names its kinds, and not otherwise; --sensor-pooling
+    decides wherever it is given."""
+    from ltc_jax.app import StreamConfig
+    from ltc_jax.app.streams import sensor_pooling
+
+    plant = simulate_plant(machines=2, sensors=sensors, seed=0, horizon_seconds=200.0)
+    windows = stream_windows(plant, 60.0, horizon_seconds=0.0)
+    per_channel = {"vibration": 3, "pressure": 3, "temperature": 2, "alarm": 3}
+    own = sum(per_channel[group] for group in plant.sensor_group)
+    assert own == {12: 30, 20: 50}[sensors]
+    chosen = sensor_pooling(StreamConfig(sensors=sensors), windows)
+    assert chosen == dict(
+        value="groups" if 44 < own else "none",
+        reason=f"the simulated plant's sensors give 44 channels pooled by kind, "
+        f"{own} each on its own",
+    )
+    log = dict(log="log.csv", failures="failures.csv")
+    assert sensor_pooling(StreamConfig(**log), windows)["value"] == "none"
+    named = StreamConfig(**log, sensor_groups={"a": "pressure"})
+    assert sensor_pooling(named, windows)["value"] == "groups"
+    for given in ("groups", "none"):
+        config = StreamConfig(sensors=sensors, sensor_pooling=given)
+        assert sensor_pooling(config, windows) == dict(
+            value=given, reason="--sensor-pooling"
+        )
+
+
 def test_tags_to_read_skip_the_others_rows_and_keep_every_machine(tmp_path):
     """`tags=` reads those tags alone: the samples, rates and windows are those
     of the log without the other tags' rows, though one of them (a lone

@@ -472,8 +472,8 @@ class StreamConfig(TrainConfig):
         tyro.conf.arg(metavar="TAG GROUP ...", help_behavior_hint=""),
     ] = dataclasses.field(default_factory=dict)
     """Kinds of continuous tags of --log, e.g. TI-101 temperature; the model
-    reads each kind pooled (--pool-sensor-groups, implied); a tag it does not
-    name is in the group continuous."""
+    reads each kind pooled (--sensor-pooling groups, implied); a tag it does
+    not name is in the group continuous."""
     log_columns: Annotated[
         dict[str, str],
         tyro.conf.arg(metavar="COLUMN NAME ...", help_behavior_hint=""),
@@ -514,18 +514,11 @@ class StreamConfig(TrainConfig):
     interpolation: Interpolation = "hold"
     """Input path between frames: hold (default: the last frame's features
     until the next, causal), linear or cubic."""
-    pool_sensor_groups: bool = False
-    """Feed the model each sensor group's features pooled across its sensors
-    (mean, std, min, max: ltc_jax.datasets.pool_channels), so that its size
-    does not grow with the sensors (default: where --sensor-groups names the
-    kinds)."""
-
-    @property
-    def pools_sensor_groups(self) -> bool:
-        """Whether the model reads each sensor group pooled: asked for by
-        `pool_sensor_groups`, or implied by `sensor_groups`, whose only use is
-        to name the groups to pool."""
-        return self.pool_sensor_groups or bool(self.sensor_groups)
+    sensor_pooling: _optional(Literal["groups", "none"]) = None
+    """How the model reads the sensors: groups, each kind's features pooled
+    across its sensors (mean, std, min, max), or none, each sensor's own.
+    Default: groups with --sensor-groups, or on the simulated plant where
+    pooling gives fewer channels; else none."""
 
     def check(self) -> None:
         """Check every option, as [`ltc_jax.app.TrainConfig.check`][] does, and
@@ -557,6 +550,11 @@ class StreamConfig(TrainConfig):
             )
         if (self.log is None) != (self.failures is None):
             raise ValueError("--log and --failures go together: give both files.")
+        if self.sensor_groups and self.sensor_pooling == "none":
+            raise ValueError(
+                "--sensor-groups names the kinds to pool the sensors by, and "
+                "--sensor-pooling none pools none: give one of them."
+            )
         for name in ("event_tags", "tags", "rates_hz", "sensor_groups"):
             if self.log is None and getattr(self, name):
                 raise ValueError(f"{_flag(name)} names tags of --log; give --log.")

@@ -268,7 +268,8 @@ def _resumed_config(config: TrainConfig) -> tuple[TrainConfig, dict[str, Any]]:
     not run again (the saved epochs are their choice), and a run saved
     before readout times and batching were derived keeps reading its final
     state and the batching it had. A CfC keeps the time scale it derived (one
-    saved before it was derived, the timestamps' own unit).
+    saved before it was derived, the timestamps' own unit), and a stream run
+    the sensor pooling it chose.
     """
     saved_path = os.path.join(config.resume, "config.json")
     if not os.path.isfile(saved_path):
@@ -326,6 +327,9 @@ def _resumed_config(config: TrainConfig) -> tuple[TrainConfig, dict[str, Any]]:
         # The unit of elapsed time as derived when the run started (so that no
         # later rule can change it), or for a run from before it was derived, 1.
         kept["time_scale"] = derived.get("time_scale", {}).get("value", 1.0)
+    if isinstance(saved, StreamConfig) and saved.sensor_pooling is None:
+        # The pooling it chose (one saved without it chooses again, the same).
+        kept["sensor_pooling"] = derived.get("sensor_pooling", {}).get("value")
     if saved.batching is None and "batching" not in derived:
         kept["batching"] = "vmap" if saved.solver == "kvaerno5" else "batched"
     # The run's folder is its --out now, as the options' checks expect of a
@@ -416,7 +420,9 @@ def train_and_evaluate(
             reason=f"{config.test_fraction:g} of {sum(split.values())} machines "
             "tested, drawn with --seed; machines are the unit of the split",
         )
-        if config.pools_sensor_groups:
+        if config.sensor_pooling is None:
+            settings["derived"]["sensor_pooling"] = data["sensor_pooling"]
+        if "channel_groups" in data["stream"]:  # pooled by sensor group
             settings["derived"]["pooled_groups"] = dict(
                 value=data["stream"]["sensor_group_sizes"],
                 reason="sensors per group, pooled across the group"

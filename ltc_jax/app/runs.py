@@ -169,7 +169,9 @@ def config_from_json(saved: dict) -> TrainConfig:
     lists back to tuples). A run saved before `readout_features` and
     `gate_bias_init` existed gets the readout it had (`readout_pooling`'s
     summary, or the states) and the zero gate bias (none for the CfC and the
-    biophysical cell, which have no such gate)."""
+    biophysical cell, which have no such gate); a stream run saved before
+    `sensor_pooling`, the pooling its `pool_sensor_groups` and `sensor_groups`
+    gave."""
     saved = {k: v for k, v in saved.items() if k != "derived"}
     if "readout_features" not in saved:  # saved before the option: its readout
         pooling = saved.pop("readout_pooling", False)
@@ -181,6 +183,9 @@ def config_from_json(saved: dict) -> TrainConfig:
     if saved.get("tau_init") is not None:
         saved["tau_init"] = tuple(saved["tau_init"])
     if "window_seconds" in saved:  # a run of ltc-jax stream
+        if "pool_sensor_groups" in saved:  # saved before --sensor-pooling
+            pooled = saved.pop("pool_sensor_groups") or saved.get("sensor_groups")
+            saved["sensor_pooling"] = "groups" if pooled else "none"
         for name in ("event_tags", "tags"):  # tags: saved since the option
             saved[name] = tuple(saved.get(name, ()))
         return StreamConfig(**saved)
