@@ -244,7 +244,7 @@ def scaling_rows(config: Config) -> list[dict]:
                 machines=1,
                 sensors=sensors,
                 seed=config.seed,
-                horizon_seconds=window + 60.0 * (config.batch_size + 1),
+                simulated_seconds=window + 60.0 * (config.batch_size + 1),
             )
             windows = stream_windows(
                 plant, window, stride_seconds=60.0, horizon_seconds=0.0
@@ -375,7 +375,7 @@ def accuracy_rows(config: Config, seed: int) -> list[dict]:
         machines=trained + validating + held_out,
         sensors=config.accuracy_sensors,
         seed=seed + 1,
-        horizon_seconds=config.simulated_seconds,
+        simulated_seconds=config.simulated_seconds,
     )
     start = time.perf_counter()
     windows = stream_windows(

@@ -164,7 +164,7 @@ def run_seed(config: Config, seed: int) -> list[dict]:
         machines=trained + validating + held_out,
         sensors=config.sensors,
         seed=seed + 1,
-        horizon_seconds=config.simulated_seconds,
+        simulated_seconds=config.simulated_seconds,
     )
     windows = stream_windows(
         plant,

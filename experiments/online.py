@@ -167,7 +167,7 @@ def regime_plant(
         machines=machines,
         sensors=config.sensors,
         seed=seed,
-        horizon_seconds=3600.0,
+        simulated_seconds=3600.0,
         first_machine=first_machine,
     )
     if regime >= 1:
@@ -554,7 +554,7 @@ def latency(config: Config, optimizer, integrator, seed: int) -> dict:
         machines=4,
         sensors=config.latency_sensors,
         seed=seed,
-        horizon_seconds=900.0,
+        simulated_seconds=900.0,
     )
     windows = stream_windows(plant, config.window_seconds, horizon_seconds=300.0)
     (data,) = ltc_jax.datasets.standardize(windows.dataset)

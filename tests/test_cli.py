@@ -919,11 +919,12 @@ def test_cli_stream_trains_on_the_simulator_and_reads_a_log_as_it_cut_its_window
     resumed, _ = _resumed_config(app.StreamConfig(resume=str(out)))
     assert resumed.sensor_pooling == "none"
     del saved["sensor_pooling"]
+    assert config_from_json(saved).sensor_pooling == "none"  # before either
     for before, now in [(False, "none"), (True, "groups")]:
         older = config_from_json(dict(saved, pool_sensor_groups=before))
         assert older.sensor_pooling == now
 
-    plant = ltc_jax.datasets.simulate_plant(6, 6, seed=3, horizon_seconds=600.0)
+    plant = ltc_jax.datasets.simulate_plant(6, 6, seed=3, simulated_seconds=600.0)
     # The clock's reason names the sensor that set it.
     rates = np.where(plant.is_event, np.inf, plant.sensor_rate_hz)
     slowest = plant.sensor_names[int(np.argmin(rates))]
@@ -1442,7 +1443,7 @@ def test_cli_stream_pools_sensor_groups_and_reads_a_log_as_it_pooled(tmp_path, c
     stream = data["settings"]["stream"]
     assert data["input_channels"] == (3 + 3 + 2 + 3) * 4
     assert len(stream["channel_mean"]) == len(stream["channel_names"]) == 25
-    plant = ltc_jax.datasets.simulate_plant(6, 10, seed=3, horizon_seconds=600.0)
+    plant = ltc_jax.datasets.simulate_plant(6, 10, seed=3, simulated_seconds=600.0)
     log, failures = _plant_log(tmp_path, plant, stream["machines"]["test"])
     _evaluates_as_the_run_tested(
         capsys, metrics, str(out), "--data", log, "--failures", failures

@@ -747,7 +747,7 @@ def test_streams_benchmark_quick(tmp_path):
     metrics = streams.main(config)
     (row,) = metrics["scaling"]
     plant = ltc_jax.datasets.simulate_plant(
-        machines=1, sensors=20, seed=0, horizon_seconds=60.0 + 60.0 * 9
+        machines=1, sensors=20, seed=0, simulated_seconds=60.0 + 60.0 * 9
     )
     windows = ltc_jax.datasets.stream_windows(
         plant, 60.0, stride_seconds=60.0, horizon_seconds=0.0
@@ -783,7 +783,7 @@ def test_streams_benchmark_quick(tmp_path):
     # The rule that let the union grid in: the most samples in any window,
     # counted sensor by sensor.
     accuracy_plant = ltc_jax.datasets.simulate_plant(
-        machines=6, sensors=10, seed=1, horizon_seconds=1800.0
+        machines=6, sensors=10, seed=1, simulated_seconds=1800.0
     )
     accuracy_windows = ltc_jax.datasets.stream_windows(
         accuracy_plant, 10.0, stride_seconds=120.0, horizon_seconds=900.0

@@ -11,7 +11,7 @@ SLOW = (2.0, 0.5, 0.1)  # rates_hz small enough for whole lives in a test
 
 
 def test_same_seed_same_streams_another_seed_different():
-    kwargs = dict(machines=2, sensors=10, rates_hz=SLOW, horizon_seconds=1800.0)
+    kwargs = dict(machines=2, sensors=10, rates_hz=SLOW, simulated_seconds=1800.0)
     a, b = simulate_plant(seed=3, **kwargs), simulate_plant(seed=3, **kwargs)
     c = simulate_plant(seed=4, **kwargs)
     for name in ("machine", "sensor", "time", "value", "failure_time"):
@@ -21,8 +21,8 @@ def test_same_seed_same_streams_another_seed_different():
 
 
 def test_machine_plant_does_not_depend_on_sensors_or_horizon():
-    a = simulate_plant(machines=3, sensors=10, rates_hz=SLOW, horizon_seconds=60.0)
-    b = simulate_plant(machines=5, sensors=30, rates_hz=SLOW, horizon_seconds=None)
+    a = simulate_plant(machines=3, sensors=10, rates_hz=SLOW, simulated_seconds=60.0)
+    b = simulate_plant(machines=5, sensors=30, rates_hz=SLOW, simulated_seconds=None)
     np.testing.assert_array_equal(a.failure_time, b.failure_time[:3])
     for m in range(3):
         np.testing.assert_array_equal(a.load_levels[m], b.load_levels[m])
@@ -30,7 +30,7 @@ def test_machine_plant_does_not_depend_on_sensors_or_horizon():
 
 
 def test_rows_sorted_typed_and_inside_each_life():
-    s = simulate_plant(machines=3, sensors=20, rates_hz=SLOW, horizon_seconds=None)
+    s = simulate_plant(machines=3, sensors=20, rates_hz=SLOW, simulated_seconds=None)
     assert s.machine.dtype == s.sensor.dtype == np.int32
     assert s.time.dtype == s.value.dtype == np.float64
     key = s.machine.astype(np.int64) * s.sensors + s.sensor
@@ -45,7 +45,7 @@ def test_rows_sorted_typed_and_inside_each_life():
 
 def test_each_sensor_samples_at_its_rate_within_jitter_and_drift():
     window, jitter, drift = 600.0, 0.02, 20e-6
-    s = simulate_plant(machines=2, sensors=20, horizon_seconds=window)
+    s = simulate_plant(machines=2, sensors=20, simulated_seconds=window)
     for m in range(s.machines):
         for i in np.flatnonzero(np.isfinite(s.sensor_rate_hz)).tolist():
             rate = s.sensor_rate_hz[i]
@@ -80,7 +80,7 @@ def test_each_sensor_samples_at_its_rate_within_jitter_and_drift():
     ],
 )
 def test_group_counts_round_the_fractions(sensors, counts):
-    s = simulate_plant(machines=1, sensors=sensors, horizon_seconds=0.5)
+    s = simulate_plant(machines=1, sensors=sensors, simulated_seconds=0.5)
     groups = np.array(s.sensor_group)
     assert tuple(int(np.sum(groups == g)) for g in SENSOR_GROUPS) == counts
     # Sensors are numbered group by group, with the nominal rates.
@@ -90,14 +90,14 @@ def test_group_counts_round_the_fractions(sensors, counts):
 
 
 def test_failure_times_span_four_to_twelve_hours():
-    s = simulate_plant(machines=200, sensors=1, horizon_seconds=1.0)
+    s = simulate_plant(machines=200, sensors=1, simulated_seconds=1.0)
     assert s.failure_time.min() >= 4 * HOUR and s.failure_time.max() <= 12 * HOUR
     # Uniform on [4 h, 12 h]: mean 8 h, standard deviation 8 h / sqrt(12) / sqrt(200).
     assert abs(s.failure_time.mean() - 8 * HOUR) < 4 * 8 * HOUR / math.sqrt(12 * 200)
 
 
 def test_wear_runs_from_zero_to_one_and_follows_the_cumulative_load():
-    s = simulate_plant(machines=4, sensors=1, horizon_seconds=1.0)
+    s = simulate_plant(machines=4, sensors=1, simulated_seconds=1.0)
     for m in range(s.machines):
         failure = s.failure_time[m]
         assert s.wear(m, 0.0) == 0.0 and s.wear(m, failure) == 1.0
@@ -121,7 +121,7 @@ def test_alarms_rise_with_wear_as_the_rate_law_says():
         sensors=10,
         group_fractions=(0.0, 0.0, 0.0, 1.0),
         alarms_per_hour=(low, high),
-        horizon_seconds=None,
+        simulated_seconds=None,
         seed=1,
     )
     observed = np.zeros(2)
@@ -147,7 +147,7 @@ def test_alarms_rise_with_wear_as_the_rate_law_says():
 
 def test_recalibration_changes_one_sensors_gain_and_offset_from_its_time():
     kwargs = dict(machines=2, sensors=10, rates_hz=SLOW, noise=0.0, seed=2)
-    kwargs["horizon_seconds"] = None
+    kwargs["simulated_seconds"] = None
     plain = simulate_plant(**kwargs)
     moved = simulate_plant(
         recalibration_seconds=2 * HOUR, recalibrated_sensors=(4,), **kwargs
@@ -173,7 +173,7 @@ def test_a_leaking_machine_shows_its_wear_in_pressure_not_vibration():
     the two readings differ by a per-sensor constant in [0.5, 2] times the
     wear; temperature and alarms are unchanged (noise 0: exact readings)."""
     kwargs = dict(machines=2, sensors=10, rates_hz=SLOW, noise=0.0, seed=1)
-    kwargs["horizon_seconds"] = HOUR
+    kwargs["simulated_seconds"] = HOUR
     worn = simulate_plant(**kwargs)
     leak = simulate_plant(second_mode_share=1.0, **kwargs)
     np.testing.assert_array_equal(worn.failure_mode, [0, 0])
@@ -200,7 +200,7 @@ def test_a_leaking_machine_shows_its_wear_in_pressure_not_vibration():
 
 
 def test_first_machine_simulates_the_plants_later_machines():
-    kwargs = dict(sensors=6, rates_hz=SLOW, horizon_seconds=600.0, seed=5)
+    kwargs = dict(sensors=6, rates_hz=SLOW, simulated_seconds=600.0, seed=5)
     three = simulate_plant(machines=3, **kwargs)
     later = simulate_plant(machines=1, first_machine=2, **kwargs)
     assert later.failure_time[0] == three.failure_time[2]
@@ -217,7 +217,7 @@ def test_first_machine_simulates_the_plants_later_machines():
         (dict(jitter=1.0), r"jitter must be in \[0, 1\); got 1.0"),
         (dict(failure_seconds=(5.0, 4.0)), "failure_seconds must be"),
         (dict(alarms_per_hour=(2.0, 1.0)), "alarms_per_hour must be"),
-        (dict(horizon_seconds=0.0), "horizon_seconds must be positive"),
+        (dict(simulated_seconds=0.0), "simulated_seconds must be positive"),
         (dict(recalibrated_sensors=(1,)), "needs a recalibration_seconds"),
         (
             dict(recalibration_seconds=1.0, recalibrated_sensors=(19,)),

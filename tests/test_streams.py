@@ -21,7 +21,7 @@ pd = pytest.importorskip("pandas")
 
 @pytest.fixture(scope="module")
 def plant():
-    return simulate_plant(machines=2, sensors=10, seed=3, horizon_seconds=900.0)
+    return simulate_plant(machines=2, sensors=10, seed=3, simulated_seconds=900.0)
 
 
 def _single_sensor(times, values, group, rate_hz, failure=np.nan):
@@ -489,7 +489,7 @@ def test_every_gradient_mode_trains_an_encoder_on_stream_windows(mode):
 
     import ltc_jax
 
-    plant = simulate_plant(machines=1, sensors=10, seed=5, horizon_seconds=200.0)
+    plant = simulate_plant(machines=1, sensors=10, seed=5, simulated_seconds=200.0)
     windows = stream_windows(plant, 10.0, horizon_seconds=100.0).take(np.arange(3))
     (data,) = ltc_jax.datasets.standardize(windows.dataset)
     batch = ltc_jax.make_batch(data, dtype=jnp.float64, interpolation="hold")
@@ -728,7 +728,7 @@ def test_the_stream_jobs_validation_machines_and_their_reason_agree():
     from ltc_jax.app import StreamConfig
     from ltc_jax.app.streams import split_machines
 
-    plant = simulate_plant(machines=5, sensors=4, seed=0, horizon_seconds=300.0)
+    plant = simulate_plant(machines=5, sensors=4, seed=0, simulated_seconds=300.0)
     windows = stream_windows(plant, 60.0, horizon_seconds=0.0)
     train, validation, test, record = split_machines(StreamConfig(), windows)
     assert (len(train), len(validation), len(test)) == (3, 1, 1)
@@ -751,7 +751,7 @@ def test_the_stream_job_pools_a_simulated_plant_where_that_gives_fewer_channels(
     from ltc_jax.app import StreamConfig
     from ltc_jax.app.streams import sensor_pooling
 
-    plant = simulate_plant(machines=2, sensors=sensors, seed=0, horizon_seconds=200.0)
+    plant = simulate_plant(machines=2, sensors=sensors, seed=0, simulated_seconds=200.0)
     windows = stream_windows(plant, 60.0, horizon_seconds=0.0)
     per_channel = {"vibration": 3, "pressure": 3, "temperature": 2, "alarm": 3}
     own = sum(per_channel[group] for group in plant.sensor_group)
@@ -771,6 +771,30 @@ def test_the_stream_job_pools_a_simulated_plant_where_that_gives_fewer_channels(
         assert sensor_pooling(config, windows) == dict(
             value=given, reason="--sensor-pooling"
         )
+
+
+@pytest.mark.parametrize("sensors", [17, 18])
+def test_the_stream_jobs_data_follow_its_pooling_choice(sensors):
+    """At 17 sensors the plant's own 43 channels are fewer than the 44 pooled,
+    at 18 its 45 are more: the stream job's windows have the fewer channels,
+    pooled (with the groups recorded for reading a new log) only at 18, and
+    each sensor's own wherever `sensor_pooling="none"` asks."""
+    from ltc_jax.app import StreamConfig
+    from ltc_jax.app.streams import load_stream_data
+
+    options = dict(machines=4, sensors=sensors, simulated_seconds=300.0)
+    options |= dict(window_seconds=60.0, horizon_seconds=120.0)
+    plant = simulate_plant(4, sensors, seed=0, simulated_seconds=300.0)
+    per_channel = {"vibration": 3, "pressure": 3, "temperature": 2, "alarm": 3}
+    own = sum(per_channel[group] for group in plant.sensor_group)
+    assert own == {17: 43, 18: 45}[sensors]
+    data = load_stream_data(StreamConfig(**options))
+    assert data["train"].num_channels == min(own, 44)
+    assert ("channel_groups" in data["stream"]) == (sensors == 18)
+    assert data["sensor_pooling"]["value"] == ("groups" if sensors == 18 else "none")
+    plain = load_stream_data(StreamConfig(**options, sensor_pooling="none"))
+    assert plain["train"].num_channels == own
+    assert "channel_groups" not in plain["stream"]
 
 
 def test_tags_to_read_skip_the_others_rows_and_keep_every_machine(tmp_path):
@@ -907,7 +931,7 @@ def test_pooled_sensor_groups_keep_the_compiled_step_whatever_the_sensors():
     figures = {}
     for sensors in (10, 40):
         plant = simulate_plant(
-            machines=1, sensors=sensors, seed=2, horizon_seconds=60.0
+            machines=1, sensors=sensors, seed=2, simulated_seconds=60.0
         )
         windows = stream_windows(plant, 10.0, horizon_seconds=0.0).take(np.arange(4))
         for name, feature in zip(
@@ -947,7 +971,7 @@ def test_pooling_groups_of_one_sensor_each_gives_their_values():
     minimum and maximum, where observed."""
     from ltc_jax.datasets import pool_channels, simulate_plant
 
-    plant = simulate_plant(4, 2, seed=0, horizon_seconds=900.0)
+    plant = simulate_plant(4, 2, seed=0, simulated_seconds=900.0)
     windows = stream_windows(plant, 60.0, horizon_seconds=300.0)
     groups = windows.channel_groups
     assert len(set(groups)) == len(groups)

@@ -300,7 +300,7 @@ def test_fit_names_arguments_of_the_wrong_kind():
 import numpy as np, jax.random as jr, ltc_jax
 from ltc_jax.datasets import simulate_plant, stream_windows
 windows = stream_windows(
-    simulate_plant(machines=1, sensors=2, seed=0, horizon_seconds=200.0),
+    simulate_plant(machines=1, sensors=2, seed=0, simulated_seconds=200.0),
     20.0, horizon_seconds=0.0, clock_hz=0.5,
 )
 data = windows.dataset

@@ -550,14 +550,14 @@ class StreamConfig(TrainConfig):
             )
         if (self.log is None) != (self.failures is None):
             raise ValueError("--log and --failures go together: give both files.")
+        for name in ("event_tags", "tags", "rates_hz", "sensor_groups"):
+            if self.log is None and getattr(self, name):
+                raise ValueError(f"{_flag(name)} names tags of --log; give --log.")
         if self.sensor_groups and self.sensor_pooling == "none":
             raise ValueError(
                 "--sensor-groups names the kinds to pool the sensors by, and "
                 "--sensor-pooling none pools none: give one of them."
             )
-        for name in ("event_tags", "tags", "rates_hz", "sensor_groups"):
-            if self.log is None and getattr(self, name):
-                raise ValueError(f"{_flag(name)} names tags of --log; give --log.")
         if self.log_columns and self.log is None:
             raise ValueError("--log-columns names columns of --log; give --log.")
         unknown = sorted(set(self.log_columns) - set(LOG_COLUMNS))

@@ -328,7 +328,8 @@ def _resumed_config(config: TrainConfig) -> tuple[TrainConfig, dict[str, Any]]:
         # later rule can change it), or for a run from before it was derived, 1.
         kept["time_scale"] = derived.get("time_scale", {}).get("value", 1.0)
     if isinstance(saved, StreamConfig) and saved.sensor_pooling is None:
-        # The pooling it chose (one saved without it chooses again, the same).
+        # The pooling it chose (a config written without a derived record
+        # chooses again, from the same data).
         kept["sensor_pooling"] = derived.get("sensor_pooling", {}).get("value")
     if saved.batching is None and "batching" not in derived:
         kept["batching"] = "vmap" if saved.solver == "kvaerno5" else "batched"

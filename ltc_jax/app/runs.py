@@ -171,7 +171,7 @@ def config_from_json(saved: dict) -> TrainConfig:
     summary, or the states) and the zero gate bias (none for the CfC and the
     biophysical cell, which have no such gate); a stream run saved before
     `sensor_pooling`, the pooling its `pool_sensor_groups` and `sensor_groups`
-    gave."""
+    gave (none without either)."""
     saved = {k: v for k, v in saved.items() if k != "derived"}
     if "readout_features" not in saved:  # saved before the option: its readout
         pooling = saved.pop("readout_pooling", False)
@@ -183,8 +183,10 @@ def config_from_json(saved: dict) -> TrainConfig:
     if saved.get("tau_init") is not None:
         saved["tau_init"] = tuple(saved["tau_init"])
     if "window_seconds" in saved:  # a run of ltc-jax stream
-        if "pool_sensor_groups" in saved:  # saved before --sensor-pooling
-            pooled = saved.pop("pool_sensor_groups") or saved.get("sensor_groups")
+        if "sensor_pooling" not in saved:  # saved before the option: as trained
+            pooled = saved.pop("pool_sensor_groups", False) or saved.get(
+                "sensor_groups"
+            )
             saved["sensor_pooling"] = "groups" if pooled else "none"
         for name in ("event_tags", "tags"):  # tags: saved since the option
             saved[name] = tuple(saved.get(name, ()))

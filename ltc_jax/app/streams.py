@@ -56,7 +56,7 @@ def read_streams(config: StreamConfig) -> SensorStreams:
         config.machines,
         config.sensors,
         seed=config.seed,
-        horizon_seconds=config.simulated_seconds,
+        simulated_seconds=config.simulated_seconds,
     )
 
 
@@ -206,13 +206,13 @@ def load_stream_data(config: StreamConfig) -> dict[str, Any]:
     """The stream job's data, as `load_data` gives a `.ts` pair's: `train`,
     `validation` (`None` without a share) and `test` windows of their machines,
     standardised with the training windows' statistics (`statistics`), the
-    `validation_fraction` record, and `stream`: what reading a new log for the
-    run needs (the clock, the sensors by name and which are events, the
-    channel names), the slowest continuous sensor (`slowest_sensor`, its
-    name, and `slowest_rate_hz`), which sets the default clock, and the
-    machines of each part, by name, and `sensor_pooling`, the choice of
-    [`ltc_jax.app.streams.sensor_pooling`][]. Where that is `"groups"`, each
-    part's channels are standardised, pooled
+    `validation_fraction` record, the `sensor_pooling` record (the choice of
+    [`ltc_jax.app.streams.sensor_pooling`][] and its reason), and `stream`:
+    what reading a new log for the run needs (the clock, the sensors by name
+    and which are events, the channel names), the slowest continuous sensor
+    (`slowest_sensor`, its name, and `slowest_rate_hz`), which sets the
+    default clock, and the machines of each part, by name. Where the pooling
+    is `"groups"`, each part's channels are standardised, pooled
     by sensor group (`pool_windows`) and standardised again: `statistics` are
     the pooled channels', and `stream` records the groups and the first
     statistics as `channel_groups`, `channel_mean` and `channel_std`, and

@@ -41,7 +41,7 @@ class PlantStreams(SensorStreams):
         calibration from `recalibration_seconds` on, for the recalibrated
         sensors; NaN for the others.
     - `t_start`: `float64[machines]` the first time simulated (0, or
-        `failure_time - horizon_seconds` where that is later).
+        `failure_time - simulated_seconds` where that is later).
     - `wear_exponent`: `float64[machines]` the exponent `p` of each machine's
         wear curve.
     - `failure_mode`: `int32[machines]` how each machine fails: 0, wear that
@@ -104,7 +104,7 @@ def simulate_plant(
     temperature_lag_seconds: float = 600.0,
     noise: float = 0.05,
     alarms_per_hour: tuple[float, float] = (0.5, 12.0),
-    horizon_seconds: float | None = 3600.0,
+    simulated_seconds: float | None = 3600.0,
     recalibration_seconds: float | None = None,
     recalibrated_sensors: tuple[int, ...] = (),
     second_mode_share: float = 0.0,
@@ -170,10 +170,10 @@ def simulate_plant(
     are about `seconds * sum(rates of the sensors)` per machine, at 24 bytes a row.
     With the default groups, 200 sensors (20 at 100 Hz, 60 at 10 Hz, 100 at 1
     Hz) give 2,700 rows per second: 117 million rows (2.8 GB) over a 12-hour
-    life, and 9.72 million (233 MB) for its last hour (`horizon_seconds=3600`).
+    life, and 9.72 million (233 MB) for its last hour (`simulated_seconds=3600`).
     The defaults (4 machines, 20 sensors) give 270 rows per second per machine:
     3.9 million rows (93 MB) for the last hour of each life, in about a second,
-    and about 31 million (750 MB) for whole lives (`horizon_seconds=None`).
+    and about 31 million (750 MB) for whole lives (`simulated_seconds=None`).
     Simulating holds about twice the result's bytes at its peak.
 
     **Arguments:**
@@ -206,8 +206,8 @@ def simulate_plant(
         sensor's gain (default 0.05).
     - `alarms_per_hour`: `(at w = 0, at w = 1)` each alarm sensor's rate, per
         hour (default 0.5 and 12).
-    - `horizon_seconds`: simulate only the last `horizon_seconds` before each
-        failure (from `t_start = max(0, failure_time - horizon_seconds)`), or
+    - `simulated_seconds`: simulate only the last `simulated_seconds` before each
+        failure (from `t_start = max(0, failure_time - simulated_seconds)`), or
         whole lives if `None` (default 3600: the last hour, where the label
         "fails within 30 minutes" is balanced). Load, wear and failure times,
         and so the readings' noiseless part, are the same as in a whole-life
@@ -256,7 +256,7 @@ def simulate_plant(
         lags=(pressure_lag_seconds, temperature_lag_seconds),
         noise=noise,
         alarms_per_hour=alarms_per_hour,
-        horizon_seconds=horizon_seconds,
+        simulated_seconds=simulated_seconds,
     )
     counts = _group_counts(sensors, group_fractions)
     group_index = np.repeat(np.arange(4), counts)
@@ -328,7 +328,9 @@ def simulate_plant(
         k_wear = leak_sensitivity if failure_mode[m] else sensitivity
         load_times.append(times)
         load_values.append(levels)
-        start = 0.0 if horizon_seconds is None else max(0.0, failure - horizon_seconds)
+        start = (
+            0.0 if simulated_seconds is None else max(0.0, failure - simulated_seconds)
+        )
         t_start[m] = start
         knots, used = _cumulative_load(times, levels, failure)
 
@@ -465,7 +467,7 @@ def _check(
     lags,
     noise,
     alarms_per_hour,
-    horizon_seconds,
+    simulated_seconds,
 ) -> None:
     """Raise a `ValueError` naming the first invalid argument of `simulate_plant`."""
     rules = [
@@ -522,9 +524,9 @@ def _check(
             "(at wear 0, at wear 1) with 0 <= the first <= the second",
         ),
         (
-            "horizon_seconds",
-            horizon_seconds,
-            horizon_seconds is None or horizon_seconds > 0,
+            "simulated_seconds",
+            simulated_seconds,
+            simulated_seconds is None or simulated_seconds > 0,
             "positive, or None for whole lives",
         ),
     ]
