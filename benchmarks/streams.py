@@ -110,6 +110,9 @@ class Config(_run.RunConfig):
     """Seconds between successive windows' ends, for the accuracy table."""
     simulated_seconds: float = 3600.0
     """Each machine's simulated stream for the accuracy table: its last hour."""
+    accuracy_chunk_machines: int = 6
+    """Machines simulated at once for the accuracy table, their rows dropped
+    once cut into windows (memory follows the windows, not the samples)."""
     label_horizon_seconds: float = 1800.0
     """The label: fails within this many seconds of the window's end."""
     accuracy_hidden_size: int = 16
@@ -193,6 +196,16 @@ def pooled_windows(
 def union_dataset(streams, windows) -> ltc_jax.datasets.SequenceDataset:
     """The windows' samples on the union of their times: NaN where a sensor has
     no sample; times from each window's start."""
+    ts, xs = union_sequences(streams, windows)
+    names = windows.dataset.class_names
+    return ltc_jax.datasets.SequenceDataset.from_sequences(
+        ts, xs, [names[i] for i in windows.dataset.labels], class_names=names
+    )
+
+
+def union_sequences(streams, windows) -> tuple[list, list]:
+    """`union_dataset`'s sequences, window by window: each window's union
+    times (from its start) and `(times, sensors)` values."""
     ts, xs = [], []
     for m, end in zip(windows.machine, windows.end_time, strict=True):
         start = end - windows.dataset.ts[0, -1]
@@ -211,10 +224,7 @@ def union_dataset(streams, windows) -> ltc_jax.datasets.SequenceDataset:
         x[where, s] = v
         ts.append(grid)
         xs.append(x)
-    names = windows.dataset.class_names
-    return ltc_jax.datasets.SequenceDataset.from_sequences(
-        ts, xs, [names[i] for i in windows.dataset.labels], class_names=names
-    )
+    return ts, xs
 
 
 def _step_figures(model, integrator, batch, timed_steps) -> dict:
@@ -370,26 +380,8 @@ def accuracy_rows(config: Config, seed: int) -> list[dict]:
     """One accuracy run: a plant of its own, every model trained and scored."""
     from sklearn.metrics import roc_auc_score
 
-    trained, validating, held_out = config.accuracy_machines
-    plant = simulate_plant(
-        machines=trained + validating + held_out,
-        sensors=config.accuracy_sensors,
-        seed=seed + 1,
-        simulated_seconds=config.simulated_seconds,
-    )
-    start = time.perf_counter()
-    windows = stream_windows(
-        plant,
-        config.accuracy_window_seconds,
-        stride_seconds=config.accuracy_stride_seconds,
-        horizon_seconds=config.label_horizon_seconds,
-    )
-    windows_seconds = time.perf_counter() - start
-    first = np.cumsum([0, trained, validating, held_out])
-    train, validation, test = (
-        windows.of_machines(range(first[i], first[i + 1])).dataset for i in range(3)
-    )
-    train, validation, test = ltc_jax.datasets.standardize(train, validation, test)
+    parts, unions, channel_groups, windows_seconds = accuracy_windows(config, seed)
+    train, validation, test = ltc_jax.datasets.standardize(*parts)
     rows = []
 
     def score(name, probability, seconds):
@@ -469,7 +461,7 @@ def accuracy_rows(config: Config, seed: int) -> list[dict]:
         logits = model(path, integrator=job.final_integrator)
         score(name, np.asarray(jax.nn.softmax(logits, axis=-1))[:, 1], seconds)
 
-    pooled = pooled_windows(windows.channel_groups, train, validation, test)
+    pooled = pooled_windows(channel_groups, train, validation, test)
     train_ltc("LTC, slow clock", train, validation, test)
     train_ltc("LTC, slow clock, sensor groups pooled", *pooled)
     train_job("LTC, stream job, per sensor", train, validation, test)
@@ -479,19 +471,82 @@ def accuracy_rows(config: Config, seed: int) -> list[dict]:
     # The union grid where no window holds more than `union_limit` samples, in
     # the scaling table's layout: held values, observation masks and times
     # since observation, one fused step per median union interval.
-    if window_samples(plant, windows).max() <= config.union_limit:
-        union = [
-            union_dataset(plant, windows.of_machines(range(first[i], first[i + 1])))
-            for i in range(3)
-        ]
+    if unions is not None:
         train_ltc(
             "LTC, union grid",
-            *ltc_jax.datasets.standardize(*union),
+            *ltc_jax.datasets.standardize(*unions),
             input_size=3 * config.accuracy_sensors,
             observation_mask=True,
             time_since_observation=True,
         )
     return rows
+
+
+def accuracy_windows(config: Config, seed: int) -> tuple:
+    """The accuracy run's plant (seeded by `seed + 1`) cut into windows: the
+    training, validation and held-out machines' datasets, their union-grid
+    datasets where no window holds more than `union_limit` samples (else
+    `None`), the channels' sensor groups, and the seconds spent cutting.
+
+    The plant is simulated `accuracy_chunk_machines` machines at a time
+    (`simulate_plant(first_machine=...)` gives each machine as the whole
+    plant's simulation would), and each chunk's rows are dropped once cut, so
+    that memory follows the windows, not the samples: at 200 sensors a
+    machine's last hour is 9.7 million rows (233 MB)."""
+    trained, validating, held_out = config.accuracy_machines
+    first = [0, trained, trained + validating, trained + validating + held_out]
+    parts, unions, seconds, most = [], [], 0.0, 0
+    for i in range(3):
+        datasets, union_ts, union_xs = [], [], []
+        for start in range(first[i], first[i + 1], config.accuracy_chunk_machines):
+            plant = simulate_plant(
+                machines=min(config.accuracy_chunk_machines, first[i + 1] - start),
+                sensors=config.accuracy_sensors,
+                seed=seed + 1,
+                simulated_seconds=config.simulated_seconds,
+                first_machine=start,
+            )
+            began = time.perf_counter()
+            windows = stream_windows(
+                plant,
+                config.accuracy_window_seconds,
+                stride_seconds=config.accuracy_stride_seconds,
+                horizon_seconds=config.label_horizon_seconds,
+            )
+            seconds += time.perf_counter() - began
+            datasets.append(windows.dataset)
+            channel_groups = windows.channel_groups
+            most = max(most, int(window_samples(plant, windows).max()))
+            if most <= config.union_limit:  # else never trained: not built
+                ts, xs = union_sequences(plant, windows)
+                union_ts += ts
+                union_xs += xs
+            del plant, windows  # the chunk's rows
+        part = _concatenated(datasets)
+        parts.append(part)
+        if most <= config.union_limit:
+            names = part.class_names
+            unions.append(
+                ltc_jax.datasets.SequenceDataset.from_sequences(
+                    union_ts,
+                    union_xs,
+                    [names[k] for k in part.labels],
+                    class_names=names,
+                )
+            )
+    fits = most <= config.union_limit
+    return parts, unions if fits else None, channel_groups, seconds
+
+
+def _concatenated(datasets) -> ltc_jax.datasets.SequenceDataset:
+    """Windows of one clock and length (the same times), one after another."""
+    return dataclasses.replace(
+        datasets[0],
+        **{
+            name: np.concatenate([getattr(d, name) for d in datasets])
+            for name in ("ts", "xs", "lengths", "labels")
+        },
+    )
 
 
 def window_samples(plant, windows) -> np.ndarray:

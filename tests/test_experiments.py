@@ -797,6 +797,27 @@ def test_streams_benchmark_quick(tmp_path):
         most = max(most, count)
     assert streams.window_samples(accuracy_plant, accuracy_windows).max() == most
     assert 1000 < most <= 2000
+    # Simulated two machines at a time, the parts' windows and union grids are
+    # those of the whole plant's.
+    chunked = streams.Config(
+        accuracy_machines=(3, 1, 2),
+        accuracy_sensors=10,
+        accuracy_window_seconds=10.0,
+        simulated_seconds=1800.0,
+        label_horizon_seconds=900.0,
+        union_limit=2000,
+        accuracy_chunk_machines=2,
+    )
+    parts, unions, groups, _ = streams.accuracy_windows(chunked, seed=0)
+    assert groups == accuracy_windows.channel_groups
+    for part, union, machines in zip(
+        parts, unions, ([0, 1, 2], [3], [4, 5]), strict=True
+    ):
+        whole = accuracy_windows.of_machines(machines)
+        expected = (whole.dataset, streams.union_dataset(accuracy_plant, whole))
+        for got, want in zip((part, union), expected, strict=True):
+            for name in ("ts", "xs", "lengths", "labels"):
+                np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
     xs = windows.dataset.xs[:3, :, :2].copy()
     xs[0, -5:, 1] = np.nan
     data = ltc_jax.datasets.SequenceDataset(
