@@ -522,7 +522,7 @@ def accuracy_windows(config: Config, seed: int) -> tuple:
                 union_ts += ts
                 union_xs += xs
             del plant, windows  # the chunk's rows
-        part = _concatenated(datasets)
+        part = ltc_jax.datasets.concatenate(datasets)
         parts.append(part)
         if most <= config.union_limit:
             names = part.class_names
@@ -536,17 +536,6 @@ def accuracy_windows(config: Config, seed: int) -> tuple:
             )
     fits = most <= config.union_limit
     return parts, unions if fits else None, channel_groups, seconds
-
-
-def _concatenated(datasets) -> ltc_jax.datasets.SequenceDataset:
-    """Windows of one clock and length (the same times), one after another."""
-    return dataclasses.replace(
-        datasets[0],
-        **{
-            name: np.concatenate([getattr(d, name) for d in datasets])
-            for name in ("ts", "xs", "lengths", "labels")
-        },
-    )
 
 
 def window_samples(plant, windows) -> np.ndarray:

@@ -211,6 +211,43 @@ def test_timestamped_file_is_the_same_data_as_arrays(tmp_path):
     np.testing.assert_array_equal(data.ts[0], [10.0, 12.5])
 
 
+def test_concatenated_sets_are_the_set_of_all_their_sequences():
+    """Two sets of other lengths, joined: the same arrays as one set built from
+    all their sequences (padding to the longest); sets of other channels or
+    classes are refused."""
+    from ltc_jax.datasets import SequenceDataset, concatenate
+
+    rng = np.random.default_rng(0)
+    lengths = [3, 5, 2, 7, 4]
+    times = [np.cumsum(rng.uniform(0.5, 1.5, n)) for n in lengths]
+    values = [rng.normal(size=(n, 2)) for n in lengths]
+    labels = ["a", "b", "a", "b", "b"]
+
+    def built(part):
+        return SequenceDataset.from_sequences(
+            [times[i] for i in part],
+            [values[i] for i in part],
+            [labels[i] for i in part],
+            class_names=["a", "b"],
+        )
+
+    joined = concatenate([built([0, 1, 2]), built([3, 4])])
+    whole = built(range(5))
+    for name in ("xs", "lengths", "labels"):
+        np.testing.assert_array_equal(getattr(joined, name), getattr(whole, name))
+    valid = whole.valid_mask()
+    np.testing.assert_array_equal(joined.ts[valid], whole.ts[valid])
+    assert joined.class_names == ("a", "b") and joined.ts.shape == whole.ts.shape
+    assert np.all(np.diff(joined.ts, axis=1) > 0)  # padding continues the times
+    wide = SequenceDataset.from_sequences(
+        times[:1], [np.zeros((3, 3))], ["a"], class_names=["a", "b"]
+    )
+    with pytest.raises(ValueError, match="Dataset 1 has 3 channels"):
+        concatenate([built([0]), wide])
+    with pytest.raises(ValueError, match="at least one dataset"):
+        concatenate([])
+
+
 def test_drop_observations_keeps_a_random_ordered_subset():
     train, _ = load_japanese_vowels()
     dropped = drop_observations(train, 0.5, seed=1)

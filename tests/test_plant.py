@@ -203,6 +203,7 @@ def test_first_machine_simulates_the_plants_later_machines():
     kwargs = dict(sensors=6, rates_hz=SLOW, simulated_seconds=600.0, seed=5)
     three = simulate_plant(machines=3, **kwargs)
     later = simulate_plant(machines=1, first_machine=2, **kwargs)
+    assert later.machine_names == ("2",) and three.machine_names == ("0", "1", "2")
     assert later.failure_time[0] == three.failure_time[2]
     np.testing.assert_array_equal(later.load_levels[0], three.load_levels[2])
     for i in range(6):

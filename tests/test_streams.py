@@ -773,6 +773,29 @@ def test_the_stream_job_pools_a_simulated_plant_where_that_gives_fewer_channels(
         )
 
 
+def test_the_stream_job_simulates_the_plant_a_few_machines_at_a_time():
+    """Eight machines, simulated six and two at a time: the stream job's
+    windows, machines and names are those of the plant simulated whole."""
+    from ltc_jax.app import StreamConfig
+    from ltc_jax.app.streams import SIMULATED_AT_ONCE, read_windows
+
+    config = StreamConfig(machines=8, sensors=5, simulated_seconds=400.0)
+    config = dataclasses.replace(config, window_seconds=60.0, horizon_seconds=120.0)
+    assert SIMULATED_AT_ONCE < config.machines
+    streams, windows = read_windows(config)
+    plant = simulate_plant(8, 5, seed=config.seed, simulated_seconds=400.0)
+    whole = stream_windows(plant, 60.0, horizon_seconds=120.0, stride_seconds=12.0)
+    assert streams.machine_names == plant.machine_names
+    assert streams.sensor_names == plant.sensor_names and streams.time.size == 0
+    np.testing.assert_array_equal(streams.failure_time, plant.failure_time)
+    for name in ("machine", "end_time", "time_to_failure"):
+        np.testing.assert_array_equal(getattr(windows, name), getattr(whole, name))
+    for name in ("ts", "xs", "lengths", "labels"):
+        got, want = getattr(windows.dataset, name), getattr(whole.dataset, name)
+        np.testing.assert_array_equal(got, want)
+    assert windows.channel_names == whole.channel_names
+
+
 @pytest.mark.parametrize("sensors", [17, 18])
 def test_the_stream_jobs_data_follow_its_pooling_choice(sensors):
     """At 17 sensors the plant's own 43 channels are fewer than the 44 pooled,

@@ -16,6 +16,7 @@ from ltc_jax.datasets import (
     SequenceDataset,
     StreamWindows,
     channel_statistics,
+    concatenate,
     pool_channels,
     read_sensor_log,
     simulate_plant,
@@ -26,6 +27,13 @@ from ltc_jax.datasets import (
 from .._warn import warn
 from ..datasets._streams import _SILENT_ADVICE
 from .config import LOG_COLUMNS, StreamConfig
+
+
+SIMULATED_AT_ONCE = 6
+"""Machines of the simulated plant simulated at once by the stream job, whose
+samples are dropped once cut into windows: at 200 sensors a machine's last
+hour is 9.7 million samples (233 MB), and a plant of 48 such machines,
+simulated whole, needs about twice its 11 GB at its peak."""
 
 
 def log_columns(config: StreamConfig) -> dict[str, str]:
@@ -58,6 +66,59 @@ def read_streams(config: StreamConfig) -> SensorStreams:
         seed=config.seed,
         simulated_seconds=config.simulated_seconds,
     )
+
+
+def read_windows(config: StreamConfig) -> tuple[SensorStreams, StreamWindows]:
+    """The streams a config names and their windows (`cut_windows`).
+
+    A log is read whole (`read_streams`). The simulated plant is simulated
+    `SIMULATED_AT_ONCE` machines at a time (`simulate_plant(first_machine=...)`
+    gives each machine as simulating the whole plant would), each chunk cut
+    into windows and its samples dropped, so that memory follows the windows,
+    not the samples; the windows are the whole plant's, machine by machine,
+    and the streams returned are its sensors and machines without samples.
+
+    **Raises:** as `read_streams` and `cut_windows`."""
+    if config.log is not None:
+        streams = read_streams(config)
+        return streams, cut_windows(config, streams)
+    parts, failure_times, machine_names = [], [], []
+    for first in range(0, config.machines, SIMULATED_AT_ONCE):
+        plant = simulate_plant(
+            min(SIMULATED_AT_ONCE, config.machines - first),
+            config.sensors,
+            seed=config.seed,
+            simulated_seconds=config.simulated_seconds,
+            first_machine=first,
+        )
+        windows = cut_windows(config, plant)
+        parts.append(dataclasses.replace(windows, machine=windows.machine + first))
+        failure_times.append(plant.failure_time)
+        machine_names += plant.machine_names
+        sensors = {
+            name: getattr(plant, name)
+            for name in ("sensor_group", "sensor_rate_hz", "sensor_names")
+        }
+        del plant, windows  # the chunk's samples, before the next chunk's
+    windows = dataclasses.replace(
+        parts[0],
+        dataset=concatenate([part.dataset for part in parts]),
+        **{
+            name: np.concatenate([getattr(part, name) for part in parts])
+            for name in ("machine", "end_time", "time_to_failure")
+        },
+    )
+    empty = np.zeros(0, dtype=np.int32)
+    streams = SensorStreams(
+        machine=empty,
+        sensor=empty,
+        time=np.zeros(0),
+        value=np.zeros(0),
+        failure_time=np.concatenate(failure_times),
+        machine_names=machine_names,
+        **sensors,
+    )
+    return streams, windows
 
 
 def cut_windows(
@@ -221,8 +282,7 @@ def load_stream_data(config: StreamConfig) -> dict[str, Any]:
     **Raises:** the errors of [`ltc_jax.datasets.read_sensor_log`][] and
     [`ltc_jax.datasets.stream_windows`][]; `ValueError` from `split_machines`.
     """
-    streams = read_streams(config)
-    windows = cut_windows(config, streams)
+    streams, windows = read_windows(config)
     if config.log is not None:
         warn_windowless(config, streams, windows, f"--log {config.log}", True)
     train, validation, test, share = split_machines(config, windows)

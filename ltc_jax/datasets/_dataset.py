@@ -343,6 +343,55 @@ def pad_sequences(
     return ts, xs, lengths
 
 
+def concatenate(datasets: Sequence[SequenceDataset]) -> SequenceDataset:
+    """The sequences of `datasets`, one set after another: the windows of
+    several logs, or of a plant simulated a few machines at a time.
+
+    **Arguments:** `datasets`: one or more
+    [`ltc_jax.datasets.SequenceDataset`][]s with the same channels and the same
+    kind of labels (the same `class_names`; targets of the same width).
+
+    **Returns:** a `SequenceDataset` of all their sequences in order, padded
+    to the longest (padding continues each row's times in steps of 1 and is 0
+    in `xs`, as `SequenceDataset.from_sequences` pads), named as the first.
+
+    **Raises:** `ValueError` for no datasets, or for datasets whose channels,
+    classes or targets differ (naming the first that differs from the first
+    dataset, by position).
+    """
+    datasets = list(datasets)
+    if not datasets:
+        raise ValueError("concatenate needs at least one dataset.")
+    first = datasets[0]
+    for i, data in enumerate(datasets[1:], start=1):
+        if (
+            data.num_channels != first.num_channels
+            or data.class_names != first.class_names
+            or data.labels.shape[1:] != first.labels.shape[1:]
+        ):
+            raise ValueError(
+                f"Dataset {i} has {data.num_channels} channels and classes "
+                f"{data.class_names} (labels {data.labels.shape[1:]} each), "
+                f"dataset 0 {first.num_channels} and {first.class_names} "
+                f"({first.labels.shape[1:]}): concatenate joins sets of the same "
+                "channels and labels."
+            )
+    longest = max(data.ts.shape[1] for data in datasets)
+    ts, xs = [], []
+    for data in datasets:
+        extra = longest - data.ts.shape[1]
+        steps = np.arange(1, extra + 1, dtype=np.float64)
+        ts.append(np.concatenate([data.ts, data.ts[:, -1:] + steps], axis=1))
+        xs.append(np.pad(data.xs, ((0, 0), (0, extra), (0, 0))))
+    return dataclasses.replace(
+        first,
+        ts=np.concatenate(ts),
+        xs=np.concatenate(xs),
+        lengths=np.concatenate([data.lengths for data in datasets]),
+        labels=np.concatenate([data.labels for data in datasets]),
+    )
+
+
 def channel_statistics(
     train: SequenceDataset,
 ) -> tuple[np.ndarray, np.ndarray]:

@@ -223,9 +223,11 @@ def simulate_plant(
         by the second mode (default 0). With the load levels and the
         recalibration, this drifts the plant between regimes.
     - `first_machine`: the index of the first machine simulated (default 0):
-        machines `first_machine, first_machine + 1, ...` of the plant, whose
-        draws depend on `seed` and their index, so that regimes simulated by
-        separate calls have different machines and the same sensors.
+        machines `first_machine, first_machine + 1, ...` of the plant, named
+        by that index (`"2"` for the third), whose draws depend on `seed` and
+        their index, so that regimes simulated by separate calls have
+        different machines and the same sensors, and a plant simulated a few
+        machines at a time has the machines of the whole.
 
     **Returns:** a [`ltc_jax.datasets.PlantStreams`][].
 
@@ -383,6 +385,7 @@ def simulate_plant(
         failure_mode=failure_mode,
         load_times=tuple(load_times),
         load_levels=tuple(load_values),
+        machine_names=tuple(str(first_machine + m) for m in range(machines)),
     )
 
 
