@@ -493,6 +493,11 @@ def accuracy_windows(config: Config, seed: int) -> tuple:
     plant's simulation would), and each chunk's rows are dropped once cut, so
     that memory follows the windows, not the samples: at 200 sensors a
     machine's last hour is 9.7 million rows (233 MB)."""
+    if config.accuracy_chunk_machines < 1:
+        raise ValueError(
+            "--accuracy-chunk-machines must be at least 1; got "
+            f"{config.accuracy_chunk_machines}."
+        )
     trained, validating, held_out = config.accuracy_machines
     first = [0, trained, trained + validating, trained + validating + held_out]
     parts, unions, seconds, most = [], [], 0.0, 0

@@ -773,18 +773,50 @@ def test_the_stream_job_pools_a_simulated_plant_where_that_gives_fewer_channels(
         )
 
 
-def test_the_stream_job_simulates_the_plant_a_few_machines_at_a_time():
-    """Eight machines, simulated six and two at a time: the stream job's
-    windows, machines and names are those of the plant simulated whole."""
+@pytest.mark.parametrize(
+    "options, skipped",
+    [
+        (dict(machines=8, sensors=5, simulated_seconds=400.0), []),
+        # The seventh machine, alone in its chunk, fails 4.2 hours in: too
+        # soon for a window, which the whole plant passes over.
+        (
+            dict(machines=7, sensors=4, seed=37, simulated_seconds=46800.0),
+            [6],
+        ),
+    ],
+)
+def test_the_stream_job_simulates_the_plant_a_few_machines_at_a_time(options, skipped):
+    """Simulated six machines at a time, the stream job's windows, machines
+    and names are those of the plant simulated whole, a chunk whose machines
+    have no window included."""
     from ltc_jax.app import StreamConfig
     from ltc_jax.app.streams import SIMULATED_AT_ONCE, read_windows
 
-    config = StreamConfig(machines=8, sensors=5, simulated_seconds=400.0)
-    config = dataclasses.replace(config, window_seconds=60.0, horizon_seconds=120.0)
+    long = options["simulated_seconds"] > 3600.0
+    window = dict(
+        window_seconds=15300.0 if long else 60.0,
+        horizon_seconds=600.0 if long else 120.0,
+        clock_hz=1 / 900 if long else None,
+        fill=0.0 if long else None,
+    )
+    config = StreamConfig(**options, **window)
     assert SIMULATED_AT_ONCE < config.machines
     streams, windows = read_windows(config)
-    plant = simulate_plant(8, 5, seed=config.seed, simulated_seconds=400.0)
-    whole = stream_windows(plant, 60.0, horizon_seconds=120.0, stride_seconds=12.0)
+    plant = simulate_plant(
+        config.machines,
+        config.sensors,
+        seed=config.seed,
+        simulated_seconds=config.simulated_seconds,
+    )
+    whole = stream_windows(
+        plant,
+        config.window_seconds,
+        horizon_seconds=config.horizon_seconds,
+        stride_seconds=config.window_seconds / 5,
+        clock_hz=config.clock_hz,
+        fill=config.fill,
+    )
+    assert sorted(set(range(config.machines)) - set(whole.machine)) == skipped
     assert streams.machine_names == plant.machine_names
     assert streams.sensor_names == plant.sensor_names and streams.time.size == 0
     np.testing.assert_array_equal(streams.failure_time, plant.failure_time)
@@ -794,6 +826,10 @@ def test_the_stream_job_simulates_the_plant_a_few_machines_at_a_time():
         got, want = getattr(windows.dataset, name), getattr(whole.dataset, name)
         np.testing.assert_array_equal(got, want)
     assert windows.channel_names == whole.channel_names
+    # Where no machine lives a window long, the job says so and what to give.
+    short = dataclasses.replace(config, window_seconds=9e5)  # 1000 frames
+    with pytest.raises(ValueError, match="any of the .* simulated machines"):
+        read_windows(short)
 
 
 @pytest.mark.parametrize("sensors", [17, 18])

@@ -351,9 +351,13 @@ def concatenate(datasets: Sequence[SequenceDataset]) -> SequenceDataset:
     [`ltc_jax.datasets.SequenceDataset`][]s with the same channels and the same
     kind of labels (the same `class_names`; targets of the same width).
 
-    **Returns:** a `SequenceDataset` of all their sequences in order, padded
-    to the longest (padding continues each row's times in steps of 1 and is 0
-    in `xs`, as `SequenceDataset.from_sequences` pads), named as the first.
+    **Returns:** a `SequenceDataset` of all their sequences in order, named as
+    the first: `ts` of shape `(sum n_i, max times_i)` and `xs` of shape
+    `(sum n_i, max times_i, channels)`, padded to the longest (padding
+    continues each row's times in steps of 1 and is 0 in `xs`, as
+    `SequenceDataset.from_sequences` pads), `lengths` `(sum n_i,)` and
+    `labels` `(sum n_i,)` or `(sum n_i, k)`, each in the dtype NumPy's
+    concatenation gives (that of the datasets where they agree).
 
     **Raises:** `ValueError` for no datasets, or for datasets whose channels,
     classes or targets differ (naming the first that differs from the first
@@ -374,7 +378,7 @@ def concatenate(datasets: Sequence[SequenceDataset]) -> SequenceDataset:
                 f"{data.class_names} (labels {data.labels.shape[1:]} each), "
                 f"dataset 0 {first.num_channels} and {first.class_names} "
                 f"({first.labels.shape[1:]}): concatenate joins sets of the same "
-                "channels and labels."
+                "channels and labels (build each with the same class_names)."
             )
     longest = max(data.ts.shape[1] for data in datasets)
     ts, xs = [], []

@@ -491,7 +491,7 @@ def stream_windows(
         ends.append(end)
         to_failure.append(failure - end)
     if not blocks:
-        raise ValueError(
+        raise _NoWindowError(
             f"No window of {window_seconds} s fits in the streams of machines "
             f"{list(machines)}: a window ends at or before its machine's last "
             "sample and its failure, and a machine with no failure seen also "
@@ -627,6 +627,12 @@ def _kind(streams: SensorStreams, sensor: int, clock_hz: float) -> str:
         return "event"
     fast = streams.sensor_rate_hz[sensor] > _FAST_FACTOR * clock_hz
     return "fast" if fast else "slow"
+
+
+class _NoWindowError(ValueError):
+    """`stream_windows`' refusal of streams in which no window fits (a part
+    of a plant cut a few machines at a time may have none, where the whole
+    has others)."""
 
 
 _SILENT_ADVICE = "; give fill= to fill such windows"
