@@ -472,8 +472,8 @@ class StreamConfig(TrainConfig):
         tyro.conf.arg(metavar="TAG GROUP ...", help_behavior_hint=""),
     ] = dataclasses.field(default_factory=dict)
     """Kinds of continuous tags of --log, e.g. TI-101 temperature; the model
-    reads each kind pooled (--sensor-pooling groups, implied); a tag it does
-    not name is in the group continuous."""
+    reads each kind pooled (--sensor-pooling groups, implied; not with none);
+    a tag it does not name is in the group continuous."""
     log_columns: Annotated[
         dict[str, str],
         tyro.conf.arg(metavar="COLUMN NAME ...", help_behavior_hint=""),
@@ -487,7 +487,8 @@ class StreamConfig(TrainConfig):
     """Sensors per simulated machine (without --log)."""
     simulated_seconds: float = 3600.0
     """Each simulated machine's stream: its last this many seconds before it
-    fails (without --log)."""
+    fails, more than --window-seconds plus --horizon-seconds (without
+    --log)."""
     window_seconds: float = 600.0
     """Each window's length, in seconds."""
     stride_seconds: OptionalFloat = None

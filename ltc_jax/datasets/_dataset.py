@@ -348,8 +348,13 @@ def concatenate(datasets: Sequence[SequenceDataset]) -> SequenceDataset:
     several logs, or of a plant simulated a few machines at a time.
 
     **Arguments:** `datasets`: one or more
-    [`ltc_jax.datasets.SequenceDataset`][]s with the same channels and the same
-    kind of labels (the same `class_names`; targets of the same width).
+    [`ltc_jax.datasets.SequenceDataset`][]s with the same channels in the same
+    order and the same kind of labels (the same `class_names`; targets of the
+    same width). A `SequenceDataset` does not name its channels, so only their
+    number is checked: join windows cut with the same sensors and clock
+    (`StreamWindows.channel_names` says which). For stream windows this joins
+    their `dataset`; the machines, end times and times to failure around it
+    are the caller's to join.
 
     **Returns:** a `SequenceDataset` of all their sequences in order, named as
     the first: `ts` of shape `(sum n_i, max times_i)` and `xs` of shape

@@ -208,8 +208,8 @@ def simulate_plant(
         hour (default 0.5 and 12).
     - `simulated_seconds`: simulate only the last `simulated_seconds` before each
         failure (from `t_start = max(0, failure_time - simulated_seconds)`), or
-        whole lives if `None` (default 3600: the last hour, where the label
-        "fails within 30 minutes" is balanced). Load, wear and failure times,
+        whole lives if `None` (default 3600: the last hour, where both
+        answers to "fails within 30 minutes" are common). Load, wear and failure times,
         and so the readings' noiseless part, are the same as in a whole-life
         run; each clock restarts at `t_start` (with the same drift), and the
         noise is drawn afresh.
@@ -227,13 +227,15 @@ def simulate_plant(
         by that index (`"2"` for the third), whose draws depend on `seed` and
         their index, so that regimes simulated by separate calls have
         different machines and the same sensors, and a plant simulated a few
-        machines at a time has the machines of the whole.
+        machines at a time has the machines of the whole. The result's
+        `machine` column still counts from 0: it indexes `machine_names`.
 
     **Returns:** a [`ltc_jax.datasets.PlantStreams`][].
 
     **Raises:** `ValueError` naming the argument for a count below 1, fractions
     that are negative or do not sum to 1, a range whose low end exceeds its high
-    end, a non-positive rate, load level, time constant or horizon, a jitter
+    end, a non-positive rate, load level, time constant or
+    `simulated_seconds`, a jitter
     outside `[0, 1)`, a negative drift, noise or alarm rate, an alarm rate that
     falls with wear, a wear exponent below 1, or a recalibrated sensor that is
     not a continuous one (or a recalibrated sensor without a time), a
