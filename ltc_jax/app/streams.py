@@ -78,7 +78,9 @@ def read_windows(config: StreamConfig) -> tuple[SensorStreams, StreamWindows]:
     not the samples; the windows are the whole plant's, machine by machine,
     and the streams returned are its sensors and machines without samples.
 
-    **Raises:** as `read_streams` and `cut_windows`."""
+    **Raises:** as `read_streams` and `cut_windows`; for the simulated plant,
+    `ValueError` where no machine's stream holds a window (naming
+    --window-seconds)."""
     if config.log is not None:
         streams = read_streams(config)
         return streams, cut_windows(config, streams)
@@ -99,10 +101,11 @@ def read_windows(config: StreamConfig) -> tuple[SensorStreams, StreamWindows]:
         }
         try:
             windows = cut_windows(config, plant)
-        except _NoWindowError:  # no machine of the chunk lives a window long,
-            continue  # as the whole plant would pass them over
-        parts.append(dataclasses.replace(windows, machine=windows.machine + first))
-        del plant, windows  # the chunk's samples, before the next chunk's
+        except _NoWindowError:  # no machine of the chunk lives a window long:
+            windows = None  # passed over, as the whole plant passes them over
+        del plant  # the chunk's samples, before the next chunk's
+        if windows is not None:
+            parts.append(dataclasses.replace(windows, machine=windows.machine + first))
     if not parts:
         raise ValueError(
             f"No window of {config.window_seconds:g} s fits in the stream of any "
