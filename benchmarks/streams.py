@@ -71,6 +71,7 @@ import tyro
 import ltc_jax
 import ltc_jax.app
 from experiments import _problems, _run
+from ltc_jax.app.streams import simulated_chunks
 from ltc_jax.datasets import simulate_plant, stream_windows
 
 
@@ -488,29 +489,24 @@ def accuracy_windows(config: Config, seed: int) -> tuple:
     datasets where no window holds more than `union_limit` samples (else
     `None`), the channels' sensor groups, and the seconds spent cutting.
 
-    The plant is simulated `accuracy_chunk_machines` machines at a time
-    (`simulate_plant(first_machine=...)` gives each machine as the whole
-    plant's simulation would), and each chunk's rows are dropped once cut, so
-    that memory follows the windows, not the samples: at 200 sensors a
-    machine's last hour is 9.7 million rows (233 MB)."""
-    if config.accuracy_chunk_machines < 1:
-        raise ValueError(
-            "--accuracy-chunk-machines must be at least 1; got "
-            f"{config.accuracy_chunk_machines}."
-        )
+    The plant is simulated `accuracy_chunk_machines` machines at a time, as
+    `ltc-jax stream` simulates it (`ltc_jax.app.streams.simulated_chunks`),
+    and each chunk's rows are dropped once cut, so that memory follows the
+    windows, not the samples: at 200 sensors a machine's last hour is 9.7
+    million rows (233 MB)."""
     trained, validating, held_out = config.accuracy_machines
     first = [0, trained, trained + validating, trained + validating + held_out]
     parts, unions, seconds, most = [], [], 0.0, 0
     for i in range(3):
         datasets, union_ts, union_xs = [], [], []
-        for start in range(first[i], first[i + 1], config.accuracy_chunk_machines):
-            plant = simulate_plant(
-                machines=min(config.accuracy_chunk_machines, first[i + 1] - start),
-                sensors=config.accuracy_sensors,
-                seed=seed + 1,
-                simulated_seconds=config.simulated_seconds,
-                first_machine=start,
-            )
+        chunks = simulated_chunks(
+            range(first[i], first[i + 1]),
+            config.accuracy_sensors,
+            seed=seed + 1,
+            simulated_seconds=config.simulated_seconds,
+            at_once=config.accuracy_chunk_machines,
+        )
+        for _, plant in chunks:
             began = time.perf_counter()
             windows = stream_windows(
                 plant,

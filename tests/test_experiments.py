@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import ltc_jax
-from experiments import _report
+from experiments import _report, _run
 
 
 def test_tables_take_columns_as_strings_and_tuples():
@@ -797,16 +797,10 @@ def test_streams_benchmark_quick(tmp_path):
         most = max(most, count)
     assert streams.window_samples(accuracy_plant, accuracy_windows).max() == most
     assert 1000 < most <= 2000
-    # Simulated two machines at a time, the parts' windows and union grids are
-    # those of the whole plant's.
-    chunked = streams.Config(
-        accuracy_machines=(3, 1, 2),
-        accuracy_sensors=10,
-        accuracy_window_seconds=10.0,
-        simulated_seconds=1800.0,
-        label_horizon_seconds=900.0,
-        union_limit=2000,
-        accuracy_chunk_machines=2,
+    # The run's own settings, simulated two machines at a time: the parts'
+    # windows and union grids are those of the whole plant's.
+    chunked = dataclasses.replace(
+        _run.apply_quick(config, streams.QUICK), accuracy_chunk_machines=2
     )
     parts, unions, groups, _ = streams.accuracy_windows(chunked, seed=0)
     assert groups == accuracy_windows.channel_groups

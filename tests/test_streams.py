@@ -790,7 +790,7 @@ def test_the_stream_job_simulates_the_plant_a_few_machines_at_a_time(options, sk
     and names are those of the plant simulated whole, a chunk whose machines
     have no window included."""
     from ltc_jax.app import StreamConfig
-    from ltc_jax.app.streams import SIMULATED_AT_ONCE, read_windows
+    from ltc_jax.app.streams import SIMULATED_AT_ONCE, read_windows, simulated_chunks
 
     long = options["simulated_seconds"] > 3600.0
     window = dict(
@@ -830,6 +830,8 @@ def test_the_stream_job_simulates_the_plant_a_few_machines_at_a_time(options, sk
     short = dataclasses.replace(config, window_seconds=9e5)  # 1000 frames
     with pytest.raises(ValueError, match="any of the .* simulated machines"):
         read_windows(short)
+    with pytest.raises(ValueError, match="at_once must be at least 1; got 0"):
+        next(simulated_chunks(range(2), 4, seed=0, simulated_seconds=9.0, at_once=0))
 
 
 @pytest.mark.parametrize("sensors", [17, 18])

@@ -4,7 +4,7 @@ of a new log."""
 
 import collections
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -12,6 +12,7 @@ from numpy.typing import ArrayLike
 
 from ltc_jax.datasets import (
     POOL_STATISTICS,
+    PlantStreams,
     SensorStreams,
     SequenceDataset,
     StreamWindows,
@@ -68,12 +69,43 @@ def read_streams(config: StreamConfig) -> SensorStreams:
     )
 
 
+def simulated_chunks(
+    machines: range,
+    sensors: int,
+    *,
+    seed: int,
+    simulated_seconds: float,
+    at_once: int = SIMULATED_AT_ONCE,
+) -> Iterator[tuple[int, PlantStreams]]:
+    """The simulated plant's `machines` (a range of its machine indices),
+    `at_once` at a time: each chunk's first index and its
+    [`ltc_jax.datasets.PlantStreams`][] (`simulate_plant(first_machine=...)`:
+    the machines of the whole plant, their `machine` column counting from 0
+    within the chunk), simulated only once the caller asks for it, so that a
+    caller that drops each chunk when done holds one at a time.
+
+    **Raises:** `ValueError` for `at_once` below 1, or as
+    [`ltc_jax.datasets.simulate_plant`][]."""
+    if at_once < 1:
+        raise ValueError(f"at_once must be at least 1; got {at_once}.")
+    for first in range(machines.start, machines.stop, at_once):
+        yield (
+            first,
+            simulate_plant(
+                min(at_once, machines.stop - first),
+                sensors,
+                seed=seed,
+                simulated_seconds=simulated_seconds,
+                first_machine=first,
+            ),
+        )
+
+
 def read_windows(config: StreamConfig) -> tuple[SensorStreams, StreamWindows]:
     """The streams a config names and their windows (`cut_windows`).
 
     A log is read whole (`read_streams`). The simulated plant is simulated
-    `SIMULATED_AT_ONCE` machines at a time (`simulate_plant(first_machine=...)`
-    gives each machine as simulating the whole plant would), each chunk cut
+    `SIMULATED_AT_ONCE` machines at a time (`simulated_chunks`), each chunk cut
     into windows and its samples dropped, so that memory follows the windows,
     not the samples; the windows are the whole plant's, machine by machine,
     and the streams returned are its sensors and machines without samples.
@@ -85,14 +117,13 @@ def read_windows(config: StreamConfig) -> tuple[SensorStreams, StreamWindows]:
         streams = read_streams(config)
         return streams, cut_windows(config, streams)
     parts, failure_times, machine_names = [], [], []
-    for first in range(0, config.machines, SIMULATED_AT_ONCE):
-        plant = simulate_plant(
-            min(SIMULATED_AT_ONCE, config.machines - first),
-            config.sensors,
-            seed=config.seed,
-            simulated_seconds=config.simulated_seconds,
-            first_machine=first,
-        )
+    chunks = simulated_chunks(
+        range(config.machines),
+        config.sensors,
+        seed=config.seed,
+        simulated_seconds=config.simulated_seconds,
+    )
+    for first, plant in chunks:
         failure_times.append(plant.failure_time)
         machine_names += plant.machine_names
         sensors = {
