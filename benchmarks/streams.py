@@ -33,12 +33,15 @@ alarms) gives a batch of 8 windows:
 **Accuracy.** Machines are the unit of the split: the LTC on the slow clock
 (trained on the training machines' windows, keeping its epoch of lowest loss
 on the validation machines'), the same LTC on the pooled windows (standardised
-channel by channel, each sensor group pooled, standardised again), the LTC
+channel by channel, each sensor group pooled, standardised again), the same
+with a learned frame encoder before the cell (the stream job's, as
+`--frame-encoder mlp` builds it), the LTC
 that `ltc-jax stream` derives for the
 same windows (its model, schedule and patience, on the same machines; as
 `ltc-jax stream --sensor-pooling none`), the same on the pooled windows (as
 `--sensor-pooling groups`, the stream job's default on a plant where pooling
-gives fewer channels), and
+gives fewer channels), the same with a learned frame encoder (as
+`--sensor-pooling groups --frame-encoder mlp`), and
 logistic regression and gradient-boosted trees (scikit-learn) on each
 window's summary features (per channel: last, mean, standard deviation,
 minimum and maximum over the frames; trained on the training and validation
@@ -71,6 +74,7 @@ import tyro
 import ltc_jax
 import ltc_jax.app
 from experiments import _problems, _run
+from ltc_jax.app.settings import make_frame_encoder
 from ltc_jax.app.streams import simulated_chunks
 from ltc_jax.datasets import simulate_plant, stream_windows
 
@@ -157,6 +161,7 @@ def frame_model(
     readout_features: str = "both",
     input_size: int | None = None,
     others: tuple = (),
+    frame_encoder: bool = False,
 ) -> tuple[ltc_jax.LTC, ltc_jax.Integrator]:
     """The LTC on the slow clock, and its integrator, from the windows' own
     settings (`derive_defaults`): time constants from a tenth of a frame to the
@@ -164,12 +169,22 @@ def frame_model(
     read as `readout_features` says. On the union grid the "frame" is the
     median union interval; `input_size` counts the path's channels where it
     adds masks (default `train.num_channels`). `others` (the sets it will also
-    be solved on) widen `max_steps` where their windows take more steps."""
+    be solved on) widen `max_steps` where their windows take more steps. With
+    `frame_encoder`, the cell reads each frame through the stream job's
+    learned encoder (`ltc_jax.app.settings.make_frame_encoder`)."""
     defaults = ltc_jax.training.derive_defaults([train], adaptive=False)
+    input_size = train.num_channels if input_size is None else input_size
+    encoder = {}
+    if frame_encoder:
+        encoder = dict(
+            encoder=make_frame_encoder(input_size, hidden_size, key=jr.fold_in(key, 1)),
+            encoded_size=hidden_size,
+        )
     model = ltc_jax.LTC(
-        train.num_channels if input_size is None else input_size,
+        input_size,
         hidden_size,
         train.num_classes,
+        **encoder,
         tau_init=defaults.tau_init,
         tau_min=defaults.tau_min,
         gate_bias_init="chrono",
@@ -412,7 +427,9 @@ def accuracy_rows(config: Config, seed: int) -> list[dict]:
         seconds = time.perf_counter() - start
         score(name, estimator.predict_proba(test_features)[:, 1], seconds)
 
-    def train_ltc(name, train, validation, test, input_size=None, **options):
+    def train_ltc(
+        name, train, validation, test, input_size=None, frame_encoder=False, **options
+    ):
         model, integrator = frame_model(
             train,
             config.accuracy_hidden_size,
@@ -420,6 +437,7 @@ def accuracy_rows(config: Config, seed: int) -> list[dict]:
             "pooled",
             input_size,
             others=(validation, test),
+            frame_encoder=frame_encoder,
         )
         model = _problems.cast(model, "float32")
         options = dict(
@@ -447,14 +465,15 @@ def accuracy_rows(config: Config, seed: int) -> list[dict]:
         logits = model(path, integrator=integrator)
         score(name, np.asarray(jax.nn.softmax(logits, axis=-1))[:, 1], seconds)
 
-    def train_job(name, train, validation, test):
+    def train_job(name, train, validation, test, **options):
         # What `ltc-jax stream` trains on these windows: its derived model and
-        # schedule, the same validation machines and its patience.
+        # schedule (its frame encoder included), the same validation machines
+        # and its patience; `options` as its command-line options.
         job, model, _, seconds = _problems.fit_main_job(
             train,
             (test,),
             validation,
-            ltc_jax.app.StreamConfig(),
+            ltc_jax.app.StreamConfig(**options),
             seed=seed,
             epochs=config.job_epochs,
         )
@@ -465,10 +484,21 @@ def accuracy_rows(config: Config, seed: int) -> list[dict]:
     pooled = pooled_windows(channel_groups, train, validation, test)
     train_ltc("LTC, slow clock", train, validation, test)
     train_ltc("LTC, slow clock, sensor groups pooled", *pooled)
+    train_ltc(
+        "LTC, slow clock, sensor groups pooled, frame encoder",
+        *pooled,
+        frame_encoder=True,
+    )
     train_job("LTC, stream job, per sensor", train, validation, test)
     # As `ltc-jax stream --sensor-pooling groups` pools them: standardised,
     # pooled and standardised again (`ltc_jax.app.streams.pool_windows`).
     train_job("LTC, stream job, sensor groups pooled", *pooled)
+    # As `--frame-encoder mlp`: the cell reads a learned encoding of them.
+    train_job(
+        "LTC, stream job, sensor groups pooled, frame encoder",
+        *pooled,
+        frame_encoder="mlp",
+    )
     # The union grid where no window holds more than `union_limit` samples, in
     # the scaling table's layout: held values, observation masks and times
     # since observation, one fused step per median union interval.

@@ -9,6 +9,7 @@ import sys
 import time
 import warnings
 
+import equinox as eqx
 import jax
 import numpy as np
 import pytest
@@ -1428,6 +1429,7 @@ def test_cli_stream_pools_sensor_groups_and_reads_a_log_as_it_pooled(tmp_path, c
     pooled across its sensors (4 groups' 11 features, 4 statistics each),
     though at 10 sensors that is more channels than their own;
     `evaluate` pools the test machines' log with the run's channel statistics
+    and reads them through the run's frame encoder (`--frame-encoder mlp`)
     to the job's own test accuracy and loss. A log's tags take their groups
     from `--sensor-groups`, which implies pooling by them: the log's run reads
     the same channels as the plant's."""
@@ -1437,9 +1439,12 @@ def test_cli_stream_pools_sensor_groups_and_reads_a_log_as_it_pooled(tmp_path, c
     options += ["--window-seconds", "60", "--horizon-seconds", "300"]
     options += ["--epochs", "2", "--hidden-size", "4", "--seed", "3"]
     assert cli.main(["stream", *options, "--sensor-pooling", "groups", "--no-progress",
-                     "--out", str(out)]) == 0  # fmt: skip
+                     "--frame-encoder", "mlp", "--out", str(out)]) == 0  # fmt: skip
     metrics = json.loads((out / "metrics.json").read_text())
     data = json.loads((out / "data.json").read_text())
+    from ltc_jax.app.runs import load_run
+
+    assert isinstance(load_run(str(out))[1].encoder, eqx.nn.MLP)
     stream = data["settings"]["stream"]
     assert data["input_channels"] == (3 + 3 + 2 + 3) * 4
     assert len(stream["channel_mean"]) == len(stream["channel_names"]) == 25

@@ -774,8 +774,10 @@ def test_streams_benchmark_quick(tmp_path):
         "gradient-boosted trees",
         "LTC, slow clock",
         "LTC, slow clock, sensor groups pooled",
+        "LTC, slow clock, sensor groups pooled, frame encoder",
         "LTC, stream job, per sensor",
         "LTC, stream job, sensor groups pooled",
+        "LTC, stream job, sensor groups pooled, frame encoder",
         "LTC, union grid",
     ]
     for r in metrics["accuracy"]:  # 2 held-out machines' last 1800 s: 15 windows each

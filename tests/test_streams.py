@@ -1110,3 +1110,55 @@ def test_a_logs_groups_name_its_tags_kinds_for_pooling(tmp_path):
         read_sensor_log(path, event_tags=alarm, sensor_groups={"alarm": "pressure"})
     with pytest.raises(ValueError, match="not an event group .*got 'alarm'\\.$"):
         read_sensor_log(path, event_tags=alarm, sensor_groups={"tag0": "alarm"})
+
+
+def test_the_stream_jobs_frame_encoder_is_the_mlp_its_help_describes():
+    """`ltc-jax stream --frame-encoder mlp` feeds the ltc cell `W2 tanh(W1 x +
+    b1) + b2` of each frame's channels `x` (a NumPy transcription, at the
+    sizes the option's help gives), and the job's gradient in the encoder's
+    first layer is the loss's central finite difference (float64). By
+    default, and in a run saved before the option, there is none; the
+    encoder is refused for the CfC."""
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+
+    from ltc_jax.app import StreamConfig, prepare
+    from ltc_jax.app.runs import config_from_json
+    from ltc_jax.app.streams import load_stream_data
+
+    options = dict(machines=4, sensors=6, simulated_seconds=300.0, hidden_size=3)
+    options |= dict(window_seconds=30.0, horizon_seconds=120.0, epochs=1)
+    plain = StreamConfig(**options)
+    train = load_stream_data(plain)["train"].take(np.arange(5))
+    assert prepare(plain, train).model.encoder is None
+    saved = {k: v for k, v in dataclasses.asdict(plain).items() if k != "frame_encoder"}
+    assert config_from_json(saved).frame_encoder == "none"
+    with pytest.raises(ValueError, match="--frame-encoder mlp is built for the ltc"):
+        StreamConfig(model="cfc", frame_encoder="mlp").check()
+    job = prepare(dataclasses.replace(plain, frame_encoder="mlp"), train)
+    assert job.settings["frame_encoder"] == "mlp"
+
+    encoder = job.model.encoder
+    first, second = (np.asarray(layer.weight) for layer in encoder.layers)
+    assert first.shape == (6, train.num_channels) and second.shape == (3, 6)
+    x = np.linspace(-2.0, 2.0, train.num_channels)
+    hidden = np.tanh(first @ x + np.asarray(encoder.layers[0].bias))
+    expected = second @ hidden + np.asarray(encoder.layers[1].bias)
+    np.testing.assert_allclose(encoder(jnp.asarray(x)), expected, rtol=1e-12)
+
+    def loss(model):
+        return jnp.sum(jnp.sin(model(job.path, integrator=job.integrator)))
+
+    grad = eqx.filter_grad(loss)(job.model).encoder.layers[0].weight[0, 0]
+    step = 1e-6
+
+    def moved(by):
+        where = lambda m: m.encoder.layers[0].weight  # noqa: E731
+        weight = where(job.model)
+        return loss(eqx.tree_at(where, job.model, weight.at[0, 0].add(by)))
+
+    difference = (moved(step) - moved(-step)) / (2 * step)
+    assert abs(float(grad)) > 1e-6
+    np.testing.assert_allclose(float(grad), float(difference), rtol=1e-5)
+    jax.clear_caches()

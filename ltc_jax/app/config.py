@@ -520,6 +520,11 @@ class StreamConfig(TrainConfig):
     across its sensors (mean, std, min, max), or none, each sensor's own.
     Default: groups with --sensor-groups, or on the simulated plant where
     pooling gives fewer channels; else none."""
+    frame_encoder: Literal["none", "mlp"] = "none"
+    """What the cell reads of each frame: none (default), the channels
+    themselves; or mlp, a learned encoder of them (one layer of 2 x
+    --hidden-size tanh units, then --hidden-size outputs), trained with the
+    model; for the ltc cell of --model ltc only."""
 
     def check(self) -> None:
         """Check every option, as [`ltc_jax.app.TrainConfig.check`][] does, and
@@ -558,6 +563,12 @@ class StreamConfig(TrainConfig):
             raise ValueError(
                 "--sensor-groups names the kinds to pool the sensors by, and "
                 "--sensor-pooling none pools none: give one of them."
+            )
+        if self.frame_encoder == "mlp" and (self.model, self.cell) != ("ltc", "ltc"):
+            raise ValueError(
+                "--frame-encoder mlp is built for the ltc cell of --model ltc; "
+                f"got --model {self.model} --cell {self.cell}. Give --frame-encoder "
+                "none."
             )
         if self.log_columns and self.log is None:
             raise ValueError("--log-columns names columns of --log; give --log.")

@@ -10,9 +10,11 @@ from collections.abc import Callable
 from typing import Any
 
 import diffrax
+import equinox as eqx
 import jax
 import jax.random as jr
 import optax
+from jaxtyping import PRNGKeyArray
 
 import ltc_jax
 from ltc_jax.datasets import SequenceDataset, stratified_folds, stratified_split
@@ -142,6 +144,20 @@ def gate_bias_init(config: TrainConfig) -> str | None:
     if config.model == "cfc" or config.cell != "ltc":
         return None
     return config.gate_bias_init or "chrono"
+
+
+def make_frame_encoder(
+    input_size: int, hidden_size: int, *, key: PRNGKeyArray
+) -> eqx.nn.MLP:
+    """The stream job's frame encoder: an MLP from a frame's `input_size`
+    channels through one layer of `2 * hidden_size` tanh units to
+    `hidden_size` outputs, the LTC cell's input (`(input_size,) ->
+    (hidden_size,)`, applied at every time the solve reads the path). Its
+    parameters are equinox's default initialisation (uniform within
+    1/sqrt(fan-in)), in the default float dtype."""
+    return eqx.nn.MLP(
+        input_size, hidden_size, 2 * hidden_size, 1, activation=jax.nn.tanh, key=key
+    )
 
 
 def readout_features(config: TrainConfig) -> str:
@@ -282,6 +298,8 @@ def resolve_settings(
         names = tuple(name for name in names if name not in unused)
     if reads_elapsed_time(config):
         names = (*names, "time_scale")
+    if isinstance(config, StreamConfig):  # what make_model reads back
+        chosen["frame_encoder"] = config.frame_encoder
     derived = {
         name: dict(value=chosen[name], reason=reasons[name])
         for name in names
@@ -390,7 +408,10 @@ def make_model(
     run saved before readout times existed reads its final state) and the
     config's `readout_features` and, for the `ltc` cell, `gate_bias_init`; the
     CfC's `time_scale` is the settings' (1, the times' own unit, for a run
-    saved before it was derived)."""
+    saved before it was derived); the LTC reads its input through
+    [`make_frame_encoder`][ltc_jax.app.settings.make_frame_encoder] where
+    the settings' `frame_encoder` is `"mlp"` (a stream job's; none for a run
+    saved before it existed)."""
     sizes = (input_size, config.hidden_size, output_size)
     shared = dict(
         readout_times=settings.get("readout_times", 1),
@@ -420,6 +441,14 @@ def make_model(
             **gate,
             **shared,
         )
+    encoder = {}
+    if settings.get("frame_encoder", "none") == "mlp":  # a stream job's LTC
+        encoder = dict(
+            encoder=make_frame_encoder(
+                input_size, config.hidden_size, key=jr.fold_in(shared["key"], 1)
+            ),
+            encoded_size=config.hidden_size,
+        )
     return ltc_jax.LTC(
         *sizes,
         cell=config.cell,
@@ -427,6 +456,7 @@ def make_model(
         tau_init=tuple(settings["tau_init"]),
         tau_min=settings.get("tau_min") or config.tau_min or 0.0,
         matmul_dtype="bfloat16" if config.precision == "bf16" else None,
+        **encoder,
         **gate,
         **shared,
     )
