@@ -90,10 +90,9 @@ def collapse_hint(model, duration: float, max_steps: int) -> str | None:
         return None
     if np.isfinite(rate) and rate * duration <= COLLAPSE_FACTOR * max_steps:
         return None
-    if isinstance(field, LTCVectorField):
-        cause = (
-            f"the time constants have collapsed toward 0 (tau_min={field.tau_min:g})"
-        )
+    cell = getattr(field, "cell", field)  # the LTC behind an encoder
+    if isinstance(cell, LTCVectorField):
+        cause = f"the time constants have collapsed toward 0 (tau_min={cell.tau_min:g})"
         fix = (
             "Give tau a floor (LTC(..., tau_min=...); derive_defaults derives one "
             "from the data), or lower the learning rate."

@@ -113,9 +113,14 @@ def test_the_derived_tau_floor_keeps_an_sgd_step_from_collapsing_tau():
     assert float(jnp.min(kicked.cell.tau)) == np.float32(defaults.tau_min)
 
 
-def test_a_collapsed_time_constant_is_named_not_max_steps():
+@pytest.mark.parametrize("encoded", [False, True])
+def test_a_collapsed_time_constant_is_named_not_max_steps(encoded):
+    """Named with its fix, also where the LTC reads its input through an
+    encoder (as `ltc-jax stream --frame-encoder mlp` builds it)."""
     data = _dataset(_jittered(1.0))
-    model = ltc_jax.LTC(2, 4, 2, key=jr.key(0))  # tau_min 0: tau may collapse
+    encoder = dict(encoder=eqx.nn.Linear(2, 3, key=jr.key(1)), encoded_size=3)
+    # tau_min 0: tau may collapse
+    model = ltc_jax.LTC(2, 4, 2, **(encoder if encoded else {}), key=jr.key(0))
     # softplus(-1000) is 0 in float64 as in float32.
     collapsed = eqx.tree_at(lambda m: m.cell.tau_raw, model, jnp.full((4,), -1000.0))
     assert float(jnp.min(collapsed.cell.tau)) == 0.0

@@ -545,6 +545,7 @@ def train_and_evaluate(
         rtol=_tolerance(integrator, "rtol"),
         atol=_tolerance(integrator, "atol"),
         cell=config.cell,
+        frame_encoder=getattr(config, "frame_encoder", None),
         wiring=config.wiring if config.cell == "biophysical" else None,
         adaptive=integrator.is_adaptive,
         max_steps=integrator.max_steps,

@@ -149,12 +149,24 @@ def gate_bias_init(config: TrainConfig) -> str | None:
 def make_frame_encoder(
     input_size: int, hidden_size: int, *, key: PRNGKeyArray
 ) -> eqx.nn.MLP:
-    """The stream job's frame encoder: an MLP from a frame's `input_size`
-    channels through one layer of `2 * hidden_size` tanh units to
-    `hidden_size` outputs, the LTC cell's input (`(input_size,) ->
-    (hidden_size,)`, applied at every time the solve reads the path). Its
-    parameters are equinox's default initialisation (uniform within
-    1/sqrt(fan-in)), in the default float dtype."""
+    """The frame encoder of `ltc-jax stream --frame-encoder mlp`: an
+    `equinox.nn.MLP` from a frame's `input_size` channels through one layer
+    of `2 * hidden_size` tanh units to `hidden_size` outputs, the LTC cell's
+    input. It maps one frame's features, `float[input_size] ->
+    float[hidden_size]`; as an [`ltc_jax.LTC`][]'s `encoder` (with
+    `encoded_size=hidden_size`) it is applied wherever the solve reads the
+    path (with the fused step, at each of its `ode_unfolds` sub-steps, to the
+    same held frame), and every gradient mode trains it. Its parameters take
+    equinox's default initialisation (uniform within 1/sqrt(fan-in)) in the
+    default float dtype.
+
+    **Arguments:** `input_size`: a frame's channels; `hidden_size`: the
+    LTC's units; `key`: a `jax.random.PRNGKey`.
+
+    **Raises:** nothing of its own; equinox's errors pass through.
+
+    **Source:** the multi-rate LTC's learnable frame encoder (the docs'
+    "Sensor streams" page measures it against the frames' own features)."""
     return eqx.nn.MLP(
         input_size, hidden_size, 2 * hidden_size, 1, activation=jax.nn.tanh, key=key
     )
@@ -298,8 +310,6 @@ def resolve_settings(
         names = tuple(name for name in names if name not in unused)
     if reads_elapsed_time(config):
         names = (*names, "time_scale")
-    if isinstance(config, StreamConfig):  # what make_model reads back
-        chosen["frame_encoder"] = config.frame_encoder
     derived = {
         name: dict(value=chosen[name], reason=reasons[name])
         for name in names
@@ -409,9 +419,8 @@ def make_model(
     config's `readout_features` and, for the `ltc` cell, `gate_bias_init`; the
     CfC's `time_scale` is the settings' (1, the times' own unit, for a run
     saved before it was derived); the LTC reads its input through
-    [`make_frame_encoder`][ltc_jax.app.settings.make_frame_encoder] where
-    the settings' `frame_encoder` is `"mlp"` (a stream job's; none for a run
-    saved before it existed)."""
+    [`make_frame_encoder`][ltc_jax.app.settings.make_frame_encoder] where a
+    [`ltc_jax.app.StreamConfig`][]'s `frame_encoder` is `"mlp"`."""
     sizes = (input_size, config.hidden_size, output_size)
     shared = dict(
         readout_times=settings.get("readout_times", 1),
@@ -442,7 +451,7 @@ def make_model(
             **shared,
         )
     encoder = {}
-    if settings.get("frame_encoder", "none") == "mlp":  # a stream job's LTC
+    if getattr(config, "frame_encoder", "none") == "mlp":  # a stream job's LTC
         encoder = dict(
             encoder=make_frame_encoder(
                 input_size, config.hidden_size, key=jr.fold_in(shared["key"], 1)
