@@ -1115,7 +1115,8 @@ def test_a_logs_groups_name_its_tags_kinds_for_pooling(tmp_path):
 def test_the_stream_jobs_frame_encoder_is_the_mlp_its_help_describes():
     """`ltc-jax stream --frame-encoder mlp` feeds the ltc cell `W2 tanh(W1 x +
     b1) + b2` of each frame's channels `x` (a NumPy transcription, at the
-    sizes the option's help gives), and the job's gradient in the encoder's
+    sizes the option's help gives), at its own learning rate unless one is
+    given, and the job's gradient in the encoder's
     first layer is the loss's central finite difference (float64). By
     default, and in a run saved before the option, there is none; the
     encoder is refused for the CfC."""
@@ -1125,6 +1126,7 @@ def test_the_stream_jobs_frame_encoder_is_the_mlp_its_help_describes():
 
     from ltc_jax.app import StreamConfig, prepare
     from ltc_jax.app.runs import config_from_json
+    from ltc_jax.app.settings import FRAME_ENCODER_LEARNING_RATE, FRAME_ENCODER_REASON
     from ltc_jax.app.streams import load_stream_data
 
     options = dict(machines=4, sensors=6, simulated_seconds=300.0, hidden_size=3)
@@ -1139,6 +1141,13 @@ def test_the_stream_jobs_frame_encoder_is_the_mlp_its_help_describes():
             StreamConfig(**other, frame_encoder="mlp").check()
         StreamConfig(**other).check()  # without it: accepted
     job = prepare(dataclasses.replace(plain, frame_encoder="mlp"), train)
+    # Its own learning rate where none is given, with the reason.
+    assert job.settings["derived"]["learning_rate"] == dict(
+        value=FRAME_ENCODER_LEARNING_RATE, reason=FRAME_ENCODER_REASON
+    )
+    assert prepare(plain, train).settings["learning_rate"] == 1e-2
+    given = dataclasses.replace(plain, frame_encoder="mlp", learning_rate=0.02)
+    assert prepare(given, train).settings["learning_rate"] == 0.02
 
     encoder = job.model.encoder
     first, second = (np.asarray(layer.weight) for layer in encoder.layers)

@@ -524,7 +524,8 @@ class StreamConfig(TrainConfig):
     """What the cell reads of each frame: none (default), the channels
     themselves; or mlp, a learned encoder of them (one layer of 2 x
     --hidden-size tanh units, then --hidden-size outputs), trained with the
-    model; for the ltc cell of --model ltc only."""
+    model, by default at a peak learning rate of 3e-3; for the ltc cell of
+    --model ltc only."""
 
     def check(self) -> None:
         """Check every option, as [`ltc_jax.app.TrainConfig.check`][] does, and

@@ -136,6 +136,18 @@ LEARNING_RATE_REASONS = dict(
 )
 """Why the main job uses `LEARNING_RATES`, recorded as its reason."""
 
+FRAME_ENCODER_LEARNING_RATE = 3e-3
+"""The stream job's peak learning rate for an LTC behind a frame encoder
+(`--frame-encoder mlp`)."""
+
+FRAME_ENCODER_REASON = (
+    "Adam's peak rate for an LTC behind a frame encoder: at the LTC's 1e-2 "
+    "its training loss jumped back up, and its held-out AUROC fell in one run "
+    "of three (the docs' sensor streams page)"
+)
+"""Why the stream job uses `FRAME_ENCODER_LEARNING_RATE`, recorded as its
+reason."""
+
 
 def gate_bias_init(config: TrainConfig) -> str | None:
     """The LTC gate's initial bias a config asks for: `config.gate_bias_init`,
@@ -194,7 +206,9 @@ def resolve_settings(
     `epochs`, `tau_init`, and `derived`, naming each setting the data or the
     model chose and why; also `batching`, `readout_times`, `readout_features`,
     `gate_bias_init` and `learning_rate` (the last three from the model, not the
-    data, with their reasons under `derived` where the config leaves them), and
+    data, with their reasons under `derived` where the config leaves them; the
+    rate is `FRAME_ENCODER_LEARNING_RATE` behind a stream job's frame
+    encoder), and
     for the CfC or a `--time-since-observation` channel `time_scale` (the
     median observation interval), the unit in which they read elapsed time."""
     name, solver_reason = (
@@ -240,6 +254,10 @@ def resolve_settings(
         "logit(min(1/2, 1/tau)) per unit: each unit's memory at initialisation "
         "follows its time constant (Tallec & Ollivier 2018)"
     )
+    learning_rate = LEARNING_RATES[config.model]
+    rate_reason = LEARNING_RATE_REASONS[config.model]
+    if getattr(config, "frame_encoder", "none") == "mlp":
+        learning_rate, rate_reason = FRAME_ENCODER_LEARNING_RATE, FRAME_ENCODER_REASON
     chosen = dict(
         solver=name,
         dt0=config.dt0 if config.dt0 is not None or adaptive else defaults.dt0,
@@ -251,9 +269,9 @@ def resolve_settings(
         readout_times=config.readout_times or readout_times,
         readout_features=readout_features(config),
         gate_bias_init=gate_bias_init(config),
-        learning_rate=config.learning_rate or LEARNING_RATES[config.model],
+        learning_rate=config.learning_rate or learning_rate,
     )
-    reasons["learning_rate"] = LEARNING_RATE_REASONS[config.model]
+    reasons["learning_rate"] = rate_reason
     if reads_elapsed_time(config):
         chosen["time_scale"] = config.time_scale or defaults.spacing
         reasons["time_scale"] = (
