@@ -526,6 +526,9 @@ class StreamConfig(TrainConfig):
     --hidden-size tanh units, then --hidden-size outputs), trained with the
     model, by default at a peak learning rate of 3e-3; for the ltc cell of
     --model ltc only."""
+    learning_rate: OptionalFloat = None
+    """Peak learning rate of Adam (cosine decay to 1% of it). Default: 1e-3 for
+    the CfC, 3e-3 with --frame-encoder mlp, else 1e-2."""
 
     def check(self) -> None:
         """Check every option, as [`ltc_jax.app.TrainConfig.check`][] does, and
@@ -566,10 +569,14 @@ class StreamConfig(TrainConfig):
                 "--sensor-pooling none pools none: give one of them."
             )
         if self.frame_encoder == "mlp" and (self.model, self.cell) != ("ltc", "ltc"):
+            given = (
+                f"--model {self.model}"
+                if self.model != "ltc"
+                else f"--cell {self.cell}"
+            )
             raise ValueError(
                 "--frame-encoder mlp is built for the ltc cell of --model ltc; "
-                f"got --model {self.model} --cell {self.cell}. Give --frame-encoder "
-                "none."
+                f"got {given}. Give --frame-encoder none."
             )
         if self.log_columns and self.log is None:
             raise ValueError("--log-columns names columns of --log; give --log.")
