@@ -14,7 +14,7 @@ import numpy as np
 from ._adjoint import WindowedBacksolveAdjoint
 from ._errors import DivergenceError, SolverFailureError
 from ._integrator import Integrator
-from ._model import AbstractSequenceModel, solves_ode
+from ._model import AbstractSequenceModel, _EncodedField, solves_ode
 from ._names import has_reverse_solve
 from ._results import RESULTS
 from ._solve import Trajectory
@@ -90,8 +90,8 @@ def collapse_hint(model, duration: float, max_steps: int) -> str | None:
         return None
     if np.isfinite(rate) and rate * duration <= COLLAPSE_FACTOR * max_steps:
         return None
-    cell = getattr(field, "cell", field)  # the LTC behind an encoder
-    if isinstance(cell, LTCVectorField):
+    cell = field.cell if isinstance(field, _EncodedField) else field
+    if isinstance(cell, LTCVectorField):  # behind an encoder or not
         cause = f"the time constants have collapsed toward 0 (tau_min={cell.tau_min:g})"
         fix = (
             "Give tau a floor (LTC(..., tau_min=...); derive_defaults derives one "

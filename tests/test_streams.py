@@ -1115,11 +1115,11 @@ def test_a_logs_groups_name_its_tags_kinds_for_pooling(tmp_path):
 def test_the_stream_jobs_frame_encoder_is_the_mlp_its_help_describes():
     """`ltc-jax stream --frame-encoder mlp` feeds the ltc cell `W2 tanh(W1 x +
     b1) + b2` of each frame's channels `x` (a NumPy transcription, at the
-    sizes the option's help gives), at its own learning rate unless one is
-    given, and the job's gradient in the encoder's
-    first layer is the loss's central finite difference (float64). By
-    default, and in a run saved before the option, there is none; the
-    encoder is refused for the CfC."""
+    sizes the option's help gives), trains at its own learning rate unless
+    one is given, and the job's gradient in the encoder's first layer is the
+    loss's central finite difference (float64). By default, and in a run
+    saved before the option, there is none; the encoder is refused for the
+    CfC, the jump model and the biophysical cell."""
     import equinox as eqx
     import jax
     import jax.numpy as jnp

@@ -84,6 +84,12 @@ def simulated_chunks(
     within the chunk), simulated only once the caller asks for it, so that a
     caller that drops each chunk when done holds one at a time.
 
+    **Arguments:** `sensors` per machine, `seed` (of the whole plant) and
+    `simulated_seconds` (each machine's last seconds before it fails), as
+    [`ltc_jax.datasets.simulate_plant`][] takes them; `at_once`: machines per
+    chunk (default `SIMULATED_AT_ONCE`, 6: at 200 sensors a chunk's last hour
+    is about 58 million samples, 1.4 GB).
+
     **Raises:** `ValueError` for `at_once` below 1, or as
     [`ltc_jax.datasets.simulate_plant`][]."""
     if at_once < 1:
