@@ -543,6 +543,29 @@ def test_cli_resumes_a_run_saved_before_readout_times_were_derived(tmp_path):
     assert json.loads((out / "metrics.json").read_text())["resumed"]
 
 
+def test_an_option_given_at_its_default_conflicts_with_the_resumed_runs_value(
+    tmp_path, capsys
+):
+    """A resumed run keeps its options. An option given on the command line at
+    its default (`--clip-norm 1.0`, in either spelling) where the run saved
+    another (2.0) is refused, naming both, as one given at another value is,
+    rather than silently resuming with the saved value; the saved value itself,
+    given again, resumes."""
+    _, _, out, _ = _train_toy(tmp_path, 24, 10, *SMALL_RUN, "--clip-norm", "2")
+    (out / "metrics.json").unlink()  # an interrupted run: resumable
+    capsys.readouterr()
+    resume = ("train", "--resume", str(out))
+    for given in (("--clip-norm", "1.0"), ("--clip_norm=1",)):
+        assert "these differ: --clip-norm 1.0 (saved: 2.0)" in _bad(
+            tmp_path, capsys, *resume, *given
+        )
+    assert "these differ: --clip-norm 3.0" in _bad(
+        tmp_path, capsys, *resume, "--clip-norm", "3"
+    )
+    assert cli.main([*resume, "--clip-norm", "2", "--no-progress"]) == 0
+    assert json.loads((out / "metrics.json").read_text())["resumed"]
+
+
 def _quarter_second_toys(tmp_path) -> list[str]:
     """Toy training and test `.ts` files (24 and 10 series) with timestamps
     0.25 s apart: a median interval that is not the sample index's 1."""
@@ -1419,7 +1442,7 @@ def test_output_to_a_reader_that_left_ends_quietly(monkeypatch, capsys):
     assert capsys.readouterr().err == ""
     # Another pipe's failure, with standard output open, is an error.
     monkeypatch.setattr(sys, "stdout", io.StringIO())
-    monkeypatch.setattr(cli, "_run", ClosedPipe().write)
+    monkeypatch.setattr(cli, "_run", lambda config, args: ClosedPipe().write(""))
     assert cli.main(["stream"]) == 2
     assert "Broken pipe" in capsys.readouterr().err
 

@@ -154,10 +154,28 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
     _say(f"ltc-jax: warning{kind}: {' '.join(str(message).split())}")
 
 
-def _run(config) -> int:
-    """Run one parsed subcommand; return the exit status."""
+def _given_options(config: TrainConfig, args: list[str]) -> frozenset[str]:
+    """The fields of `config` that `args` set: `--name`, `--name=value` and a
+    boolean's `--no-name`, with dashes or underscores (tyro takes both)."""
+    names = {field.name for field in dataclasses.fields(config)}
+    given = set()
+    for arg in args:
+        if not arg.startswith("--"):
+            continue
+        name = arg[2:].split("=", 1)[0].replace("-", "_")
+        if name not in names and name.startswith("no_"):
+            name = name.removeprefix("no_")
+        if name in names:
+            given.add(name)
+    return frozenset(given)
+
+
+def _run(config, args: list[str]) -> int:
+    """Run one parsed subcommand, parsed from `args`; return the exit status."""
     if isinstance(config, TrainConfig):
-        metrics = train_and_evaluate(config, say=_say)
+        metrics = train_and_evaluate(
+            config, say=_say, given=_given_options(config, args)
+        )
         print_report(metrics, memory_hint=not config.memory_table)
     elif isinstance(config, EvaluateConfig):
         result = evaluate_run(config.run_dir, config.data, config.failures)
@@ -248,7 +266,7 @@ def _main(args: list[str], debug: bool) -> int:
                 "version; --debug shows tracebacks."
             ),
         )
-        return _run(config)
+        return _run(config, args)
     except RunInterrupted as interrupted:
         if interrupted.run_dir is None:
             _say("ltc-jax: interrupted before training began; nothing was written.")

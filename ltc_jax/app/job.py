@@ -4,7 +4,7 @@ import dataclasses
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import equinox as eqx
@@ -252,15 +252,20 @@ def _same_file(given: str | None, saved: str | None) -> bool:
     )
 
 
-def _resumed_config(config: TrainConfig) -> tuple[TrainConfig, dict[str, Any]]:
+def _resumed_config(
+    config: TrainConfig, given: Collection[str] | None = None
+) -> tuple[TrainConfig, dict[str, Any]]:
     """The saved configuration of the run `config.resume` continues, and the
-    `derived` record saved with it (empty for runs that predate it).
+    `derived` record saved with it (empty for runs that predate it). `given`:
+    the options set on the command line, where known (see
+    [`train_and_evaluate`][ltc_jax.app.job.train_and_evaluate]).
 
     **Raises:** `FileNotFoundError` without a `config.json`, or for a saved
     input file not found from here (a run saved before its files were recorded
     as absolute paths, resumed from another folder); `ValueError` if
-    `config` sets an option to a value the saved run does not have (an input
-    file counts as the same under any spelling of its path): a resumed
+    `config` sets an option to a value the saved run does not have (an option
+    in `given`, even at its default; without `given`, one not at its default;
+    an input file counts as the same under any spelling of its path): a resumed
     run keeps its options, except where it runs (`PLACEMENT`), which comes from
     `config` (another device count gives the same run to round-off). The batch
     size and the validation share the run derived are kept (so that neither
@@ -287,7 +292,11 @@ def _resumed_config(config: TrainConfig) -> tuple[TrainConfig, dict[str, Any]]:
         f"{getattr(saved, field.name)!r})"
         for field in dataclasses.fields(config)
         if field.name not in ("resume", *PLACEMENT)
-        and getattr(config, field.name) != _field_default(field)
+        and (
+            field.name in given
+            if given is not None
+            else getattr(config, field.name) != _field_default(field)
+        )
         and getattr(config, field.name) != getattr(saved, field.name)
         and not (
             field.name in FILES
@@ -340,7 +349,10 @@ def _resumed_config(config: TrainConfig) -> tuple[TrainConfig, dict[str, Any]]:
 
 
 def train_and_evaluate(
-    config: TrainConfig, say: Callable[[str], None] | None = None
+    config: TrainConfig,
+    say: Callable[[str], None] | None = None,
+    *,
+    given: Collection[str] | None = None,
 ) -> dict[str, Any]:
     """Run the main job: load data, train, evaluate, and write the run folder.
 
@@ -359,7 +371,12 @@ def train_and_evaluate(
     the epochs, before the run trained (`None` without them).
 
     **Arguments:** `config`; `say`: called with one-line status messages (what is
-    resumed, what is being compiled); default: silent.
+    resumed, what is being compiled); default: silent. `given`: the names of
+    the fields of `config` that were set explicitly (the command line's
+    options); with `config.resume`, each must equal the saved run's value,
+    even one set to its default (`--frame-encoder none` on a run trained with
+    `mlp`). Default (`None`): only fields not at their defaults count as set,
+    since a config object cannot tell a default given from one left out.
 
     **Returns:** the metrics dict, also written to `metrics.json`, with at least
     `task` (`"classification"` or `"regression"`), `test_accuracy` (`nan` for
@@ -382,7 +399,7 @@ def train_and_evaluate(
     resume = config.resume is not None
     if resume:
         run_dir = config.resume
-        config, saved_derived = _resumed_config(config)
+        config, saved_derived = _resumed_config(config, given)
     if config.coordinator is not None:
         start_processes(config)
     writer = jax.process_index() == 0
