@@ -52,7 +52,8 @@ class JumpLTC(AbstractSequenceModel):
 
     No ODE solver is called: the flow is a `jax.lax.scan` over the
     observations, differentiated by backpropagation like the
-    [`ltc_jax.CfC`][] (`solves_ode` is False; the `integrator` argument is
+    [`ltc_jax.CfC`][], the gradient in the state clamped as the CfC's is
+    (see its "Gradients") (`solves_ode` is False; the `integrator` argument is
     accepted and ignored). Missing channels are filled as the path fills them;
     padding leaves the state unchanged.
 

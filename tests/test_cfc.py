@@ -170,6 +170,52 @@ def test_cfc_gradient_matches_finite_differences(getkey):
     np.testing.assert_allclose(analytic, numeric, rtol=1e-7)
 
 
+def test_the_gradient_in_a_recurrent_state_is_clamped_where_it_would_overflow():
+    """`scan_observations` (the CfC's and the jump model's recurrence) on an
+    expansive update, `h <- 2 h + x`, over 300 observations in float32, the
+    loss the final state: the loss's gradient in observation `k` is
+    `2**(299 - k)`, which overflows float32 past `2**128`. With the state's
+    gradient clamped to `STATE_COTANGENT_BOUND` at every update it is
+    `min(2**(299 - k), bound)` exactly (the closed form of the clamped
+    recursion), finite and exact below the bound; without the clamp (a bound
+    of infinity) it is not finite."""
+    from ltc_jax import _cfc
+
+    n = 300
+    ts = jnp.broadcast_to(jnp.arange(n, dtype=jnp.float32), (2, n))
+    xs = jnp.ones((2, n, 1), jnp.float32)
+    # Only its sizes are read: one unit, the final state.
+    sizes = ltc_jax.CfC(1, 1, 1, key=jax.random.PRNGKey(0))
+
+    def grad_in_inputs(xs):
+        path = ltc_jax.InputPath(ts, xs, jnp.full((2,), n))
+
+        def loss(xs):
+            path_xs = eqx.tree_at(lambda p: p.interpolation.ys, path, xs)
+            trajectory = _cfc.scan_observations(
+                lambda x, h, dt: 2 * h + x,
+                path_xs,
+                None,
+                sizes,
+                "final",
+                updates_per_observation=1,
+            )
+            return jnp.sum(trajectory.ys)
+
+        return jax.grad(loss)(path.interpolation.ys)
+
+    bound = _cfc.STATE_COTANGENT_BOUND
+    powers = 2.0 ** np.arange(n - 1, -1, -1)
+    expected = np.minimum(powers, bound).astype(np.float32)
+    got = np.asarray(grad_in_inputs(xs))[..., 0]
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, np.broadcast_to(expected, (2, n)))
+    assert (got[0] < bound).sum() == 20  # 2**19 < 1e6 < 2**20: exact there
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_cfc, "STATE_COTANGENT_BOUND", float("inf"))
+        assert not np.all(np.isfinite(np.asarray(grad_in_inputs(xs))))
+
+
 def test_cfc_irregular_times_and_padding_behave_as_for_the_ltc(getkey):
     """Each sequence of a ragged batch gives what it gives alone; padding values
     and a shift of a sequence's times change nothing; the readout times read
