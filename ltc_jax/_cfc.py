@@ -40,6 +40,32 @@ _ACTIVATIONS = {
 }
 
 
+STATE_GRADIENT_BOUND = 1e6
+"""The default `state_gradient_bound` of [`ltc_jax.CfC`][] and
+[`ltc_jax.JumpLTC`][]: the largest magnitude of each element of the loss's
+gradient in the state carried back through an update, larger finite values
+being clamped to it at every update, in the backward pass only. Below it the
+gradient is exactly the unclamped one; a gradient in the state this large has
+grown by a power of the number of updates, and would otherwise overflow
+float32 (about 3e38) within a few hundred more (measured: the CfC on ACSF1's
+1,460-sample series)."""
+
+
+def check_state_gradient_bound(bound: float | None) -> float | None:
+    """`bound` as a float (or `None`).
+
+    **Raises:** `ValueError` unless it is `None` or a positive number
+    (infinity included)."""
+    if bound is None:
+        return None
+    if isinstance(bound, bool) or not isinstance(bound, int | float) or not bound > 0:
+        raise ValueError(
+            "state_gradient_bound must be a positive number, or None for no "
+            f"clamp; got {bound!r}."
+        )
+    return float(bound)
+
+
 def _linear(fan_in: int, fan_out: int, dtype, key) -> eqx.nn.Linear:
     """`eqx.nn.Linear` initialised as `ncps` does: Glorot-uniform weights
     (`xavier_uniform_`, gain 1), biases U(-1/sqrt(fan_in), 1/sqrt(fan_in))
@@ -200,22 +226,25 @@ class CfC(AbstractSequenceModel):
     model computes the same whatever the unit of the times.
 
     **Gradients.** Backpropagation runs through every update, and the
-    gradient in the state is clamped elementwise to
-    `ltc_jax._cfc.STATE_COTANGENT_BOUND` (1e6) before each one (Graves 2013's
-    derivative clipping): once training makes the update expansive, that
-    gradient grows like a power of the number of updates, and over a long
-    sequence it would overflow to a non-finite value (ACSF1's 1,460 samples
-    did). Below the bound the gradient is exact. Forward-mode derivatives
-    (`jax.jvp`) are not defined through the clamp.
+    gradient in the state is clamped elementwise to `state_gradient_bound`
+    (default 1e6) before each one (derivative clipping, after Graves 2013):
+    once training makes the update expansive, that gradient grows like a
+    power of the number of updates, and over a long sequence it would
+    overflow to a non-finite value (ACSF1's 1,460 samples did). Below the
+    bound the gradient is exact. Forward-mode derivatives (`jax.jvp`,
+    `jax.jacfwd`) are not defined through the clamp: pass
+    `state_gradient_bound=None` for them.
 
     **Fields:** `cell` ([`ltc_jax.CfCCell`][]), `readout`
     ([`ltc_jax.LinearReadout`][]), static `input_size`, `hidden_size`,
-    `output_size`, `readout_times`, `readout_features`, `time_scale`.
+    `output_size`, `readout_times`, `readout_features`, `time_scale`,
+    `state_gradient_bound`.
     """
 
     cell: CfCCell
     readout: LinearReadout
     time_scale: float = eqx.field(static=True)
+    state_gradient_bound: float | None = eqx.field(static=True)
     solves_ode: ClassVar[bool] = False
     """No ODE solve: training checks no solver steps for it (its `num_steps`
     count the cell's updates)."""
@@ -233,6 +262,7 @@ class CfC(AbstractSequenceModel):
         readout_times: int = 1,
         readout_features: ReadoutFeatures = "states",
         time_scale: float = 1.0,
+        state_gradient_bound: float | None = STATE_GRADIENT_BOUND,
         dtype=None,
         key: PRNGKeyArray,
     ):
@@ -244,14 +274,18 @@ class CfC(AbstractSequenceModel):
         both); `time_scale`: the unit of the elapsed time the cell reads, in
         the unit of the timestamps (default 1: the timestamps' own; the data's
         median observation interval makes the model independent of that unit);
-        `key`.
+        `state_gradient_bound`: the largest magnitude of the loss's gradient in
+        the state carried back through an update (see "Gradients"; `None`: no
+        clamp); `key`.
 
         **Raises:** `ValueError` as [`ltc_jax.CfCCell`][], for `readout_times`
-        not a positive int, an unknown `readout_features`, or a `time_scale`
-        that is not a positive, finite number.
+        not a positive int, an unknown `readout_features`, a `time_scale`
+        that is not a positive, finite number, or a `state_gradient_bound`
+        that is not a positive number or `None`.
         """
         check_readout_times(readout_times)
         check_readout_features(readout_features)
+        self.state_gradient_bound = check_state_gradient_bound(state_gradient_bound)
         self.time_scale = float(time_scale)  # a NumPy scalar is welcome too
         if not 0 < self.time_scale < math.inf:
             raise ValueError(
@@ -322,25 +356,27 @@ class CfC(AbstractSequenceModel):
         def step(x, h, dt):
             return cell(x, h, dt / self.time_scale)
 
-        return scan_observations(step, path, y0, self, save, updates_per_observation=1)
-
-
-STATE_COTANGENT_BOUND = 1e6
-"""The largest magnitude of each element of the loss's gradient in a
-recurrent model's state that `scan_observations` carries back through an
-update: larger values are clamped to it at every update, in the backward
-pass only. Below it the gradient is exactly the
-unclamped one; a gradient in the state this large has grown by a power of
-the number of updates, and would otherwise overflow float32 (about 3e38)
-within a few hundred more (measured: the CfC on ACSF1's 1,460-sample series)."""
+        return scan_observations(
+            step,
+            path,
+            y0,
+            self,
+            save,
+            updates_per_observation=1,
+            state_gradient_bound=self.state_gradient_bound,
+        )
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(1,))
 def bound_cotangent(h: Array, bound: float) -> Array:
-    """The identity on `h`, whose cotangent (the loss's gradient in `h`) is
-    clamped elementwise to `[-bound, bound]` on its way back: derivative
-    clipping of Graves (2013), "Generating sequences with recurrent neural
-    networks", Sec. 2.1, applied to a recurrent state at each update."""
+    """The identity on `h`, whose cotangent (the loss's gradient in `h`) has
+    each finite element clamped to `[-bound, bound]` on its way back
+    (infinities and NaN pass unchanged, so that a step that overflows at once
+    is still reported as such). Adapted from the derivative clipping of
+    Graves (2013), "Generating sequences with recurrent neural networks",
+    Sec. 2.1, which clips the derivatives at an LSTM layer's inputs: here at
+    a recurrent state, before each update, with a bound far above an ordinary
+    gradient's."""
     return h
 
 
@@ -349,7 +385,8 @@ def _bound_cotangent_forward(h, bound):
 
 
 def _bound_cotangent_backward(bound, _, cotangent):
-    return (jnp.clip(cotangent, -bound, bound),)
+    clamped = jnp.clip(cotangent, -bound, bound)
+    return (jnp.where(jnp.isfinite(cotangent), clamped, cotangent),)
 
 
 bound_cotangent.defvjp(_bound_cotangent_forward, _bound_cotangent_backward)
@@ -363,6 +400,7 @@ def scan_observations(
     save: ModelSave,
     *,
     updates_per_observation: int,
+    state_gradient_bound: float | None,
 ) -> Trajectory:
     """The trajectory of a model that updates its state once per observation:
     `h <- step(x(t_i), h, t_i - t_{i-1})` over the batch (`jax.lax.scan` over
@@ -375,17 +413,18 @@ def scan_observations(
     solve through it.
 
     In the backward pass the gradient in the state is clamped elementwise to
-    `STATE_COTANGENT_BOUND` before each update (`bound_cotangent`): an
-    expansive recurrence multiplies it at every update, and over a long
-    sequence it would overflow to infinity (a non-finite gradient) instead of
-    reaching the optimiser's norm clip."""
+    `state_gradient_bound` before each update (`bound_cotangent`; `None`: no
+    clamp): an expansive recurrence multiplies it at every update, and over a
+    long sequence it would overflow to infinity (a non-finite gradient)
+    instead of reaching the optimiser's norm clip."""
     ts, valid = path.ts, path.valid
     previous = jnp.concatenate([ts[:, :1], ts[:, :-1]], axis=1)
     elapsed = jnp.where(valid, ts - previous, 0)
 
     def update(h, column):
         t, dt, real = column
-        h = bound_cotangent(h, STATE_COTANGENT_BOUND)
+        if state_gradient_bound is not None:
+            h = bound_cotangent(h, state_gradient_bound)
         h = jnp.where(real[:, None], step(path.evaluate(t), h, dt), h)
         return h, h
 

@@ -193,14 +193,26 @@ def non_finite_message(
     solver = type(integrator.solver).__name__
     where = f"at epoch {epoch}, batch {index}"
     if model is not None and not solves_ode(model):
+        bound = getattr(model, "state_gradient_bound", None)
+        if bound is None:
+            cause = (
+                "once the weights make an update expansive, the gradient through "
+                "a sequence's updates grows like a power of their number and "
+                "overflows (a state_gradient_bound clamps it)"
+            )
+        else:
+            cause = (
+                "weights that make the states, or one update's gradient, overflow "
+                "at once (the gradient in the state is clamped to "
+                f"state_gradient_bound={bound:g} at each update, so it cannot "
+                "overflow by growing over many)"
+            )
         return (
             f"The training loss or its gradient became NaN or infinite {where} "
             f"({type(model).__name__}, no ODE solve). The parameters were not "
-            "updated with it. A likely cause is the recurrence: once the weights "
-            "make an update expansive, the gradient through a sequence's updates "
-            "grows like a power of their number and overflows. Lower the learning "
-            "rate, add weight decay, shorten the sequences, or skip such steps "
-            "(on_failure=SkipFailures(...), --on-failure skip)."
+            f"updated with it. A likely cause is the recurrence: {cause}. Lower "
+            "the learning rate, add weight decay, shorten the sequences, or skip "
+            "such steps (on_failure=SkipFailures(...), --on-failure skip)."
         )
     if isinstance(integrator.adjoint, WindowedBacksolveAdjoint):
         cause = (

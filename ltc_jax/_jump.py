@@ -10,7 +10,11 @@ import jax.numpy as jnp
 import jax.random as jr
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from ._cfc import scan_observations
+from ._cfc import (
+    STATE_GRADIENT_BOUND,
+    check_state_gradient_bound,
+    scan_observations,
+)
 from ._model import (
     AbstractSequenceModel,
     LinearReadout,
@@ -52,15 +56,16 @@ class JumpLTC(AbstractSequenceModel):
 
     No ODE solver is called: the flow is a `jax.lax.scan` over the
     observations, differentiated by backpropagation like the
-    [`ltc_jax.CfC`][], the gradient in the state clamped as the CfC's is
-    (see its "Gradients") (`solves_ode` is False; the `integrator` argument is
-    accepted and ignored). Missing channels are filled as the path fills them;
-    padding leaves the state unchanged.
+    [`ltc_jax.CfC`][], with the gradient in the state clamped to
+    `state_gradient_bound` as in the CfC (its "Gradients"). `solves_ode` is
+    False; the `integrator` argument is accepted and ignored. Missing
+    channels are filled as the path fills them; padding leaves the state
+    unchanged.
 
     **Fields:** `field` (an [`ltc_jax.LTCVectorField`][] of one input
     channel, read as 0), `update` (`equinox.nn.GRUCell`), `readout`
-    ([`ltc_jax.LinearReadout`][]); static `substeps` and the sizes and readout
-    options of [`ltc_jax.AbstractSequenceModel`][].
+    ([`ltc_jax.LinearReadout`][]); static `substeps`, `state_gradient_bound`
+    and the sizes and readout options of [`ltc_jax.AbstractSequenceModel`][].
 
     Source: Rubanova, Chen and Duvenaud (2019), "Latent ODEs for irregularly
     sampled time series", NeurIPS (the ODE-RNN); the LTC of Hasani et al.
@@ -71,6 +76,7 @@ class JumpLTC(AbstractSequenceModel):
     update: eqx.nn.GRUCell
     readout: LinearReadout
     substeps: int = eqx.field(static=True)
+    state_gradient_bound: float | None = eqx.field(static=True)
     solves_ode: ClassVar[bool] = False
     """No ODE solver: training checks no solver steps for it (its `num_steps`
     count the fused steps and updates)."""
@@ -87,6 +93,7 @@ class JumpLTC(AbstractSequenceModel):
         substeps: int = 1,
         readout_times: int = 1,
         readout_features: ReadoutFeatures = "states",
+        state_gradient_bound: float | None = STATE_GRADIENT_BOUND,
         dtype=None,
         key: PRNGKeyArray,
     ):
@@ -97,11 +104,13 @@ class JumpLTC(AbstractSequenceModel):
         `substeps`, fused steps per interval between observations (default
         1); `readout_times`, `readout_features`: as [`ltc_jax.LTC`][]'s (the
         state after the last observation at or before each of `n` evenly
-        spread times); `dtype`; `key`.
+        spread times); `state_gradient_bound`: as [`ltc_jax.CfC`][]'s;
+        `dtype`; `key`.
 
         **Raises:** `ValueError` as [`ltc_jax.LTCVectorField`][], for
-        `substeps` not a positive int, `readout_times` not a positive int, or
-        an unknown `readout_features`.
+        `substeps` not a positive int, `readout_times` not a positive int,
+        an unknown `readout_features`, or a `state_gradient_bound` that is
+        not a positive number or `None`.
         """
         check_readout_times(readout_times)
         check_readout_features(readout_features)
@@ -109,6 +118,7 @@ class JumpLTC(AbstractSequenceModel):
             isinstance(substeps, int) and substeps >= 1
         ):
             raise ValueError(f"substeps must be a positive int; got {substeps!r}.")
+        self.state_gradient_bound = check_state_gradient_bound(state_gradient_bound)
         field_key, update_key, readout_key = jr.split(key, 3)
         self.field = LTCVectorField(
             1,
@@ -182,4 +192,5 @@ class JumpLTC(AbstractSequenceModel):
             self,
             save,
             updates_per_observation=self.substeps + 1,
+            state_gradient_bound=self.state_gradient_bound,
         )

@@ -170,50 +170,78 @@ def test_cfc_gradient_matches_finite_differences(getkey):
     np.testing.assert_allclose(analytic, numeric, rtol=1e-7)
 
 
-def test_the_gradient_in_a_recurrent_state_is_clamped_where_it_would_overflow():
-    """`scan_observations` (the CfC's and the jump model's recurrence) on an
-    expansive update, `h <- 2 h + x`, over 300 observations in float32, the
-    loss the final state: the loss's gradient in observation `k` is
-    `2**(299 - k)`, which overflows float32 past `2**128`. With the state's
-    gradient clamped to `STATE_COTANGENT_BOUND` at every update it is
-    `min(2**(299 - k), bound)` exactly (the closed form of the clamped
-    recursion), finite and exact below the bound; without the clamp (a bound
-    of infinity) it is not finite."""
+def _gradient_in_inputs(update, xs, bound):
+    """The gradient of the summed final state of `scan_observations` (the CfC's
+    and the jump model's recurrence) with the update `h <- update(h) + x`, one
+    unit, in each observation's value `xs` (`(2, n, 1)`, at times 0..n-1),
+    with the state's gradient clamped to `bound`."""
     from ltc_jax import _cfc
 
-    n = 300
-    ts = jnp.broadcast_to(jnp.arange(n, dtype=jnp.float32), (2, n))
-    xs = jnp.ones((2, n, 1), jnp.float32)
+    n = xs.shape[1]
+    ts = jnp.broadcast_to(jnp.arange(n, dtype=xs.dtype), (2, n))
+    path = ltc_jax.InputPath(ts, xs, jnp.full((2,), n))
     # Only its sizes are read: one unit, the final state.
     sizes = ltc_jax.CfC(1, 1, 1, key=jax.random.PRNGKey(0))
 
-    def grad_in_inputs(xs):
-        path = ltc_jax.InputPath(ts, xs, jnp.full((2,), n))
+    def loss(values):
+        trajectory = _cfc.scan_observations(
+            lambda x, h, dt: update(h) + x,
+            eqx.tree_at(lambda p: p.interpolation.ys, path, values),
+            None,
+            sizes,
+            "final",
+            updates_per_observation=1,
+            state_gradient_bound=bound,
+        )
+        return jnp.sum(trajectory.ys)
 
-        def loss(xs):
-            path_xs = eqx.tree_at(lambda p: p.interpolation.ys, path, xs)
-            trajectory = _cfc.scan_observations(
-                lambda x, h, dt: 2 * h + x,
-                path_xs,
-                None,
-                sizes,
-                "final",
-                updates_per_observation=1,
-            )
-            return jnp.sum(trajectory.ys)
+    return np.asarray(jax.grad(loss)(path.interpolation.ys))[..., 0]
 
-        return jax.grad(loss)(path.interpolation.ys)
 
-    bound = _cfc.STATE_COTANGENT_BOUND
+def test_the_gradient_in_a_recurrent_state_is_clamped_where_it_would_overflow(getkey):
+    """An expansive update, `h <- 2 h + x`, over 300 observations in float32,
+    the loss the final state: the loss's gradient in observation `k` is
+    `2**(299 - k)`, which overflows float32 past `2**128`. Clamped to the
+    default bound at every update it is `min(2**(299 - k), bound)` exactly
+    (the closed form of the clamped recursion `g_(k-1) = min(2 g_k,
+    bound)`), finite, and exact below the bound; without the clamp (`None`)
+    it is not finite. A step that overflows at once (`h <- 3e38 h + x`) is
+    not hidden: its infinity passes the clamp, where clamping it would give a
+    finite gradient. The CfC and the jump model
+    take the bound (default 1e6) and refuse one that is not positive; with
+    `None` forward mode runs through the CfC."""
+    from ltc_jax import _cfc
+
+    n, bound = 300, _cfc.STATE_GRADIENT_BOUND
+    xs = jnp.ones((2, n, 1), jnp.float32)
     powers = 2.0 ** np.arange(n - 1, -1, -1)
     expected = np.minimum(powers, bound).astype(np.float32)
-    got = np.asarray(grad_in_inputs(xs))[..., 0]
-    assert got.dtype == np.float32
+    got = _gradient_in_inputs(lambda h: 2 * h, xs, bound)
+    assert got.dtype == np.float32 and bound == 1e6
     np.testing.assert_array_equal(got, np.broadcast_to(expected, (2, n)))
     assert (got[0] < bound).sum() == 20  # 2**19 < 1e6 < 2**20: exact there
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_cfc, "STATE_COTANGENT_BOUND", float("inf"))
-        assert not np.all(np.isfinite(np.asarray(grad_in_inputs(xs))))
+    assert not np.all(np.isfinite(_gradient_in_inputs(lambda h: 2 * h, xs, None)))
+    # The states stay 0, 0, 1; the gradient 1, then 3e38 (clamped to 1e6),
+    # then 3e38 * 1e6 = inf, which passes (0 * inf at the path's knots: NaN).
+    spike = jnp.zeros((2, 3, 1), jnp.float32).at[:, 2].set(1.0)
+    at_once = _gradient_in_inputs(lambda h: 3e38 * h, spike, bound)
+    assert not np.isfinite(at_once[0, 0])
+    np.testing.assert_array_equal(at_once[0, 2], 1.0)
+
+    for model in (ltc_jax.CfC, ltc_jax.JumpLTC):
+        assert model(2, 3, 2, key=getkey()).state_gradient_bound == 1e6
+        for wrong in (0.0, -1.0, float("nan")):
+            with pytest.raises(ValueError, match="state_gradient_bound must be a"):
+                model(2, 3, 2, state_gradient_bound=wrong, key=getkey())
+    model = ltc_jax.CfC(2, 3, 2, state_gradient_bound=None, key=getkey())
+    ts, xs, lengths = ragged_batch(getkey(), 2, 5, 2)
+    path = ltc_jax.InputPath(ts, xs, lengths)
+    tangent = jax.jvp(
+        lambda v: model(eqx.tree_at(lambda p: p.interpolation.ys, path, v)),
+        (path.interpolation.ys,),
+        (jnp.ones_like(path.interpolation.ys),),
+    )[1]
+    assert np.all(np.isfinite(tangent))
 
 
 def test_cfc_irregular_times_and_padding_behave_as_for_the_ltc(getkey):

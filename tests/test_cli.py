@@ -562,6 +562,11 @@ def test_an_option_given_at_its_default_conflicts_with_the_resumed_runs_value(
     assert "these differ: --clip-norm 3.0" in _bad(
         tmp_path, capsys, *resume, "--clip-norm", "3"
     )
+    # From the library: the options given add to those not at their defaults.
+    from ltc_jax.app.job import _resumed_config
+
+    with pytest.raises(ValueError, match="these differ: --clip-norm 3.0"):
+        _resumed_config(app.TrainConfig(resume=str(out), clip_norm=3.0), given=())
     assert cli.main([*resume, "--clip-norm", "2", "--no-progress"]) == 0
     assert json.loads((out / "metrics.json").read_text())["resumed"]
 

@@ -124,6 +124,7 @@ def test_a_cfc_non_finite_step_names_its_recurrence_not_a_solver(getkey):
         )
     message = str(raised.value)
     assert "CfC, no ODE solve" in message and "recurrence" in message
+    assert "clamped to state_gradient_bound=1e+06" in message
     assert "solver" not in message and "Tsit5" not in message
 
 

@@ -263,9 +263,9 @@ def _resumed_config(
     **Raises:** `FileNotFoundError` without a `config.json`, or for a saved
     input file not found from here (a run saved before its files were recorded
     as absolute paths, resumed from another folder); `ValueError` if
-    `config` sets an option to a value the saved run does not have (an option
-    in `given`, even at its default; without `given`, one not at its default;
-    an input file counts as the same under any spelling of its path): a resumed
+    `config` sets an option to a value the saved run does not have (one not
+    at its default, or one in `given` even at its default; an input file
+    counts as the same under any spelling of its path): a resumed
     run keeps its options, except where it runs (`PLACEMENT`), which comes from
     `config` (another device count gives the same run to round-off). The batch
     size and the validation share the run derived are kept (so that neither
@@ -293,9 +293,8 @@ def _resumed_config(
         for field in dataclasses.fields(config)
         if field.name not in ("resume", *PLACEMENT)
         and (
-            field.name in given
-            if given is not None
-            else getattr(config, field.name) != _field_default(field)
+            (given is not None and field.name in given)
+            or getattr(config, field.name) != _field_default(field)
         )
         and getattr(config, field.name) != getattr(saved, field.name)
         and not (
@@ -375,8 +374,9 @@ def train_and_evaluate(
     the fields of `config` that were set explicitly (the command line's
     options); with `config.resume`, each must equal the saved run's value,
     even one set to its default (`--frame-encoder none` on a run trained with
-    `mlp`). Default (`None`): only fields not at their defaults count as set,
-    since a config object cannot tell a default given from one left out.
+    `mlp`), as must every field not at its default. Default (`None`): only
+    the latter, since a config object cannot tell a default given from one
+    left out.
 
     **Returns:** the metrics dict, also written to `metrics.json`, with at least
     `task` (`"classification"` or `"regression"`), `test_accuracy` (`nan` for
