@@ -194,12 +194,14 @@ def non_finite_message(
     where = f"at epoch {epoch}, batch {index}"
     if model is not None and not solves_ode(model):
         bound = getattr(model, "state_gradient_bound", None)
-        if bound is None:
+        if bound is None:  # turned off, or a model of your own without it
             cause = (
                 "once the weights make an update expansive, the gradient through "
                 "a sequence's updates grows like a power of their number and "
-                "overflows (a state_gradient_bound clamps it)"
+                "overflows"
             )
+            if hasattr(model, "state_gradient_bound"):
+                cause += " (state_gradient_bound=None: nothing clamps it)"
         else:
             cause = (
                 "weights that make the states, or one update's gradient, overflow "

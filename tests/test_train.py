@@ -126,6 +126,19 @@ def test_a_cfc_non_finite_step_names_its_recurrence_not_a_solver(getkey):
     assert "CfC, no ODE solve" in message and "recurrence" in message
     assert "clamped to state_gradient_bound=1e+06" in message
     assert "solver" not in message and "Tsit5" not in message
+    # With the clamp turned off the message says nothing clamps the gradient.
+    from ltc_jax._failures import non_finite_message
+
+    unclamped = ltc_jax.CfC(
+        data.num_channels,
+        4,
+        data.num_classes,
+        state_gradient_bound=None,
+        key=getkey(),
+    )
+    message = non_finite_message(1, 2, integrator, unclamped)
+    assert "grows like a power of their number" in message
+    assert "state_gradient_bound=None: nothing clamps it" in message
 
 
 def test_checkpoint_round_trip_and_corruption(getkey, tmp_path):
