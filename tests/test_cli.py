@@ -571,6 +571,27 @@ def test_an_option_given_at_its_default_conflicts_with_the_resumed_runs_value(
     assert json.loads((out / "metrics.json").read_text())["resumed"]
 
 
+def test_an_option_given_at_the_value_the_run_derived_resumes(tmp_path, capsys):
+    """A resumed run accepts an option given at the value the run derived from
+    its data (saved as None, the value in `derived`), a tuple as the JSON list
+    it was saved as, and refuses another value, naming the derived one."""
+    _, _, out, _ = _train_toy(tmp_path, 24, 10, "--hidden-size", "4", "--epochs", "2")
+    derived = json.loads((out / "config.json").read_text())["derived"]
+    batch_size = derived["batch_size"]["value"]
+    low, high = derived["tau_init"]["value"]
+    (out / "metrics.json").unlink()  # an interrupted run: resumable
+    capsys.readouterr()
+    resume = ("train", "--resume", str(out))
+    message = _bad(tmp_path, capsys, *resume, "--batch-size", str(batch_size + 1))
+    assert (
+        f"these differ: --batch-size {batch_size + 1} (saved: None, derived "
+        f"{batch_size})"
+    ) in message
+    given = ("--batch-size", str(batch_size), "--tau-init", repr(low), repr(high))
+    assert cli.main([*resume, *given, "--no-progress"]) == 0
+    assert json.loads((out / "metrics.json").read_text())["resumed"]
+
+
 def _quarter_second_toys(tmp_path) -> list[str]:
     """Toy training and test `.ts` files (24 and 10 series) with timestamps
     0.25 s apart: a median interval that is not the sample index's 1."""

@@ -252,6 +252,28 @@ def _same_file(given: str | None, saved: str | None) -> bool:
     )
 
 
+def _same_value(saved: TrainConfig, derived: dict[str, Any], name: str, value) -> bool:
+    """Whether `value` is what the saved run has for option `name`: its saved
+    value, the value it derived where it saved none (a JSON list standing for
+    a tuple), or, for an input file, the same file under another spelling."""
+    if name in FILES:
+        return _same_file(value, getattr(saved, name))
+    if value == getattr(saved, name):
+        return True
+    if getattr(saved, name) is not None or name not in derived:
+        return False
+    chosen = derived[name].get("value")
+    return value == chosen or (isinstance(value, tuple) and list(value) == chosen)
+
+
+def _saved_value(saved: TrainConfig, derived: dict[str, Any], name: str) -> str:
+    """Option `name`'s value in the saved run, as a conflict names it."""
+    value = getattr(saved, name)
+    if value is None and name in derived:
+        return f"None, derived {derived[name].get('value')!r}"
+    return repr(value)
+
+
 def _resumed_config(
     config: TrainConfig, given: Collection[str] | None = None
 ) -> tuple[TrainConfig, dict[str, Any]]:
@@ -265,7 +287,8 @@ def _resumed_config(
     as absolute paths, resumed from another folder); `ValueError` if
     `config` sets an option to a value the saved run does not have (one not
     at its default, or one in `given` even at its default; an input file
-    counts as the same under any spelling of its path): a resumed
+    counts as the same under any spelling of its path, and an option the run
+    left to the data as the value it derived): a resumed
     run keeps its options, except where it runs (`PLACEMENT`), which comes from
     `config` (another device count gives the same run to round-off). The batch
     size and the validation share the run derived are kept (so that neither
@@ -287,20 +310,17 @@ def _resumed_config(
             f"--resume {config.resume} is a run of ltc-jax {saved.command}; resume "
             f"it with ltc-jax {saved.command} --resume."
         )
+    derived = raw.get("derived", {})
     conflicts = [
         f"{_flag(field.name)} {getattr(config, field.name)!r} (saved: "
-        f"{getattr(saved, field.name)!r})"
+        f"{_saved_value(saved, derived, field.name)})"
         for field in dataclasses.fields(config)
         if field.name not in ("resume", *PLACEMENT)
         and (
             (given is not None and field.name in given)
             or getattr(config, field.name) != _field_default(field)
         )
-        and getattr(config, field.name) != getattr(saved, field.name)
-        and not (
-            field.name in FILES
-            and _same_file(getattr(config, field.name), getattr(saved, field.name))
-        )
+        and not _same_value(saved, derived, field.name, getattr(config, field.name))
     ]
     if conflicts:
         raise ValueError(
@@ -321,7 +341,6 @@ def _resumed_config(
                 f"from here; {where}."
             )
     here = {name: getattr(config, name) for name in PLACEMENT}
-    derived = raw.get("derived", {})
     kept = {}
     if saved.validation_fraction is None and "validation_fraction" in derived:
         kept["validation_fraction"] = derived["validation_fraction"]["value"]
