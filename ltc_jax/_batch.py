@@ -253,7 +253,9 @@ def check_labels(model, data: SequenceDataset, purpose: str) -> None:
     labels against the model's `output_size` (where it has one), at the API
     boundary of training and evaluation.
 
-    **Raises:** `ValueError` for unlabelled data, a class index outside `[0,
+    **Raises:** `ValueError` for unlabelled data, classification data that
+    names another number of classes than `output_size` (its labels index its
+    own `class_names`), a class index outside `[0,
     output_size)` (with a hint for 1-based labels), regression targets of
     another width, or a regression target that is NaN or infinite (the loss
     would be, with nothing to say why).
@@ -263,6 +265,17 @@ def check_labels(model, data: SequenceDataset, purpose: str) -> None:
     if size is None:
         return
     labels = np.asarray(data.labels)
+    if data.is_classification and data.class_names and len(data.class_names) != size:
+        raise ValueError(
+            f"{data.name or 'The data'} names {len(data.class_names)} classes "
+            f"{data.class_names}, but the model has output_size={size}, one "
+            "output per class: each label indexes the data's own class_names, "
+            "so a set that names fewer classes (such as a test set built without "
+            "class_names, which names only the classes it holds) would be scored "
+            "against the wrong classes. Build it with the training set's "
+            "class_names (SequenceDataset.from_sequences(..., "
+            "class_names=train.class_names))."
+        )
     if data.is_classification:
         low, high = int(labels.min()), int(labels.max())
         if low < 0 or high >= size:

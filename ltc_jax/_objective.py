@@ -76,7 +76,8 @@ class AbstractObjective(eqx.Module):
         that reads labels of another form overrides it.
 
         **Raises:** `ValueError` naming the problem: unlabelled data (every
-        label `-1`), a class index outside `[0, output_size)`, regression
+        label `-1`), data naming another number of classes than
+        `output_size`, a class index outside `[0, output_size)`, regression
         targets of another width, or a NaN or infinite target.
         """
         check_labels(model, data, purpose)

@@ -35,6 +35,33 @@ def test_one_based_labels_are_named_before_training(getkey):
         )
 
 
+def test_a_set_that_names_other_classes_than_the_model_has_is_refused(getkey):
+    """A test set built without class_names names only the classes it holds:
+    its labels are indices into those, not the model's, and were scored against
+    the wrong classes (accuracy 0 for a set of one class, 'healthy', index 0,
+    where the model's index 0 is 'faulty'). It is refused, in fit and evaluate;
+    the same sequences with the training set's class_names are scored."""
+    model = ltc_jax.LTC(3, 4, 2, key=getkey())
+    train = _data([0, 1, 0])
+    ts, xs = list(train.ts), list(train.xs)
+    test = SequenceDataset.from_sequences(ts, xs, ["b", "b", "b"], name="test")
+    assert test.class_names == ("b",) and list(test.labels) == [0, 0, 0]
+    integrator = ltc_jax.make_integrator(**INTEGRATOR)
+    message = r"test names 1 classes \('b',\), but the model has output_size=2"
+    with pytest.raises(ValueError, match=message):
+        ltc_jax.evaluate(model, test, integrator=integrator)
+    with pytest.raises(ValueError, match=message):
+        quiet_fit(model, test, integrator)
+    named = SequenceDataset.from_sequences(
+        ts, xs, ["b", "b", "b"], class_names=train.class_names
+    )
+    assert list(named.labels) == [1, 1, 1]
+    scored = ltc_jax.evaluate(model, named, integrator=integrator)
+    logits = model(ltc_jax.make_input_path(named), integrator=integrator)
+    expected = np.mean(np.argmax(np.asarray(logits), axis=-1) == 1)
+    assert scored["accuracy"] == pytest.approx(expected)
+
+
 def test_a_non_finite_regression_target_is_named_before_training(getkey):
     """A NaN target made the first loss NaN, and the error blamed the
     solver's step; it is refused naming the sequence, in fit and evaluate."""
