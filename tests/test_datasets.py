@@ -99,6 +99,11 @@ def test_regression_targets(tmp_path):
             "@timeStamps true\n" + HEADER + "@data\n(0,1),(0,2):(0,3):a\n",
             "channel 0 has two values at time 0",
         ),
+        (
+            "@timeStamps true\n" + HEADER + "@data\n(0,1),(2,2),(1,3):(0,3):a\n",
+            r"toy.ts:7: channel 0's timestamps are not in increasing order: 1 "
+            "follows 2",
+        ),
         ("hello\n@data\n", r"toy.ts:1: expected a '#' comment"),
     ],
 )

@@ -83,6 +83,7 @@ def _parse_pairs(text: str, where: str, channel: int) -> dict[float, float]:
             "as @timeStamps true requires."
         )
     observed: dict[float, float] = {}
+    previous, previous_text = -np.inf, ""
     for time_text, value_text in pairs:
         time = _parse_time(time_text, where)
         if not np.isfinite(time):
@@ -94,6 +95,13 @@ def _parse_pairs(text: str, where: str, channel: int) -> dict[float, float]:
             raise TSFormatError(
                 f"{where}: channel {channel} has two values at time {time_text}."
             )
+        if time < previous:
+            raise TSFormatError(
+                f"{where}: channel {channel}'s timestamps are not in increasing "
+                f"order: {time_text} follows {previous_text}. Write each "
+                "channel's pairs in time order."
+            )
+        previous, previous_text = time, time_text
         value_text = value_text.strip()
         try:
             observed[time] = np.nan if value_text in _MISSING else float(value_text)
@@ -191,10 +199,11 @@ def read_ts(
     series); a missing label (a labelled line holding only the channels, or an
     empty last field); channels of unequal length within one untimestamped
     series; a non-numeric value or timestamp, a channel of a timestamped file
-    that is not `(timestamp,value)` pairs, or two values of one channel at one
-    time; a label not declared by `@classLabel` (or not in `class_names`); a
-    file that is not UTF-8 text (a binary file such as Parquet, or another
-    encoding); or a file with no series.
+    that is not `(timestamp,value)` pairs, two values of one channel at one
+    time, or one channel's timestamps out of order; a label not declared by
+    `@classLabel` (or not in `class_names`); a file that is not UTF-8 text (a
+    binary file such as Parquet, or another encoding); or a file with no
+    series.
     """
     path = os.fspath(path)
     header: dict[str, str] = {}
