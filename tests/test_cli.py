@@ -1029,6 +1029,17 @@ def test_cli_stream_trains_on_the_simulator_and_reads_a_log_as_it_cut_its_window
     assert f"lacks 1 of the {count} tags to read, e.g. ['{lost}']" in _bad(
         tmp_path, capsys, "predict", str(out), "--data", str(tmp_path / "short.csv")
     )
+    # A fast sensor thinned to a slow one's rate gives other channels; the
+    # sensor is named, with its rate against the clock's fast/slow line.
+    fast = plant.sensor_names[int(np.argmax(rates))]
+    thinned = frame[(frame["tag"] != fast) | (frame.index % 400 == 0)]
+    thinned.to_csv(tmp_path / "thinned.csv", index=False)
+    message = _bad(
+        tmp_path, capsys, "predict", str(out), "--data", str(tmp_path / "thinned.csv")
+    )
+    assert f"sensor '{fast}' gives the channels ['last', " in message
+    assert "['mean', 'std', 'diff_rms'] in the run: at 0." in message
+    assert "on the other side of the clock's fast/slow line (1.5 Hz" in message
     # The sensor silent on one machine alone: a run trained without --fill
     # reads no such window, and says what to do instead of the library's
     # arguments (fill=, sensors=).
@@ -1502,6 +1513,7 @@ def test_cli_stream_pools_sensor_groups_and_reads_a_log_as_it_pooled(tmp_path, c
     _evaluates_as_the_run_tested(
         capsys, metrics, str(out), "--data", log, "--failures", failures
     )
+    plain_log = (log, failures)  # its columns named as read_sensor_log's default
 
     # The whole plant as a log, its kinds given by --sensor-groups, its time
     # and machine columns named otherwise (--log-columns).
@@ -1551,6 +1563,15 @@ def test_cli_stream_pools_sensor_groups_and_reads_a_log_as_it_pooled(tmp_path, c
         "--failures",
         failures,
     )
+    # A log whose columns are not the run's is named as such: evaluate has no
+    # option to rename them.
+    assert (
+        "no column 'timestamp', which the run reads its times from (its "
+        "--log-columns): rename the file's column"
+    ) in _bad(
+        tmp_path, capsys, "evaluate", str(logged), "--data", plain_log[0],
+        "--failures", plain_log[1],
+    )  # fmt: skip
     # It resumes: the groups left off the command line are the saved ones.
     from ltc_jax.app.job import _resumed_config
 

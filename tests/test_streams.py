@@ -284,7 +284,8 @@ def test_csv_and_parquet_give_the_same_windows(tmp_path):
         ),
         (
             lambda f: f.assign(value=f["value"].where(f.index != 7, "n/a")),
-            "log.csv: row 8, column 'value': 'n/a' is not a finite number.",
+            "log.csv: row 8, column 'value': 'n/a' of tag 'temp' is not a finite "
+            "number",
         ),
         (
             lambda f: f.assign(time=f["time"].where(f.index != 4, "soon")),
@@ -689,6 +690,36 @@ def test_logs_of_durations_empty_tables_and_one_machine_failures(tmp_path):
     (tmp_path / "ragged.csv").write_text("time,tag,value\n0,x,1\n1,x,2,3\n")
     with pytest.raises(ValueError, match="ragged.csv: Error tokenizing data"):
         read_sensor_log(tmp_path / "ragged.csv", machine_column=None)
+    # A file of no bytes at all, and a CSV named as Parquet, name the file.
+    (tmp_path / "blank.csv").write_text("")
+    with pytest.raises(ValueError, match="blank.csv: No columns to parse"):
+        read_sensor_log(tmp_path / "blank.csv")
+    (tmp_path / "text.parquet").write_text("time,tag,value,machine\n")
+    with pytest.raises(ValueError, match="text.parquet: .*Parquet"):
+        read_sensor_log(tmp_path / "text.parquet")
+
+
+def test_a_tag_of_text_values_is_read_around_when_left_out(tmp_path):
+    """A historian's digital tag ('ON', 'OFF') beside numeric ones: reading
+    every tag names its first text value and tag; reading the others skips
+    it, and their values are the file's."""
+    frame = pd.DataFrame(
+        {
+            "time": [0.0, 0.0, 0.5, 1.0, 1.0, 1.5],
+            "tag": ["temp", "state", "temp", "temp", "state", "temp"],
+            "value": ["20.5", "ON", "20.75", "21.0", "OFF", "21.25"],
+        }
+    )
+    frame.to_csv(tmp_path / "log.csv", index=False)
+    with pytest.raises(
+        ValueError, match="row 2, column 'value': 'ON' of tag 'state' is not a"
+    ):
+        read_sensor_log(tmp_path / "log.csv", machine_column=None)
+    streams = read_sensor_log(tmp_path / "log.csv", machine_column=None, tags=["temp"])
+    assert streams.sensor_names == ("temp",)
+    times, values = streams.samples(0, 0)
+    np.testing.assert_array_equal(times, [0.0, 0.5, 1.0, 1.5])
+    np.testing.assert_array_equal(values, [20.5, 20.75, 21.0, 21.25])
 
 
 def test_padded_names_are_read_without_their_spaces(tmp_path):

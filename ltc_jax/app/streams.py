@@ -4,6 +4,7 @@ of a new log."""
 
 import collections
 import dataclasses
+import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -26,7 +27,11 @@ from ltc_jax.datasets import (
 )
 
 from .._warn import warn
-from ..datasets._streams import _SILENT_ADVICE, _NoWindowError
+from ..datasets._streams import (
+    _FAST_FACTOR as FAST_FACTOR,
+    _SILENT_ADVICE,
+    _NoWindowError,
+)
 from .config import LOG_COLUMNS, StreamConfig
 
 
@@ -416,6 +421,43 @@ def pool_windows(
     return pool_channels(standardize_with(data, *statistics), channel_groups)
 
 
+def _other_channels(
+    stream: dict[str, Any], channel_names: Sequence[str], streams: SensorStreams
+) -> str:
+    """Why a new log's windows give other channels than a run's: the first
+    sensor whose channels differ (`sensor:feature` names), with its rate in
+    the log against the clock's fast/slow line."""
+
+    def features(names: Sequence[str]) -> dict[str, list[str]]:
+        by_sensor: dict[str, list[str]] = collections.defaultdict(list)
+        for name in names:
+            sensor, _, feature = name.rpartition(":")
+            by_sensor[sensor].append(feature)
+        return by_sensor
+
+    run, log = features(stream["channel_names"]), features(channel_names)
+    sensor = next(
+        (name for name in run if run[name] != log.get(name)),
+        next(iter(set(log) - set(run)), None),
+    )
+    if sensor is None or sensor not in streams.sensor_names:
+        return (
+            "its sensors give other channels than the run's; the run reads "
+            f"{stream['channel_names'][:6]}..., the log gives "
+            f"{list(channel_names)[:6]}...."
+        )
+    rate = streams.sensor_rate_hz[streams.sensor_names.index(sensor)]
+    line = FAST_FACTOR * stream["clock_hz"]
+    return (
+        f"sensor {sensor!r} gives the channels {log.get(sensor, [])} here and "
+        f"{run.get(sensor, [])} in the run: at {rate:.4g} Hz in this log it is "
+        f"on the other side of the clock's fast/slow line ({line:.4g} Hz, "
+        f"{FAST_FACTOR} times the run's clock) from where it was in training. "
+        "Give the log that sensor at its training rate, or train a run without "
+        "it (--tags)."
+    )
+
+
 def read_windows_for_run(
     config: StreamConfig,
     stream: dict[str, Any],
@@ -442,14 +484,27 @@ def read_windows_for_run(
     # The run's sensors alone (the log may carry others), at the rates it
     # read them at where it was given them.
     given = {t: r for t, r in config.rates_hz.items() if t in stream["sensors"]}
-    streams = read_sensor_log(
-        path,
-        failures=failures,
-        event_tags=stream["event_sensors"],
-        tags=stream["sensors"],
-        rates_hz=given,
-        **log_columns(config),
-    )
+    try:
+        streams = read_sensor_log(
+            path,
+            failures=failures,
+            event_tags=stream["event_sensors"],
+            tags=stream["sensors"],
+            rates_hz=given,
+            **log_columns(config),
+        )
+    except ValueError as error:  # a column named by the run, not by an option
+        message = re.sub(
+            r" \((\w+)_column= names another\)",
+            lambda match: (
+                f", which the run reads its {match[1]}s from (its "
+                f"--log-columns): rename the file's column"
+            ),
+            str(error),
+        )
+        if message == str(error):
+            raise
+        raise ValueError(message) from None
     try:
         windows = cut_windows(
             config,
@@ -471,11 +526,7 @@ def read_windows_for_run(
     warn_windowless(config, streams, windows, f"--data {path}", failures is not None)
     if list(windows.channel_names) != stream["channel_names"]:
         raise ValueError(
-            f"--data {path}: its sensors give other channels than the run's (a "
-            "sensor's rate puts it on the other side of the clock's fast/slow "
-            "line); the run reads "
-            f"{stream['channel_names'][:6]}..., the log gives "
-            f"{list(windows.channel_names)[:6]}...."
+            f"--data {path}: " + _other_channels(stream, windows.channel_names, streams)
         )
     dataset = dataclasses.replace(windows.dataset, class_names=tuple(class_names))
     if "channel_groups" in stream:  # pooled by the run's sensor groups

@@ -793,7 +793,6 @@ def read_sensor_log(
         if machine_column is not None
         else np.full(len(frame), "0", dtype=object)
     )
-    value = _numbers(frame, value_column, path)
     time, origin, zoned = _times(frame, time_column, path)
     # Every machine of the log, whatever tags are read: one without them is
     # refused by name where its windows are cut, not as a stranger to the
@@ -819,8 +818,9 @@ def read_sensor_log(
                 + f"; its {len(present)} tags include {present[:8]}."
             )
         rows = np.flatnonzero(np.isin(labels, wanted))
+    value = _values(frame, value_column, path, rows, labels)
     sensor_names, sensor = np.unique(labels[rows], return_inverse=True)
-    machine, time, value = machine[rows], time[rows], value[rows]
+    machine, time = machine[rows], time[rows]
 
     # Times strictly increasing within each (machine, tag), in file order.
     order = np.lexsort((rows, sensor, machine))
@@ -944,11 +944,14 @@ def _read_table(path, columns: Mapping[str, str | None]):
         ) from error
     name = os.fspath(path).lower()
     if name.endswith((".parquet", ".pq")):
-        frame = pd.read_parquet(path)
+        try:
+            frame = pd.read_parquet(path)
+        except ValueError as error:  # pyarrow's ArrowInvalid: not Parquet
+            raise ValueError(f"{path}: {error}") from error
     elif name.endswith((".csv", ".csv.gz")):
         try:
             frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-        except pd.errors.ParserError as error:
+        except (pd.errors.ParserError, pd.errors.EmptyDataError) as error:
             raise ValueError(f"{path}: {error}") from error
     else:
         raise ValueError(f"{path}: give a .csv, .csv.gz or .parquet file.")
@@ -991,6 +994,26 @@ def _numbers(frame, column, path) -> np.ndarray:
     valid = np.isfinite(numbers)
     if not np.all(valid):
         _first_bad(valid, frame, column, path, "is not a finite number")
+    return numbers
+
+
+def _values(frame, column, path, rows: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """The values of the log's `rows` (those of the tags read) as float64; one
+    that is not a finite number is refused, naming its row and tag (a tag of
+    text values, such as a digital state, is left out by the tags read)."""
+    import pandas as pd
+
+    text = frame[column].iloc[rows]
+    numbers = pd.to_numeric(text, errors="coerce").to_numpy(np.float64)
+    valid = np.isfinite(numbers)
+    if not np.all(valid):
+        row = int(rows[np.argmin(valid)])
+        raise ValueError(
+            f"{path}: row {row + 1}, column {column!r}: "
+            f"{frame[column].iloc[row]!r} of tag {labels[row]!r} is not a finite "
+            "number; a tag of text values (a digital state, say) is left out "
+            "by reading the others (tags=)."
+        )
     return numbers
 
 
