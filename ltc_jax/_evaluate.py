@@ -7,6 +7,7 @@ import numpy as np
 
 from ._adjoint import resolve_windows
 from ._batch import batches, make_input_path
+from ._failures import classify_failure
 from ._integrator import Integrator
 from ._model import AbstractSequenceModel, solves_ode
 from ._objective import (
@@ -56,7 +57,10 @@ def evaluate(
     (under `"batched"` batching every sequence of a batch shares those steps),
     and the mean of any other metric the objective reports.
 
-    **Raises:** as the solve; `ValueError` if `batch_size < 1`, unlabelled data
+    **Raises:** a [`ltc_jax.SolverFailureError`][] (or
+    [`ltc_jax.DivergenceError`][]) where a solve fails, saying which batch
+    and how far it got, as [`ltc_jax.fit`][] does; `ValueError` if
+    `batch_size < 1`, unlabelled data
     (every label `-1`), labels the objective does not read (for the default,
     labels that do not fit the model's `output_size`: see
     [`ltc_jax.training.AbstractObjective`][]'s `check_data`), or a
@@ -77,9 +81,16 @@ def evaluate(
             float(np.max(data.durations)),
             dtype=path.ts.dtype,
         )
-    for batch in batches(data, batch_size, path=path):
+    for index, batch in enumerate(batches(data, batch_size, path=path)):
         batch = placement.place_batch(batch)
-        _, metrics = jitted_objective(objective, model, batch, integrator)
+        try:
+            _, metrics = jitted_objective(objective, model, batch, integrator)
+        except eqx.EquinoxRuntimeError as error:
+            where = f"in evaluation on {data.name or 'the data'}, batch {index}"
+            kind, text = classify_failure(
+                error, where, model, batch, integrator, training=False
+            )
+            raise kind(text) from error
         check_metrics(objective, metrics)
         for name, value in placement.to_host(metrics).items():
             totals[name] = totals.get(name, 0.0) + float(value)

@@ -107,24 +107,26 @@ def collapse_hint(model, duration: float, max_steps: int) -> str | None:
     )
 
 
-def classify_failure(error, epoch, index, model, batch, integrator):
+def classify_failure(error, where, model, batch, integrator, *, training=True):
     """The error class and message of a solve that failed inside a training
-    step, from the result code of the batch's forward solve run again without
-    raising: `RESULTS.diverged` (the state left its bound) is a
-    `DivergenceError`; any other failure, or a forward solve that succeeds (the
-    reverse solve failed), a `SolverFailureError` saying how far it got."""
+    step (or, with `training=False`, an evaluation's solve), `where` saying
+    which ("at epoch 3, batch 2"), from the result code of the batch's forward
+    solve run again without raising: `RESULTS.diverged` (the state left its
+    bound) is a `DivergenceError`; any other failure, or a forward solve that
+    succeeds (the reverse solve failed), a `SolverFailureError` saying how far
+    it got."""
     trajectory = _solve_without_raising(model, batch, integrator)
     if np.any(np.asarray(trajectory.result == RESULTS.diverged)):
-        where = f"At epoch {epoch}, batch {index}"
         duration = float(np.max(np.asarray(batch.path.t_end - batch.path.t_start)))
         return DivergenceError, (
-            f"{where} (solver {type(integrator.solver).__name__}, "
-            f"dt0={integrator.dt0}): {RESULTS[RESULTS.diverged]} The parameters "
-            "were not updated."
+            f"{where[:1].upper()}{where[1:]} (solver "
+            f"{type(integrator.solver).__name__}, dt0={integrator.dt0}): "
+            f"{RESULTS[RESULTS.diverged]}"
+            + (" The parameters were not updated." if training else "")
             + (collapse_hint(model, duration, integrator.max_steps) or "")
         )
     return SolverFailureError, _solver_failure_message(
-        epoch, index, model, batch, integrator, error, trajectory
+        where, model, batch, integrator, error, trajectory, training
     )
 
 
@@ -135,15 +137,17 @@ def _solve_without_raising(model, batch, integrator: Integrator) -> Trajectory:
 
 
 def _solver_failure_message(
-    epoch, index, model, batch, integrator, cause, trajectory
+    where, model, batch, integrator, cause, trajectory, training
 ) -> str:
     """Where the solve failed and how far it got (the trajectory of the batch's
     forward solve without raising), or that the reverse solve failed, or (with
-    no reverse solve) that a solve the objective added failed."""
-    where = f"at epoch {epoch}, batch {index}"
+    no reverse solve, or in evaluation) that a solve the objective added
+    failed."""
     result = trajectory.result
     failed = np.atleast_1d(np.asarray(result != RESULTS.successful))
-    if not failed.any() and not has_reverse_solve(integrator.adjoint_name):
+    if not failed.any() and not (
+        training and has_reverse_solve(integrator.adjoint_name)
+    ):
         # No reverse solve to blame: a solve the objective added failed, such
         # as an event's root finder (an EventTimeLoss's crossing).
         return (

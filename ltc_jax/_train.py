@@ -126,7 +126,11 @@ def _step(
             failure = StepFailure(NonFiniteLossError, text)
     except eqx.EquinoxRuntimeError as error:
         kind, text = classify_failure(
-            error, state.epoch, state.batch, state.model, batch, integrator
+            error,
+            f"at epoch {state.epoch}, batch {state.batch}",
+            state.model,
+            batch,
+            integrator,
         )
         failure = StepFailure(kind, text, error)
     if failure is None:

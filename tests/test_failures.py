@@ -1,5 +1,6 @@
 """Failure handling, checkpoints and exact resume, precision switch."""
 
+import dataclasses
 import json
 import os
 import signal
@@ -61,6 +62,21 @@ def test_solver_failure_is_raised_with_batch_time_and_steps():
     failing_batch = int(np.flatnonzero(order == 1)[0])
     assert f"epoch 0, batch {failing_batch}" in message
     assert "maximum number of solver steps" in message
+    assert "After 20 steps (max_steps=20)" in message
+    assert "of its 39 time units" in message
+
+
+def test_evaluate_names_a_failed_solve_as_fit_does():
+    """A solve that runs out of max_steps in evaluation is the same
+    SolverFailureError as in training, naming the batch and how far the
+    longest sequence got, not equinox's runtime error and its trace."""
+    data = dataclasses.replace(_dataset([3, 3, 40, 3]), name="toy")
+    model = ltc_jax.LTC(2, 4, 2, key=jr_key(0))
+    integrator = ltc_jax.make_integrator("tsit5", **ADAPTIVE_20)
+    with pytest.raises(ltc_jax.SolverFailureError) as info:
+        ltc_jax.evaluate(model, data, integrator=integrator, batch_size=2)
+    message = str(info.value)
+    assert message.startswith("The solve failed in evaluation on toy, batch 1:")
     assert "After 20 steps (max_steps=20)" in message
     assert "of its 39 time units" in message
 
