@@ -45,7 +45,11 @@ def resolution_and_smallest_gap(ts, valid, dtype, xp=np) -> tuple:
 
 
 def time_resolution_problem(
-    ts: ArrayLike, lengths: ArrayLike | None, dtype, name: str = "ts"
+    ts: ArrayLike,
+    lengths: ArrayLike | None,
+    dtype,
+    name: str = "ts",
+    fix: str = FIX,
 ) -> str | None:
     """Why `dtype` cannot hold the times `ts`, or `None` when it can.
 
@@ -56,9 +60,10 @@ def time_resolution_problem(
     - `lengths`: `(batch,)` observations per sequence; `None`: every position.
     - `dtype`: the floating dtype the times are held in for the solve.
     - `name`: what to call the times in the message.
+    - `fix`: what the message advises (default [`FIX`][]).
 
     **Returns:** a message naming the resolution, the smallest gap and the fix
-    (see [`FIX`][]) when rounding the times to `dtype` could change a gap by more
+    when rounding the times to `dtype` could change a gap by more
     than [`MAX_ROUNDING`][] of the smallest gap; else `None`.
     """
     ts = np.atleast_2d(np.asarray(ts))
@@ -76,5 +81,5 @@ def time_resolution_problem(
         f"{name} lose their resolution in {np.dtype(dtype).name}: the times reach "
         f"{largest:.6g}, where {np.dtype(dtype).name} resolves only steps of "
         f"{float(resolution):.3g}, but the smallest gap between observations is "
-        f"{float(smallest):.6g}, so the gaps would be rounded. {FIX}"
+        f"{float(smallest):.6g}, so the gaps would be rounded. {fix}"
     )

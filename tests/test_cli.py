@@ -1323,6 +1323,8 @@ def test_a_model_worse_than_the_trivial_baseline_is_named():
     with pytest.warns(UserWarning) as caught:  # folds chose the epochs already
         _check_beats(dict(test_loss=0.21), mean, suggest_folds=False)
     assert "--folds" not in str(caught[0].message)
+    with pytest.warns(UserWarning, match=r"set by hand \(--epochs 2\): too few"):
+        _check_beats(dict(test_loss=0.21), mean, epochs=2)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         _check_beats(dict(test_accuracy=0.65), classes)

@@ -159,12 +159,17 @@ def load_data(config: TrainConfig) -> dict[str, Any]:
     )
 
 
-def _check_beats(metrics: dict, baseline: dict, suggest_folds: bool = True) -> None:
+def _check_beats(
+    metrics: dict,
+    baseline: dict,
+    suggest_folds: bool = True,
+    epochs: int | None = None,
+) -> None:
     """Warn where the model's test figure is no better than the trivial
     baseline's (a model answering the commonest class scores it exactly): on a
     small training set, usually overfitting; with `suggest_folds` (a new run of
     `ltc-jax train` that could have chosen its epochs by folds and did not),
-    the warning suggests them."""
+    the warning suggests them, and with `epochs` (set by hand) says so."""
     if "test_accuracy" in baseline:
         what, key = "accuracy", "test_accuracy"
     else:
@@ -178,10 +183,15 @@ def _check_beats(metrics: dict, baseline: dict, suggest_folds: bool = True) -> N
             f"{baseline['name']}, {theirs:.4g}: what it learned does not "
             "generalise."
             + (
-                " On a small training set, choose the epochs by cross-validation "
-                "(--folds 5)."
-                if suggest_folds
-                else ""
+                ""
+                if not suggest_folds
+                else " On a small training set, choose the epochs by "
+                "cross-validation (--folds 5)."
+                if epochs is None
+                else f" Its epochs were set by hand (--epochs {epochs}): too few "
+                "leave it untrained, too many overfit a small set; leave them "
+                "to the data, or choose them by cross-validation (--folds 5 "
+                "without --epochs)."
             )
         )
 
@@ -618,7 +628,7 @@ def train_and_evaluate(
             and not config.validation_fraction  # which refuses the folds
             and not isinstance(config, StreamConfig)
         )
-        _check_beats(metrics, metrics["baseline"], suggest)
+        _check_beats(metrics, metrics["baseline"], suggest, config.epochs)
     return metrics
 
 

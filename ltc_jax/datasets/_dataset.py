@@ -79,7 +79,18 @@ class SequenceDataset:
         given = self.ts.dtype
         lower = np.issubdtype(given, np.floating) and given != np.float64
         if lower:  # times given in a lower precision were rounded before
-            problem = time_resolution_problem(self.ts, self.lengths, given)
+            problem = time_resolution_problem(
+                self.ts,
+                self.lengths,
+                given,
+                fix=(
+                    f"The times were given in {given.name}, so they were "
+                    "rounded before they reached ltc_jax, and neither float64 "
+                    "nor times relative to each start can restore them: give "
+                    "the times in float64 (or integer ticks) from their source, "
+                    f"not cast to {given.name}."
+                ),
+            )
             if problem is not None:
                 raise ValueError(problem)
         object.__setattr__(self, "ts", self.ts.astype(np.float64))
