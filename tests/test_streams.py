@@ -3,6 +3,7 @@ checked against a direct frame-by-frame transcription."""
 
 import dataclasses
 import inspect
+import warnings
 
 import numpy as np
 import pytest
@@ -594,6 +595,11 @@ def test_stream_windows_refuse_bad_arguments_by_name(plant):
     with pytest.raises(ValueError, match="None of the machines \\[7\\] has a window"):
         windows.of_machines([7])
     assert len(windows.of_machines([1, 7])) == np.sum(windows.machine == 1)
+    # Names, floats and a mask are not indices: True was machine 1, 7.5 was
+    # skipped, a name matched nothing.
+    for machines in (["1"], [1.0, 7.5], np.ones(3, dtype=bool)):
+        with pytest.raises(TypeError, match="of_machines takes machine indices"):
+            windows.of_machines(machines)
 
 
 def test_the_default_clock_never_outpaces_the_slowest_sensor():
@@ -697,6 +703,31 @@ def test_logs_of_durations_empty_tables_and_one_machine_failures(tmp_path):
     (tmp_path / "text.parquet").write_text("time,tag,value,machine\n")
     with pytest.raises(ValueError, match="text.parquet: .*Parquet"):
         read_sensor_log(tmp_path / "text.parquet")
+
+
+def test_a_failure_far_past_its_log_is_named(tmp_path):
+    """A failure table in milliseconds beside a log in seconds: each failure
+    lies far further past its machine's last sample than the log is long, and
+    a warning says so; the table in seconds, a failure 30 s after a 60 s log,
+    is read without one."""
+    frame = pd.DataFrame(
+        {"time": np.arange(120) * 0.5, "tag": "temp", "value": 1.0, "machine": "m"}
+    )
+    frame.to_csv(tmp_path / "log.csv", index=False)
+    pd.DataFrame({"machine": ["m"], "time": [89.5]}).to_csv(
+        tmp_path / "seconds.csv", index=False
+    )
+    pd.DataFrame({"machine": ["m"], "time": [89500.0]}).to_csv(
+        tmp_path / "millis.csv", index=False
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        streams = read_sensor_log(
+            tmp_path / "log.csv", failures=tmp_path / "seconds.csv"
+        )
+    assert streams.failure_time.tolist() == [89.5]
+    with pytest.warns(UserWarning, match=r"millis.csv: 1 machine\(s\) fail further"):
+        read_sensor_log(tmp_path / "log.csv", failures=tmp_path / "millis.csv")
 
 
 def test_a_tag_of_text_values_is_read_around_when_left_out(tmp_path):

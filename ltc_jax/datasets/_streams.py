@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
+from .._warn import warn
 from ._dataset import SequenceDataset
 
 
@@ -299,12 +300,22 @@ class StreamWindows:
             time_to_failure=self.time_to_failure[indices],
         )
 
-    def of_machines(self, machines: Sequence[int]) -> "StreamWindows":
-        """The windows of `machines` (indices): the unit of a train/test split.
+    def of_machines(self, machines: ArrayLike) -> "StreamWindows":
+        """The windows of `machines` (indices into the streams'
+        `machine_names`): the unit of a train/test split.
 
-        **Raises:** `ValueError` where none of `machines` has a window here
-        (machines without windows are otherwise skipped)."""
+        **Raises:** `TypeError` for machines that are not integer indices
+        (names, floats, a boolean mask); `ValueError` where none of
+        `machines` has a window here (machines without windows are otherwise
+        skipped)."""
         machines = np.asarray(machines)
+        if machines.size and not np.issubdtype(machines.dtype, np.integer):
+            raise TypeError(
+                "of_machines takes machine indices, ints into the streams' "
+                f"machine_names; got {machines.tolist()[:5]} ({machines.dtype}). "
+                "For names, index them (streams.machine_names.index(name)); for "
+                "a mask of windows, use take."
+            )
         chosen = np.isin(self.machine, machines)
         if not np.any(chosen):
             raise ValueError(
@@ -765,7 +776,10 @@ def read_sensor_log(
     machine and no rate given, an unknown name in `event_tags`,
     `rates_hz`, `tags` or `sensor_groups`, or a group for an event tag or
     one named as an event group (`EVENT_GROUPS`). `ImportError`
-    naming the extra where pandas (or pyarrow) is not installed.
+    naming the extra where pandas (or pyarrow) is not installed. A
+    `UserWarning` names a machine that fails further past its last sample than
+    its log is long (a failure table in milliseconds beside a log in seconds
+    reads so).
     """
     for option, given in (("event_tags", event_tags), ("tags", tags)):
         if isinstance(given, str):
@@ -897,7 +911,7 @@ def read_sensor_log(
                 )
             failure_time[index[name]] = at[row]
     try:  # the checks of the whole, which name no file
-        return SensorStreams(
+        streams = SensorStreams(
             machine=machine[order],
             sensor=sensor[order],
             time=time[order],
@@ -915,6 +929,33 @@ def read_sensor_log(
     except ValueError as error:
         files = str(path) if failures is None else f"{path} with {failures}"
         raise ValueError(f"{files}: {error}") from None
+    if failures is not None:
+        _warn_late_failures(streams, failures)
+    return streams
+
+
+def _warn_late_failures(streams: SensorStreams, failures) -> None:
+    """Warn where a machine fails further past its last sample than its log is
+    long: its windows can hardly be labelled by that failure, and a failure
+    table in another unit than the log (milliseconds against seconds) reads
+    so."""
+    machines = len(streams.machine_names)
+    first, last = np.full(machines, np.inf), np.full(machines, -np.inf)
+    np.minimum.at(first, streams.machine, streams.time)
+    np.maximum.at(last, streams.machine, streams.time)
+    late = np.isfinite(streams.failure_time) & (
+        streams.failure_time - last > np.maximum(last - first, 0)
+    )
+    if np.any(late):
+        bad = int(np.argmax(late))
+        warn(
+            f"{failures}: {int(np.sum(late))} machine(s) fail further past their "
+            f"last sample than their log is long, e.g. "
+            f"{streams.machine_names[bad]!r}, logged from {first[bad]:.6g} s to "
+            f"{last[bad]:.6g} s, fails at {streams.failure_time[bad]:.6g} s: no "
+            "window near its end reads the failure. Are the failure times in "
+            "the log's unit (milliseconds against seconds?) and time zone?"
+        )
 
 
 def _same_number(name: str, names) -> str | None:
