@@ -51,6 +51,28 @@ def test_a_test_set_takes_the_training_classes_and_refuses_others():
         SequenceDataset.from_sequences(ts, xs, ["run", "sit", None, "walk"])
 
 
+def test_new_recordings_without_labels_are_a_set_to_predict_on(getkey):
+    """labels=None: every class index -1, the training set's class names kept,
+    refused by evaluation; the model reads the same path as from the same
+    sequences labelled, so its outputs are the same."""
+    ts, xs, labels = _ragged()
+    train = SequenceDataset.from_sequences(ts, xs, labels)
+    new = SequenceDataset.from_sequences(ts, xs, None, class_names=train.class_names)
+    assert new.class_names == train.class_names and not new.is_labelled
+    np.testing.assert_array_equal(new.labels, [-1] * 4)
+    np.testing.assert_array_equal(new.xs, train.xs)
+    model = ltc_jax.LTC(2, 4, 3, key=getkey())
+    integrator = ltc_jax.make_integrator("tsit5", rtol=1e-6, atol=1e-6, max_steps=64)
+    np.testing.assert_array_equal(
+        model(ltc_jax.make_input_path(new), integrator=integrator),
+        model(ltc_jax.make_input_path(train), integrator=integrator),
+    )
+    with pytest.raises(ValueError, match="evaluation needs labelled data"):
+        ltc_jax.evaluate(model, new, integrator=integrator)
+    with pytest.raises(ValueError, match="one entry per sequence; got 4, 3 and 4"):
+        SequenceDataset.from_sequences(ts, xs[:3], None)
+
+
 def test_one_channel_and_float_targets_make_a_regression_set():
     data = SequenceDataset.from_sequences(
         [np.arange(3.0), np.arange(5.0)], [np.ones(3), np.zeros(5)], [0.5, -1.0]

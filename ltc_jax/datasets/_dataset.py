@@ -12,6 +12,11 @@ from numpy.typing import ArrayLike
 from .._times import FIX, time_resolution_problem
 
 
+UNLABELLED = -1
+"""The class index of every sequence of an unlabelled set (new recordings to
+predict on)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class SequenceDataset:
     """Variable-length multichannel sequences with one label each, padded to a
@@ -116,7 +121,7 @@ class SequenceDataset:
         cls,
         ts: Sequence[ArrayLike],
         xs: Sequence[ArrayLike],
-        labels: Sequence | ArrayLike,
+        labels: Sequence | ArrayLike | None,
         *,
         class_names: Sequence[str | int] | None = None,
         name: str = "",
@@ -135,7 +140,9 @@ class SequenceDataset:
             for one channel; NaN marks a value not observed.
         - `labels`: `n` class labels of any kind (strings, integers: the classes
             are the distinct labels) or `n` regression targets (floats, or
-            `(n, k)` for `k` targets).
+            `(n, k)` for `k` targets); `None` for new recordings without
+            labels, to predict on (every class index `-1`, `is_labelled`
+            false; training and evaluation refuse such a set).
         - `class_names`: the classes in index order, e.g. the training set's
             for a test set (taken as strings, as the labels are); default: the
             distinct labels in their own order (numbers by value, strings
@@ -156,6 +163,9 @@ class SequenceDataset:
         string), a label not among
         `class_names`, or `class_names` with float labels (which are targets).
         """
+        unlabelled = labels is None
+        if unlabelled:
+            labels = np.full(len(ts), UNLABELLED, dtype=np.int32)
         if not len(ts) == len(xs) == len(labels):
             raise ValueError(
                 f"ts, xs and labels must have one entry per sequence; got "
@@ -180,6 +190,9 @@ class SequenceDataset:
         padded_ts, padded_xs, lengths = pad_sequences(times, values)
         if np.issubdtype(given, np.floating):  # float32 times: checked as such
             padded_ts = padded_ts.astype(given)
+        if unlabelled:
+            names = () if class_names is None else tuple(map(str, class_names))
+            return cls(padded_ts, padded_xs, lengths, labels, names, name)
         given = [label for label in labels if label is not None]  # None: below
         strings = {isinstance(label, str) for label in given}
         if len(strings) > 1:  # NumPy would make every label a string

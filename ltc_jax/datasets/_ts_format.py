@@ -16,7 +16,7 @@ import re
 
 import numpy as np
 
-from ._dataset import SequenceDataset, pad_sequences
+from ._dataset import UNLABELLED, SequenceDataset, pad_sequences
 
 
 class TSFormatError(ValueError):
@@ -24,8 +24,6 @@ class TSFormatError(ValueError):
 
 
 _MISSING = ("?", "nan", "NaN")
-# The label of every series of an unlabelled file.
-UNLABELLED = -1
 
 
 def _parse_bool(value: str, where: str) -> bool:
