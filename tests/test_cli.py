@@ -44,6 +44,7 @@ def _evaluates_as_the_run_tested(capsys, metrics, *args):
     baseline = metrics["baseline"]
     line = f"baseline   {baseline['test_accuracy']:.4f} (always {baseline['name']})"
     assert line in printed
+    return printed
 
 
 SMALL_RUN = ("--hidden-size", "4", "--epochs", "2", "--batch-size", "8")
@@ -981,9 +982,20 @@ def test_cli_stream_trains_on_the_simulator_and_reads_a_log_as_it_cut_its_window
     reason = metrics["derived"]["clock_hz"]["reason"]
     assert f"slowest continuous sensor, {slowest!r} at 1 Hz" in reason
     log, failures = _plant_log(tmp_path, plant, split["test"])
-    _evaluates_as_the_run_tested(
+    printed = _evaluates_as_the_run_tested(
         capsys, metrics, str(out), "--data", log, "--failures", failures
     )
+    test_size = metrics["dataset"]["test_size"]
+    assert f"scored     {test_size} windows of 2 machines" in printed
+    # The whole plant's log holds the machines it trained on: said so.
+    (tmp_path / "all").mkdir()
+    every = _plant_log(tmp_path / "all", plant, plant.machine_names)
+    assert cli.main(["evaluate", str(out), "--data", every[0],
+                     "--failures", every[1]]) == 0  # fmt: skip
+    printed = capsys.readouterr()
+    assert "windows of 6 machines" in printed.out
+    assert "warning: --data" in printed.err
+    assert "4 of its 6 machines share a name with machines the run" in printed.err
     assert cli.main(["predict", str(out), "--data", log]) == 0
     with open(out / "predictions-log.csv") as file:
         rows = list(csv.DictReader(file))

@@ -190,6 +190,12 @@ def _run(config, args: list[str]) -> int:
             score = baseline["test_loss" if regression else "test_accuracy"]
             print(f"baseline   {score:.4f} (always {baseline['name']})")
         print(f"steps      {result['num_steps']:.1f} per sequence")
+        machines = result.get("machines")
+        print(
+            f"scored     {result['series']} series"
+            if machines is None
+            else f"scored     {result['series']} windows of {len(machines)} machines"
+        )
     else:
         name = os.path.splitext(os.path.basename(config.data))[0]
         out = config.out or os.path.join(config.run_dir, f"predictions-{name}.csv")

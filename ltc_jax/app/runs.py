@@ -434,7 +434,9 @@ def evaluate_run(
     The dict also holds `baseline`, the score on the file of the run's
     constant answer (`score_constant_answer`: `{"name", "test_accuracy"}` or
     `{"name", "test_loss"}`), or `None` for a run saved before it was
-    recorded."""
+    recorded; `series`, the number scored; and for a log, `machines` (their
+    names) and `trained_on`, those among them named as one the run trained or
+    validated on, which a `UserWarning` names."""
     saved = os.path.join(run_dir, "config.json")
     if failures is None and os.path.isfile(saved):  # before reading the log
         with open(saved) as file:
@@ -446,7 +448,7 @@ def evaluate_run(
                 "windows from its failure table; give --failures (ltc-jax predict "
                 "reads a log without one)."
             )
-    config, model, data, settings, _ = read_for_run(run_dir, path, failures)
+    config, model, data, settings, where = read_for_run(run_dir, path, failures)
     check_labelled(data, "evaluate (ltc-jax predict reads unlabelled files)")
     integrator = _final_integrator(config, settings)
     result = ltc_jax.evaluate(
@@ -457,9 +459,24 @@ def evaluate_run(
         path=_run_path(run_dir, path, config, settings, data),
     )
     with open(os.path.join(run_dir, "data.json")) as file:
-        answer = json.load(file).get("baseline")
+        stats = json.load(file)
+    answer = stats.get("baseline")
     baseline = None if answer is None else score_constant_answer(answer, data)
-    return dict(result, baseline=baseline)
+    scored = dict(series=len(data))
+    if where is not None:  # a log's windows: which machines, and were they seen
+        machines = sorted(set(where["machine"].tolist()))
+        split = stats["settings"]["stream"].get("machines", {})
+        seen = [m for m in machines if m in {*split.get("train", []),
+                                             *split.get("validation", [])}]  # fmt: skip
+        scored.update(machines=machines, trained_on=seen)
+        if seen:
+            warn(
+                f"--data {path}: {len(seen)} of its {len(machines)} machines "
+                f"share a name with machines the run trained or validated on "
+                f"(e.g. {seen[:3]}): if they are the same machines, their windows "
+                "overstate what the run does on machines it has not seen."
+            )
+    return dict(result, baseline=baseline, **scored)
 
 
 def predict_run(run_dir: str, path: str, out: str, failures: str | None = None) -> int:
