@@ -631,6 +631,8 @@ def test_the_default_clock_never_outpaces_the_slowest_sensor():
     streams = _single_sensor(times, np.cos(times), "temperature", 0.1)
     with pytest.raises(ValueError, match="'temperature_0' at 0.1 Hz, samples 1.5 "):
         stream_windows(streams, 15.0, horizon_seconds=0.0)
+    with pytest.raises(ValueError, match="a tag of events .* event_tags= names it"):
+        stream_windows(streams, 15.0, horizon_seconds=0.0)
     assert stream_windows(streams, 15.0, clock_hz=0.2, horizon_seconds=0.0).clock_hz
 
 
@@ -728,6 +730,12 @@ def test_a_failure_far_past_its_log_is_named(tmp_path):
     assert streams.failure_time.tolist() == [89.5]
     with pytest.warns(UserWarning, match=r"millis.csv: 1 machine\(s\) fail further"):
         read_sensor_log(tmp_path / "log.csv", failures=tmp_path / "millis.csv")
+    # Date-times beside a log in numbers are named as such.
+    pd.DataFrame({"machine": ["m"], "time": ["2023-11-14T22:34:20"]}).to_csv(
+        tmp_path / "dated.csv", index=False
+    )
+    with pytest.raises(ValueError, match="dated.csv: column 'time' holds date-times"):
+        read_sensor_log(tmp_path / "log.csv", failures=tmp_path / "dated.csv")
 
 
 def test_a_tag_of_text_values_is_read_around_when_left_out(tmp_path):

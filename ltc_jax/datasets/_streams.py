@@ -444,7 +444,9 @@ def stream_windows(
                 f"the default clock (its rate) would give {max(frames, 1)} frame "
                 "per window: give clock_hz (between its samples a sensor holds "
                 "its last value), leave the sensor out (sensors=), or lengthen "
-                "the window." + _milliseconds_hint(streams.time)
+                "the window; a tag of events (alarms at irregular times) is "
+                "read as such where event_tags= names it (read_sensor_log's)."
+                + _milliseconds_hint(streams.time)
             )
         clock_hz = frames / window_seconds
     stride_seconds = window_seconds if stride_seconds is None else stride_seconds
@@ -1087,6 +1089,19 @@ def _times(
         parsed = pd.to_numeric(values, errors="coerce")
         origin = "" if parsed.notna().mean() > 0.5 else None
     if origin == "":
+        if (
+            zoned is None
+            and len(values)
+            and (  # the log's times are numbers
+                pd.api.types.is_datetime64_any_dtype(values)
+                or pd.to_numeric(values, errors="coerce").isna().all()
+            )
+        ):
+            raise ValueError(
+                f"{path}: column {column!r} holds date-times (or text), but the "
+                "log's times are numbers: give numbers here too, in the log's "
+                "unit."
+            )
         return _numbers(frame, column, path), "", None
     if (
         len(values)
