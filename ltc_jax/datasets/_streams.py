@@ -377,7 +377,10 @@ def stream_windows(
     The label is 1 where the machine fails within `horizon_seconds` after the
     window's end (`0 <= failure - end <= horizon`), else 0; windows of a machine
     with no failure seen are kept only where `end + horizon_seconds` is within
-    its stream (so that 0 is known).
+    its stream (so that 0 is known). No window ends after its machine's
+    failure: what a machine logs after it failed (a repair, a restart) is
+    another life of it, which `SensorStreams` has one failure time too few to
+    label; give it as a machine of its own name.
 
     **Arguments:**
 
