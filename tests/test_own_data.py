@@ -1,6 +1,8 @@
 """A dataset from a researcher's own arrays: ragged sequences, labels of any
 kind, and classes inferred where no names are given."""
 
+import warnings
+
 import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
@@ -74,12 +76,20 @@ def test_new_recordings_without_labels_are_a_set_to_predict_on(getkey):
 
 
 def test_one_channel_and_float_targets_make_a_regression_set():
-    data = SequenceDataset.from_sequences(
-        [np.arange(3.0), np.arange(5.0)], [np.ones(3), np.zeros(5)], [0.5, -1.0]
-    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        data = SequenceDataset.from_sequences(
+            [np.arange(3.0), np.arange(5.0)], [np.ones(3), np.zeros(5)], [0.5, -1.0]
+        )
     assert data.num_channels == 1 and not data.is_classification
     assert data.num_classes == 0
     np.testing.assert_array_equal(data.labels, [[0.5], [-1.0]])
+    # Float labels of a few whole numbers may mean classes: targets, said so.
+    with pytest.warns(UserWarning, match=r"only the whole numbers \[0.0, 1.0\]"):
+        binary = SequenceDataset.from_sequences(
+            [np.arange(3.0)] * 3, [np.ones(3)] * 3, [0.0, 1.0, 1.0]
+        )
+    assert not binary.is_classification
     # Float labels with class names meant classes: refused, not read as targets.
     with pytest.raises(ValueError, match="float labels, which are regression"):
         SequenceDataset.from_sequences(

@@ -10,11 +10,17 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .._times import FIX, time_resolution_problem
+from .._warn import warn
 
 
 UNLABELLED = -1
 """The class index of every sequence of an unlabelled set (new recordings to
 predict on)."""
+
+_FEW_CLASSES = 10
+"""Float labels holding at most this many distinct whole numbers look like
+classes given as floats (a pandas column with a missing value, say), and get
+a warning that they are read as regression targets."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,9 +146,11 @@ class SequenceDataset:
             for one channel; NaN marks a value not observed.
         - `labels`: `n` class labels of any kind (strings, integers: the classes
             are the distinct labels) or `n` regression targets (floats, or
-            `(n, k)` for `k` targets); `None` for new recordings without
-            labels, to predict on (every class index `-1`, `is_labelled`
-            false; training and evaluation refuse such a set).
+            `(n, k)` for `k` targets; floats holding only a few whole numbers
+            get a `UserWarning` that they are read as targets); `None` for
+            new recordings without labels, to predict on (every class index
+            `-1`, `is_labelled` false; training and evaluation refuse such a
+            set).
         - `class_names`: the classes in index order, e.g. the training set's
             for a test set (taken as strings, as the labels are); default: the
             distinct labels in their own order (numbers by value, strings
@@ -209,6 +217,18 @@ class SequenceDataset:
                     f"class_names {tuple(class_names)} were given with float labels, "
                     "which are regression targets: give the classes as integers "
                     "or strings (labels.astype(int), say)."
+                )
+            distinct = np.unique(labels[np.isfinite(labels)])
+            if (
+                labels.ndim == 1
+                and 0 < len(distinct) <= _FEW_CLASSES
+                and np.all(distinct == np.round(distinct))
+            ):
+                warn(
+                    f"The labels are floats holding only the whole numbers "
+                    f"{distinct.tolist()}: read as regression targets. For "
+                    "classes, give them as integers or strings "
+                    "(labels.astype(int), say)."
                 )
             targets = labels[:, None] if labels.ndim == 1 else labels
             return cls(padded_ts, padded_xs, lengths, targets, (), name)
