@@ -959,6 +959,9 @@ def test_tags_to_read_skip_the_others_rows_and_keep_every_machine(tmp_path):
         r"include \['alarm', 'tag0', 'tag1'\]",
     ):
         read_sensor_log(tmp_path / "log.csv", tags=["aaa", "tag_1"])
+    # A tag in another case than the log's is pointed to it.
+    with pytest.raises(ValueError, match=r"\('TAG0': did you mean 'tag0'\?\)"):
+        read_sensor_log(tmp_path / "log.csv", tags=["TAG0"])
     with pytest.raises(ValueError, match="tags is empty"):
         read_sensor_log(tmp_path / "log.csv", tags=[])
     with pytest.raises(ValueError, match="'pump-3' has no samples \\(of the tags read"):

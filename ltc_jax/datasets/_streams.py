@@ -828,7 +828,7 @@ def read_sensor_log(
             hints = [
                 f"{tag!r}: did you mean {close[0]!r}?"
                 for tag in unknown
-                if (close := difflib.get_close_matches(tag, present, n=1))
+                if (close := _close_tags(tag, present))
             ]
             raise ValueError(
                 f"{path} lacks {len(unknown)} of the {len(set(wanted))} tags to "
@@ -961,6 +961,14 @@ def _warn_late_failures(streams: SensorStreams, failures) -> None:
             "window near its end reads the failure. Are the failure times in "
             "the log's unit (milliseconds against seconds?) and time zone?"
         )
+
+
+def _close_tags(tag: str, present: Sequence[str]) -> list[str]:
+    """The log's tags that `tag` may have meant: those equal to it but for
+    case (a historian's `PUMP3.FLOW` for `pump3.flow`), else the closest by
+    `difflib`."""
+    same = [name for name in present if name.casefold() == tag.casefold()]
+    return same or difflib.get_close_matches(tag, present, n=1)
 
 
 def _same_number(name: str, names) -> str | None:
