@@ -466,8 +466,8 @@ def evaluate_run(
     if where is not None:  # a log's windows: which machines, and were they seen
         machines = sorted(set(where["machine"].tolist()))
         split = stats["settings"]["stream"].get("machines", {})
-        seen = [m for m in machines if m in {*split.get("train", []),
-                                             *split.get("validation", [])}]  # fmt: skip
+        trained = {*split.get("train", []), *split.get("validation", [])}
+        seen = [m for m in machines if m in trained]
         scored.update(machines=machines, trained_on=seen)
         if seen:
             warn(
