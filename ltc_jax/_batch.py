@@ -255,7 +255,9 @@ def check_labels(model, data: SequenceDataset, purpose: str) -> None:
 
     **Raises:** `ValueError` for unlabelled data, classification data that
     names another number of classes than `output_size` (its labels index its
-    own `class_names`), a class index outside `[0,
+    own `class_names`; names that are the indices themselves, `"0"` to
+    `"k-1"`, as integer labels without names get, index the model's too and
+    pass), a class index outside `[0,
     output_size)` (with a hint for 1-based labels), regression targets of
     another width, or a regression target that is NaN or infinite (the loss
     would be, with nothing to say why).
@@ -265,7 +267,13 @@ def check_labels(model, data: SequenceDataset, purpose: str) -> None:
     if size is None:
         return
     labels = np.asarray(data.labels)
-    if data.is_classification and data.class_names and len(data.class_names) != size:
+    names = tuple(data.class_names)
+    if (
+        data.is_classification
+        and names
+        and len(names) != size
+        and names != tuple(map(str, range(len(names))))  # indices: the model's
+    ):
         raise ValueError(
             f"{data.name or 'The data'} names {len(data.class_names)} classes "
             f"{data.class_names}, but the model has output_size={size}, one "

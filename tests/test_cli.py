@@ -1343,6 +1343,30 @@ def test_a_model_worse_than_the_trivial_baseline_is_named():
         _check_beats(dict(test_loss=0.05), mean)
 
 
+def test_the_baseline_check_knows_whether_epochs_were_given(tmp_path, monkeypatch):
+    """The job resolves its epochs before it checks the baseline: the check is
+    told the epochs the command line gave (2), or None where the data chose
+    them, not the resolved count."""
+    import dataclasses
+
+    from ltc_jax.app import job
+
+    told = []
+    monkeypatch.setattr(job, "_check_beats", lambda *args: told.append(args[3]))
+    real = job.prepare
+
+    def one_epoch_where_derived(config, *args, **kwargs):  # a quick run
+        return real(
+            dataclasses.replace(config, epochs=config.epochs or 1), *args, **kwargs
+        )
+
+    monkeypatch.setattr(job, "prepare", one_epoch_where_derived)
+    _train_toy(tmp_path, 24, 10, *SMALL_RUN)
+    (tmp_path / "again").mkdir()
+    _train_toy(tmp_path / "again", 24, 10, "--hidden-size", "4", "--batch-size", "8")
+    assert told == [2, None]
+
+
 def test_training_series_of_one_class_are_refused(tmp_path, capsys):
     """A training file whose series are all "up" (the file declares "down"
     too): refused before anything is written, naming the class."""
@@ -1580,8 +1604,8 @@ def test_cli_stream_pools_sensor_groups_and_reads_a_log_as_it_pooled(tmp_path, c
     # A log whose columns are not the run's is named as such: evaluate has no
     # option to rename them.
     assert (
-        "no column 'timestamp', which the run reads its times from (its "
-        "--log-columns): rename the file's column"
+        "no column 'timestamp', which the run reads its times from: rename the "
+        "file's column"
     ) in _bad(
         tmp_path, capsys, "evaluate", str(logged), "--data", plain_log[0],
         "--failures", plain_log[1],

@@ -56,6 +56,15 @@ def test_a_set_that_names_other_classes_than_the_model_has_is_refused(getkey):
         ts, xs, ["b", "b", "b"], class_names=train.class_names
     )
     assert list(named.labels) == [1, 1, 1]
+    # Integer labels without names index the model's classes: a set holding
+    # classes 0 and 1 of a 3-class model is scored, not refused.
+    three = ltc_jax.LTC(3, 4, 3, key=getkey())
+    indexed = SequenceDataset(train.ts, train.xs, train.lengths, [0, 1, 0])
+    assert indexed.class_names == ("0", "1")
+    logits = three(ltc_jax.make_input_path(indexed), integrator=integrator)
+    expected = np.mean(np.argmax(np.asarray(logits), axis=-1) == [0, 1, 0])
+    scored = ltc_jax.evaluate(three, indexed, integrator=integrator)
+    assert scored["accuracy"] == pytest.approx(expected)
     scored = ltc_jax.evaluate(model, named, integrator=integrator)
     logits = model(ltc_jax.make_input_path(named), integrator=integrator)
     expected = np.mean(np.argmax(np.asarray(logits), axis=-1) == 1)

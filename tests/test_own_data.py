@@ -71,7 +71,7 @@ def test_new_recordings_without_labels_are_a_set_to_predict_on(getkey):
     )
     with pytest.raises(ValueError, match="evaluation needs labelled data"):
         ltc_jax.evaluate(model, new, integrator=integrator)
-    with pytest.raises(ValueError, match="one entry per sequence; got 4, 3 and 4"):
+    with pytest.raises(ValueError, match="ts and xs must .* got 4 and 3"):
         SequenceDataset.from_sequences(ts, xs[:3], None)
 
 
@@ -87,9 +87,18 @@ def test_one_channel_and_float_targets_make_a_regression_set():
     # Float labels of a few whole numbers may mean classes: targets, said so.
     with pytest.warns(UserWarning, match=r"only the whole numbers \[0.0, 1.0\]"):
         binary = SequenceDataset.from_sequences(
-            [np.arange(3.0)] * 3, [np.ones(3)] * 3, [0.0, 1.0, 1.0]
+            [np.arange(3.0)] * 4, [np.ones(3)] * 4, [0.0, 1.0, 1.0, 0.0]
         )
     assert not binary.is_classification
+    # Whole-number targets that are not indices 0 to k - 1 (remaining
+    # lifetimes, ratings from 1), or as many values as sequences, are targets.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for targets in ([112.0, 98.0, 69.0, 40.0], [1.0, 2.0, 2.0, 1.0], [0.0, 1.0]):
+            n = len(targets)
+            SequenceDataset.from_sequences(
+                [np.arange(3.0)] * n, [np.ones(3)] * n, targets
+            )
     # Float labels with class names meant classes: refused, not read as targets.
     with pytest.raises(ValueError, match="float labels, which are regression"):
         SequenceDataset.from_sequences(

@@ -708,10 +708,11 @@ def test_logs_of_durations_empty_tables_and_one_machine_failures(tmp_path):
 
 
 def test_a_failure_far_past_its_log_is_named(tmp_path):
-    """A failure table in milliseconds beside a log in seconds: each failure
-    lies far further past its machine's last sample than the log is long, and
-    a warning says so; the table in seconds, a failure 30 s after a 60 s log,
-    is read without one."""
+    """A failure table in milliseconds beside a log in seconds: the failure
+    lies about 1,500 times the log's length past its last sample, and a
+    warning says so; the table in seconds, a failure 30 s after a 60 s log,
+    is read without one, as is a failure 1,000 s after it of a machine with
+    no samples of the tags read."""
     frame = pd.DataFrame(
         {"time": np.arange(120) * 0.5, "tag": "temp", "value": 1.0, "machine": "m"}
     )
@@ -727,8 +728,19 @@ def test_a_failure_far_past_its_log_is_named(tmp_path):
         streams = read_sensor_log(
             tmp_path / "log.csv", failures=tmp_path / "seconds.csv"
         )
-    assert streams.failure_time.tolist() == [89.5]
-    with pytest.warns(UserWarning, match=r"millis.csv: 1 machine\(s\) fail further"):
+        assert streams.failure_time.tolist() == [89.5]
+        other = pd.DataFrame({"time": [0.0, 1.0], "tag": "state", "value": 0.0})
+        pd.concat([frame, other.assign(machine="n")]).to_csv(
+            tmp_path / "two.csv", index=False
+        )
+        pd.DataFrame({"machine": ["m", "n"], "time": [89.5, 1001.0]}).to_csv(
+            tmp_path / "both.csv", index=False
+        )
+        read = read_sensor_log(
+            tmp_path / "two.csv", failures=tmp_path / "both.csv", tags=["temp"]
+        )
+        assert read.failure_time.tolist() == [89.5, 1001.0]
+    with pytest.warns(UserWarning, match=r"millis.csv: 1 machine\(s\) fail more than"):
         read_sensor_log(tmp_path / "log.csv", failures=tmp_path / "millis.csv")
     # Date-times beside a log in numbers are named as such.
     pd.DataFrame({"machine": ["m"], "time": ["2023-11-14T22:34:20"]}).to_csv(
@@ -736,6 +748,10 @@ def test_a_failure_far_past_its_log_is_named(tmp_path):
     )
     with pytest.raises(ValueError, match="dated.csv: column 'time' holds date-times"):
         read_sensor_log(tmp_path / "log.csv", failures=tmp_path / "dated.csv")
+    # A blank time is named by its row, as before.
+    (tmp_path / "blank.csv").write_text("machine,time\nm,\n")
+    with pytest.raises(ValueError, match="blank.csv: row 1, column 'time': '' is not"):
+        read_sensor_log(tmp_path / "log.csv", failures=tmp_path / "blank.csv")
 
 
 def test_a_tag_of_text_values_is_read_around_when_left_out(tmp_path):

@@ -190,8 +190,8 @@ def _check_beats(
                 if epochs is None
                 else f" Its epochs were set by hand (--epochs {epochs}): too few "
                 "leave it untrained, too many overfit a small set; leave them "
-                "to the data, or choose them by cross-validation (--folds 5 "
-                "without --epochs)."
+                "to the data, or let cross-validation choose up to them "
+                "(--folds 5)."
             )
         )
 
@@ -450,6 +450,7 @@ def train_and_evaluate(
             )
         )
     held = () if validation is None else (validation,)
+    epochs_given = config.epochs  # None where the data chose them
     try:  # with --folds this trains, before the run folder exists
         job = prepare(config, train, (*held, test), say=say)
     except KeyboardInterrupt:
@@ -628,7 +629,7 @@ def train_and_evaluate(
             and not config.validation_fraction  # which refuses the folds
             and not isinstance(config, StreamConfig)
         )
-        _check_beats(metrics, metrics["baseline"], suggest, config.epochs)
+        _check_beats(metrics, metrics["baseline"], suggest, epochs_given)
     return metrics
 
 

@@ -497,8 +497,7 @@ def read_windows_for_run(
         message = re.sub(
             r" \((\w+)_column= names another\)",
             lambda match: (
-                f", which the run reads its {match[1]}s from (its "
-                f"--log-columns): rename the file's column"
+                f", which the run reads its {match[1]}s from: rename the file's column"
             ),
             str(error),
         )

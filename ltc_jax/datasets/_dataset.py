@@ -18,9 +18,10 @@ UNLABELLED = -1
 predict on)."""
 
 _FEW_CLASSES = 10
-"""Float labels holding at most this many distinct whole numbers look like
-classes given as floats (a pandas column with a missing value, say), and get
-a warning that they are read as regression targets."""
+"""Float labels holding only the numbers 0 to k - 1, k at most this and each
+on two sequences on average, look like class indices given as floats (a
+pandas column with a missing value, say), and get a warning that they are
+read as regression targets."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,8 +147,9 @@ class SequenceDataset:
             for one channel; NaN marks a value not observed.
         - `labels`: `n` class labels of any kind (strings, integers: the classes
             are the distinct labels) or `n` regression targets (floats, or
-            `(n, k)` for `k` targets; floats holding only a few whole numbers
-            get a `UserWarning` that they are read as targets); `None` for
+            `(n, k)` for `k` targets; floats holding only the indices `0`
+            to `k - 1` of a few classes get a `UserWarning` that they are
+            read as targets); `None` for
             new recordings without labels, to predict on (every class index
             `-1`, `is_labelled` false; training and evaluation refuse such a
             set).
@@ -173,6 +175,11 @@ class SequenceDataset:
         """
         unlabelled = labels is None
         if unlabelled:
+            if len(ts) != len(xs):
+                raise ValueError(
+                    f"ts and xs must have one entry per sequence; got {len(ts)} "
+                    f"and {len(xs)}."
+                )
             labels = np.full(len(ts), UNLABELLED, dtype=np.int32)
         if not len(ts) == len(xs) == len(labels):
             raise ValueError(
@@ -219,16 +226,18 @@ class SequenceDataset:
                     "or strings (labels.astype(int), say)."
                 )
             distinct = np.unique(labels[np.isfinite(labels)])
+            k = len(distinct)
             if (
                 labels.ndim == 1
-                and 0 < len(distinct) <= _FEW_CLASSES
-                and np.all(distinct == np.round(distinct))
+                and 2 <= k <= _FEW_CLASSES
+                and len(labels) >= 2 * k
+                and np.array_equal(distinct, np.arange(k))
             ):
                 warn(
                     f"The labels are floats holding only the whole numbers "
-                    f"{distinct.tolist()}: read as regression targets. For "
-                    "classes, give them as integers or strings "
-                    "(labels.astype(int), say)."
+                    f"{distinct.tolist()}, as class indices would: read as "
+                    "regression targets. For classes, give them as integers "
+                    "or strings (labels.astype(int), say)."
                 )
             targets = labels[:, None] if labels.ndim == 1 else labels
             return cls(padded_ts, padded_xs, lengths, targets, (), name)

@@ -782,9 +782,9 @@ def read_sensor_log(
     `rates_hz`, `tags` or `sensor_groups`, or a group for an event tag or
     one named as an event group (`EVENT_GROUPS`). `ImportError`
     naming the extra where pandas (or pyarrow) is not installed. A
-    `UserWarning` names a machine that fails further past its last sample than
-    its log is long (a failure table in milliseconds beside a log in seconds
-    reads so).
+    `UserWarning` names a machine that fails more than 100 times its log's
+    length past its last sample (a failure table in milliseconds beside a log
+    in seconds reads so).
     """
     for option, given in (("event_tags", event_tags), ("tags", tags)):
         if isinstance(given, str):
@@ -939,27 +939,38 @@ def read_sensor_log(
     return streams
 
 
+_LATE_FAILURE = 100.0
+"""A failure more than this many times its machine's logged span past its
+last sample is warned about: no horizon a window of that log would use
+reaches it, and a failure table in milliseconds beside a log in seconds puts
+it about 1,000 times further."""
+
+
 def _warn_late_failures(streams: SensorStreams, failures) -> None:
-    """Warn where a machine fails further past its last sample than its log is
-    long: its windows can hardly be labelled by that failure, and a failure
-    table in another unit than the log (milliseconds against seconds) reads
-    so."""
+    """Warn where a machine fails further past its last sample than
+    `_LATE_FAILURE` times its log's span (machines without samples of the tags
+    read are not judged): a failure table in another unit than the log
+    (milliseconds against seconds) reads so."""
     machines = len(streams.machine_names)
     first, last = np.full(machines, np.inf), np.full(machines, -np.inf)
     np.minimum.at(first, streams.machine, streams.time)
     np.maximum.at(last, streams.machine, streams.time)
-    late = np.isfinite(streams.failure_time) & (
-        streams.failure_time - last > np.maximum(last - first, 0)
+    sampled = np.isfinite(first)
+    span = np.where(sampled, last - first, 0.0)
+    late = (
+        sampled
+        & np.isfinite(streams.failure_time)
+        & (streams.failure_time - np.where(sampled, last, 0.0) > _LATE_FAILURE * span)
     )
     if np.any(late):
         bad = int(np.argmax(late))
         warn(
-            f"{failures}: {int(np.sum(late))} machine(s) fail further past their "
-            f"last sample than their log is long, e.g. "
-            f"{streams.machine_names[bad]!r}, logged from {first[bad]:.6g} s to "
-            f"{last[bad]:.6g} s, fails at {streams.failure_time[bad]:.6g} s: no "
-            "window near its end reads the failure. Are the failure times in "
-            "the log's unit (milliseconds against seconds?) and time zone?"
+            f"{failures}: {int(np.sum(late))} machine(s) fail more than "
+            f"{_LATE_FAILURE:g} times their log's length past their last "
+            f"sample, e.g. {streams.machine_names[bad]!r}, logged from "
+            f"{first[bad]:.6g} s to {last[bad]:.6g} s, fails at "
+            f"{streams.failure_time[bad]:.6g} s. Are the failure times in the "
+            "log's unit (milliseconds against seconds?) and time zone?"
         )
 
 
@@ -1101,17 +1112,23 @@ def _times(
         origin = "" if parsed.notna().mean() > 0.5 else None
     if origin == "":
         if (
-            zoned is None
+            zoned is None  # the log's times are numbers, and these date-times
             and len(values)
-            and (  # the log's times are numbers
+            and (
                 pd.api.types.is_datetime64_any_dtype(values)
-                or pd.to_numeric(values, errors="coerce").isna().all()
+                or (
+                    pd.to_numeric(values, errors="coerce").isna().all()
+                    and pd.to_datetime(
+                        values, errors="coerce", utc=True, format="ISO8601"
+                    )
+                    .notna()
+                    .any()
+                )
             )
         ):
             raise ValueError(
-                f"{path}: column {column!r} holds date-times (or text), but the "
-                "log's times are numbers: give numbers here too, in the log's "
-                "unit."
+                f"{path}: column {column!r} holds date-times, but the log's "
+                "times are numbers: give numbers here too, in the log's unit."
             )
         return _numbers(frame, column, path), "", None
     if (
