@@ -144,7 +144,11 @@ class Crossing(eqx.Module):
 
     This is `diffrax.Event(cond_fn, root_finder, direction)` with `cond_fn`
     the readout minus the threshold on one sequence's state; `event_fired` of
-    the trajectory is diffrax's `event_mask`.
+    the trajectory is diffrax's `event_mask`. Its sign is compared at the
+    ends of each solver step, so an excursion that crosses the threshold and
+    returns within one step is not seen (the next crossing, or none, is
+    reported): to catch one of duration `d`, use fixed steps shorter than
+    `d`.
 
     **Raises:** `ValueError` for an unknown `direction`, a `threshold` that is
     not a scalar, or one that is not finite (where it is known: not under

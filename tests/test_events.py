@@ -277,3 +277,29 @@ def test_the_bracketed_newton_converges_where_newton_cycles():
     assert float(exact.value) == 0.25 and int(exact.stats["num_steps"]) <= 3
     no_root = root(lambda t: 1.0 - t, 0.0, 1.0, 1.0)
     assert no_root.result == optx.RESULTS.successful and float(no_root.value) == 1.0
+
+
+class _Sine(eqx.Module):
+    """dy/dt = cos(t) from y = 0: y(t) = sin(t), whatever the input."""
+
+    def __call__(self, t, y, path):
+        return jnp.broadcast_to(jnp.cos(jnp.asarray(t)).reshape(-1, 1), y.shape)
+
+
+def test_a_crossing_and_its_return_within_one_step_is_not_seen():
+    """As the docstring says: the event compares the readout with the level at
+    the ends of each step, so sin(t) rising above 0.99 at asin(0.99) and back
+    below it at pi - asin(0.99), both inside the step from 1 to 2, does not
+    fire with steps of 1; with steps of 0.05 it fires at asin(0.99)."""
+    path = ltc_jax.InputPath(jnp.linspace(0.0, 3.0, 4), jnp.zeros((1, 4, 1)))
+    event = ltc_jax.Crossing(0.99, direction="up")
+    reached = {}
+    for dt0 in (1.0, 0.05):
+        integrator = ltc_jax.make_integrator("rk4", "checkpoint", dt0=dt0)
+        trajectory = ltc_jax.integrate(
+            _Sine(), path, jnp.zeros((1, 1)), integrator, event=event
+        )
+        reached[dt0] = (bool(trajectory.event_fired[0]), float(trajectory.t_reached[0]))
+    assert reached[1.0] == (False, 3.0)
+    assert reached[0.05][0]
+    np.testing.assert_allclose(reached[0.05][1], np.arcsin(0.99), rtol=1e-4)
