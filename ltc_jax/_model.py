@@ -96,7 +96,11 @@ def check_solve(model: eqx.Module, path: InputPath, save: str) -> None:
     `"observations"`, inputs without the model's `input_size` channels, or
     parameters whose float type is not the inputs'."""
     if save not in ("final", "observations"):
-        raise ValueError(f"save must be 'final' or 'observations'; got {save!r}.")
+        raise ValueError(
+            f"save must be 'final' or 'observations'; got {save!r}. (States at "
+            "n times spread over each sequence: the model's readout_times=n "
+            "with save='final', or ltc_jax.integrate(..., save=n).)"
+        )
     if path.input_size != model.input_size:
         raise ValueError(
             f"The model takes {model.input_size} input channels; the input path "

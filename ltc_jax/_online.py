@@ -457,7 +457,10 @@ class OnlineLearner(eqx.Module):
                 f"{n} windows need as many streams and end times; got "
                 f"{stream.shape[0]} and {end_time.shape[0]}."
             )
-        now = self._advance(state, float(end_time.max()) if now is None else now)
+        if now is None:
+            now = self._advance(state, float(end_time.max()), latest_end=True)
+        else:
+            now = self._advance(state, now)
         late = end_time > now
         if np.any(late):
             i = int(np.argmax(late))
@@ -553,13 +556,24 @@ class OnlineLearner(eqx.Module):
         """The smallest step of the learner's grid, in the stream's time unit."""
         return float(np.min(np.diff(np.asarray(self.ts, np.float64))))
 
-    def _advance(self, state: OnlineState, now: float) -> float:
-        """`now`, checked to be finite, fine enough, and not to go back."""
+    def _advance(
+        self, state: OnlineState, now: float, latest_end: bool = False
+    ) -> float:
+        """`now`, checked to be finite, fine enough, and not to go back
+        (`latest_end`: `now` was not given, but taken as the windows' latest
+        end, which the message then names)."""
         now = float(_end_times(now, self._step, "now")[0])
         if not now >= state.now:
             raise ValueError(
-                f"now={now} is before the stream's time so far ({state.now}): "
-                "the stream's time cannot go back."
+                (
+                    f"The windows end by {now}, before the stream's time so far "
+                    f"({state.now}): windows arrive in time order, each after "
+                    "the last predicted (give now=state.now for a late one of "
+                    "another stream)."
+                )
+                if latest_end
+                else f"now={now} is before the stream's time so far "
+                f"({state.now}): the stream's time cannot go back."
             )
         return now
 
@@ -950,7 +964,8 @@ def load_online_state(
 
     The learner's settings apply from here on: its EWC's strength to the
     penalty saved (a stream resumed by the learner that saved it continues
-    exactly), its replay's capacity to the windows saved.
+    exactly); its replay must hold the windows saved (a smaller capacity is
+    refused, not applied).
 
     **Raises:** [`ltc_jax.CheckpointError`][] if no checkpoint is usable, the
     newest intact one is not an online learner's, holds a model built with

@@ -110,6 +110,9 @@ def test_labels_before_their_windows_end_and_other_bad_input_are_refused():
         learner.label(state, [0], [16.0], [1], now=16.0)
     with pytest.raises(ValueError, match="cannot go back"):
         learner.label(state, streams, ends, labels, now=4.0)
+    # An earlier window without now: named as out of order, not as now's.
+    with pytest.raises(ValueError, match="The windows end by 4.0, before the str"):
+        learner.predict(state, xs, streams, np.full(STREAMS, 4.0))
     with pytest.raises(ValueError, match="does not end after that stream's latest"):
         learner.predict(state, xs, streams, ends, now=9.0)
     with pytest.raises(ValueError, match="stream 0 ending at 16.0 is given twice"):
