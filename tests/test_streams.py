@@ -754,6 +754,47 @@ def test_a_failure_far_past_its_log_is_named(tmp_path):
         read_sensor_log(tmp_path / "log.csv", failures=tmp_path / "blank.csv")
 
 
+def test_an_event_tag_asked_for_and_absent_is_an_alarm_that_never_fired(tmp_path):
+    """A new log in which one of the run's alarm tags never fired has no rows
+    of it: asked for by tags= as an event tag, it is read with a warning as
+    an event sensor without events (its count 0 in every frame, its time
+    since the last event the time since the stream began, as for an alarm
+    before its first event); a continuous tag or an event tag not asked for
+    by tags= that the log lacks is still refused."""
+    t = np.arange(0.0, 200.0, 0.5)
+    frame = pd.concat(
+        [
+            pd.DataFrame({"time": t, "tag": "temp", "value": np.sin(t)}),
+            pd.DataFrame({"time": [50.0, 120.0], "tag": "alarm", "value": 1.0}),
+        ]
+    ).assign(machine="m")
+    frame.to_csv(tmp_path / "log.csv", index=False)
+    events = ["alarm", "siren"]
+    with pytest.warns(UserWarning, match=r"event tag\(s\) \['siren'\] have no rows"):
+        streams = read_sensor_log(
+            tmp_path / "log.csv", tags=["temp", *events], event_tags=events
+        )
+    assert streams.sensor_names == ("alarm", "siren", "temp")
+    assert streams.sensor_group == ("event", "event", "continuous")
+    assert streams.samples(0, 1)[0].size == 0
+    windows = stream_windows(streams, 20.0, horizon_seconds=0.0)
+    names = list(windows.channel_names)
+    count, since = names.index("siren:count"), names.index("siren:since")
+    assert np.all(windows.dataset.xs[..., count] == 0.0)
+    # An alarm before its first event reads the same as one that never fires.
+    first = names.index("alarm:since")
+    before = windows.end_time < 50.0
+    np.testing.assert_array_equal(
+        windows.dataset.xs[before][..., since], windows.dataset.xs[before][..., first]
+    )
+    with pytest.raises(
+        ValueError, match=r"lacks 1 of the 2 tags to read, e.g. \['p'\]"
+    ):
+        read_sensor_log(tmp_path / "log.csv", tags=["temp", "p"])
+    with pytest.raises(ValueError, match="event_tags names tags \\['siren'\\]"):
+        read_sensor_log(tmp_path / "log.csv", event_tags=events)
+
+
 def test_a_tag_of_text_values_is_read_around_when_left_out(tmp_path):
     """A historian's digital tag ('ON', 'OFF') beside numeric ones: reading
     every tag names its first text value and tag; reading the others skips

@@ -755,7 +755,9 @@ def read_sensor_log(
     - `machine_column`: the machine's name, or `None` for a file of one machine.
     - `event_tags`: the tags whose samples are events (alarms): they form the
         group `"event"`; the others are `"continuous"`, or as `sensor_groups`
-        says.
+        says. An event tag that `tags` asks for and the log lacks is an alarm
+        that never fired: a sensor without events, with a `UserWarning`
+        (reading a run's tags from a new log, say).
     - `sensor_groups`: a continuous tag's group, the kind of sensor it is (e.g.
         `{"TI-101": "temperature", "PI-204": "pressure"}`); default
         `"continuous"`. Sensors of one group are interchangeable: windows
@@ -822,7 +824,8 @@ def read_sensor_log(
         wanted = [str(tag).strip() for tag in tags]
         if not wanted:
             raise ValueError("tags is empty: give the tags to read, or None for all.")
-        unknown = sorted(set(wanted) - set(labels))
+        # An event tag without rows is an alarm that never fired: read below.
+        unknown = sorted(set(wanted) - set(labels) - set(event_tags))
         if unknown:
             present = sorted(set(labels))
             hints = [
@@ -838,7 +841,15 @@ def read_sensor_log(
             )
         rows = np.flatnonzero(np.isin(labels, wanted))
     value = _values(frame, value_column, path, rows, labels)
-    sensor_names, sensor = np.unique(labels[rows], return_inverse=True)
+    read = set(labels[rows]) if tags is None else set(wanted)
+    silent = sorted((set(event_tags) & read) - set(labels[rows]))
+    if silent:
+        warn(
+            f"{path}: the event tag(s) {silent[:5]} have no rows in the log: "
+            "read as events that never occur (an alarm that never fired)."
+        )
+    sensor_names = np.array(sorted(set(labels[rows]) | set(silent)), dtype=object)
+    sensor = np.searchsorted(sensor_names, labels[rows])
     machine, time = machine[rows], time[rows]
 
     # Times strictly increasing within each (machine, tag), in file order.
