@@ -508,6 +508,14 @@ def test_cli_jump_model_trains_reloads_and_derives_no_solver(tmp_path, capsys):
         app.TrainConfig(model="jump", cell="biophysical").check()
     with pytest.raises(ValueError, match="--substeps"):
         app.TrainConfig(substeps=2).check()
+    # A gradient mode given to a model without an ODE solve was ignored, and
+    # a reverse solve with the fused step failed with a traceback at the end.
+    for model in ("jump", "cfc"):
+        with pytest.raises(ValueError, match=f"--model {model} trains by backprop"):
+            app.StreamConfig(model=model, adjoint="backsolve").check()
+    with pytest.raises(ValueError, match="give --backward-solver"):
+        app.StreamConfig(solver="fused", adjoint="windowed").check()
+    app.StreamConfig(solver="fused", adjoint="windowed", backward_solver="heun").check()
     # A fixed step given to a model without a solve is unused, not an error.
     data = ltc_jax.datasets.read_ts(test)
     for model in ("jump", "cfc"):

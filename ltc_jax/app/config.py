@@ -13,7 +13,7 @@ import tyro
 from .._custom_types import Interpolation
 from .._integrator import Batching
 from .._model import ReadoutFeatures
-from .._names import AdjointName, SolverName
+from .._names import AdjointName, SolverName, has_reverse_solve
 from .._vector_field import GateBiasInit
 
 
@@ -361,6 +361,23 @@ class TrainConfig:
             raise ValueError(
                 f"--model jump evolves the ltc cell between observations; got "
                 f"--cell {self.cell}."
+            )
+        if self.model != "ltc" and self.adjoint != "checkpoint":
+            raise ValueError(
+                f"--adjoint {self.adjoint} chooses the gradient mode of the LTC's "
+                f"ODE solve; --model {self.model} trains by backpropagation "
+                "through its updates."
+            )
+        if (
+            self.model == "ltc"
+            and self.solver == "fused"
+            and has_reverse_solve(self.adjoint)
+            and self.backward_solver in (None, "fused")
+        ):
+            raise ValueError(
+                f"--adjoint {self.adjoint} solves backwards, which the fused "
+                "step cannot (the reverse solve is not of LTC form): give "
+                "--backward-solver (heun, say) with --solver fused."
             )
         if self.substeps < 1:
             raise ValueError(f"--substeps must be positive; got {self.substeps}.")
