@@ -624,6 +624,13 @@ class StreamConfig(TrainConfig):
                 "--horizon-seconds must be zero or positive; got "
                 f"{self.horizon_seconds}."
             )
+        if self.clock_hz is not None and self.window_seconds * self.clock_hz < 1.5:
+            raise ValueError(
+                f"--window-seconds {self.window_seconds:g} at --clock-hz "
+                f"{self.clock_hz:g} gives {self.window_seconds * self.clock_hz:g} "
+                "frames per window: a window needs two or more frames, for the "
+                "model to see time pass. Give a faster clock or a longer window."
+            )
         simulated = self.log is None
         if simulated and self.window_seconds + self.horizon_seconds >= (
             self.simulated_seconds

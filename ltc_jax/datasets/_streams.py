@@ -444,7 +444,7 @@ def stream_windows(
             raise ValueError(
                 f"The slowest continuous sensor, {name!r} at {slowest:.3g} Hz, "
                 f"samples {exact:.3g} times in a {window_seconds:g} s window, so "
-                f"the default clock (its rate) would give {max(frames, 1)} frame "
+                "the default clock (its rate) would give fewer than two frames "
                 "per window: give clock_hz (between its samples a sensor holds "
                 "its last value), leave the sensor out (sensors=), or lengthen "
                 "the window; a tag of events (alarms at irregular times) is "
