@@ -213,7 +213,14 @@ def test_first_machine_simulates_the_plants_later_machines():
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        (dict(sensors=0), "sensors must be at least 1; got 0"),
+        (dict(sensors=0), "sensors must be an int, at least 1; got 0"),
+        (dict(seed=-1), "seed must be an int, at least 0; got -1"),
+        (dict(rates_hz=(np.inf, 10.0, 1.0)), "rates_hz must be three positive, fin"),
+        (dict(failure_seconds=(10.0, np.inf)), "failure_seconds must be .* finite"),
+        (dict(load_changes_per_hour=np.inf), "load_changes_per_hour must be finite"),
+        (dict(alarms_per_hour=(1.0, np.inf)), "alarms_per_hour must be .* finite"),
+        (dict(recalibration_seconds=np.nan), "recalibration_seconds must be None, or"),
+        (dict(recalibration_seconds=-5.0), "recalibration_seconds must be None, or"),
         (dict(group_fractions=(0.5, 0.5, 0.5, 0.0)), "group_fractions must be"),
         (dict(jitter=1.0), r"jitter must be in \[0, 1\); got 1.0"),
         (dict(failure_seconds=(5.0, 4.0)), "failure_seconds must be"),

@@ -3,6 +3,7 @@ sample at different rates, each on its own clock."""
 
 import dataclasses
 import math
+import numbers
 
 import numpy as np
 
@@ -232,7 +233,9 @@ def simulate_plant(
 
     **Returns:** a [`ltc_jax.datasets.PlantStreams`][].
 
-    **Raises:** `ValueError` naming the argument for a count below 1, fractions
+    **Raises:** `ValueError` naming the argument for a count below 1 or not
+    an int, a negative or non-int `seed`, a number that is not finite (NaN or
+    infinite; `recalibration_seconds` negative too), fractions
     that are negative or do not sum to 1, a range whose low end exceeds its high
     end, a non-positive rate, load level, time constant or
     `simulated_seconds`, a jitter
@@ -261,6 +264,8 @@ def simulate_plant(
         noise=noise,
         alarms_per_hour=alarms_per_hour,
         simulated_seconds=simulated_seconds,
+        seed=seed,
+        recalibration_seconds=recalibration_seconds,
     )
     counts = _group_counts(sensors, group_fractions)
     group_index = np.repeat(np.arange(4), counts)
@@ -473,16 +478,27 @@ def _check(
     noise,
     alarms_per_hour,
     simulated_seconds,
+    seed,
+    recalibration_seconds,
 ) -> None:
-    """Raise a `ValueError` naming the first invalid argument of `simulate_plant`."""
+    """Raise a `ValueError` naming the first invalid argument of `simulate_plant`:
+    each rule's number (or each of its numbers) finite as well as in range."""
+
+    def whole(value) -> bool:
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+    def finite(*values) -> bool:
+        return all(math.isfinite(value) for value in np.ravel(values))
+
     rules = [
-        ("machines", machines, machines >= 1, "at least 1"),
-        ("sensors", sensors, sensors >= 1, "at least 1"),
+        ("machines", machines, whole(machines) and machines >= 1, "an int, at least 1"),
+        ("sensors", sensors, whole(sensors) and sensors >= 1, "an int, at least 1"),
+        ("seed", seed, whole(seed) and seed >= 0, "an int, at least 0"),
         (
             "failure_seconds",
             failure_seconds,
-            0 < failure_seconds[0] <= failure_seconds[1],
-            "(low, high) with 0 < low <= high",
+            finite(failure_seconds) and 0 < failure_seconds[0] <= failure_seconds[1],
+            "(low, high) with 0 < low <= high, finite",
         ),
         (
             "group_fractions",
@@ -496,45 +512,60 @@ def _check(
         (
             "rates_hz",
             rates_hz,
-            len(rates_hz) == 3 and min(rates_hz) > 0,
-            "three positive rates (vibration, pressure, temperature)",
+            len(rates_hz) == 3 and min(rates_hz) > 0 and finite(rates_hz),
+            "three positive, finite rates (vibration, pressure, temperature)",
         ),
         ("jitter", jitter, 0 <= jitter < 1, "in [0, 1)"),
         ("drift_ppm", drift_ppm, 0 <= drift_ppm < 1e6, "in [0, 1e6)"),
         (
             "load_levels",
             load_levels,
-            len(load_levels) >= 1 and min(load_levels) > 0,
-            "one or more positive levels",
+            len(load_levels) >= 1 and min(load_levels) > 0 and finite(load_levels),
+            "one or more positive, finite levels",
         ),
         (
             "load_changes_per_hour",
             load_changes_per_hour,
-            load_changes_per_hour >= 0,
-            "at least 0",
+            finite(load_changes_per_hour) and load_changes_per_hour >= 0,
+            "finite and at least 0",
         ),
         (
             "wear_exponents",
             wear_exponents,
-            1 <= wear_exponents[0] <= wear_exponents[1],
-            "(low, high) with 1 <= low <= high",
+            finite(wear_exponents) and 1 <= wear_exponents[0] <= wear_exponents[1],
+            "(low, high) with 1 <= low <= high, finite",
         ),
-        ("pressure_lag_seconds", lags[0], lags[0] > 0, "positive"),
-        ("temperature_lag_seconds", lags[1], lags[1] > 0, "positive"),
-        ("noise", noise, noise >= 0, "at least 0"),
+        ("pressure_lag_seconds", lags[0], finite(lags[0]) and lags[0] > 0, "positive"),
+        (
+            "temperature_lag_seconds",
+            lags[1],
+            finite(lags[1]) and lags[1] > 0,
+            "positive and finite",
+        ),
+        ("noise", noise, finite(noise) and noise >= 0, "finite and at least 0"),
         (
             "alarms_per_hour",
             alarms_per_hour,
-            0 <= alarms_per_hour[0] <= alarms_per_hour[1],
-            "(at wear 0, at wear 1) with 0 <= the first <= the second",
+            finite(alarms_per_hour) and 0 <= alarms_per_hour[0] <= alarms_per_hour[1],
+            "(at wear 0, at wear 1) with 0 <= the first <= the second, finite",
         ),
         (
             "simulated_seconds",
             simulated_seconds,
-            simulated_seconds is None or simulated_seconds > 0,
-            "positive, or None for whole lives",
+            simulated_seconds is None
+            or (finite(simulated_seconds) and simulated_seconds > 0),
+            "positive and finite, or None for whole lives",
         ),
     ]
+    rules.append(
+        (
+            "recalibration_seconds",
+            recalibration_seconds,
+            recalibration_seconds is None
+            or (finite(recalibration_seconds) and recalibration_seconds >= 0),
+            "None, or finite and at least 0",
+        )
+    )
     for name, value, valid, requirement in rules:
         if not valid:
             raise ValueError(f"{name} must be {requirement}; got {value!r}.")
