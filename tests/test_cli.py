@@ -515,6 +515,8 @@ def test_cli_jump_model_trains_reloads_and_derives_no_solver(tmp_path, capsys):
             app.StreamConfig(model=model, adjoint="backsolve").check()
     with pytest.raises(ValueError, match="20 at --clock-hz 0.05 gives 1 frames"):
         app.StreamConfig(window_seconds=20.0, clock_hz=0.05).check()
+    with pytest.raises(ValueError, match="--fill must be a finite number; got nan"):
+        app.StreamConfig(fill=float("nan")).check()
     with pytest.raises(ValueError, match="give --backward-solver"):
         app.StreamConfig(solver="fused", adjoint="windowed").check()
     app.StreamConfig(solver="fused", adjoint="windowed", backward_solver="heun").check()

@@ -624,6 +624,8 @@ class StreamConfig(TrainConfig):
                 "--horizon-seconds must be zero or positive; got "
                 f"{self.horizon_seconds}."
             )
+        if self.fill is not None and not math.isfinite(self.fill):
+            raise ValueError(f"--fill must be a finite number; got {self.fill}.")
         if self.clock_hz is not None and self.window_seconds * self.clock_hz < 1.5:
             raise ValueError(
                 f"--window-seconds {self.window_seconds:g} at --clock-hz "
