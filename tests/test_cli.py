@@ -986,6 +986,10 @@ def test_cli_stream_trains_on_the_simulator_and_reads_a_log_as_it_cut_its_window
     for before, now in [(False, "none"), (True, "groups")]:
         older = config_from_json(dict(saved, pool_sensor_groups=before))
         assert older.sensor_pooling == now
+    # A CfC run saved with an adjoint it never used (refused since) resumes.
+    cfc = config_from_json(dict(saved, model="cfc", adjoint="backsolve"))
+    assert cfc.adjoint == "checkpoint"
+    cfc.check()
 
     plant = ltc_jax.datasets.simulate_plant(6, 6, seed=3, simulated_seconds=600.0)
     # The clock's reason names the sensor that set it.

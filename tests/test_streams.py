@@ -793,6 +793,16 @@ def test_an_event_tag_asked_for_and_absent_is_an_alarm_that_never_fired(tmp_path
         read_sensor_log(tmp_path / "log.csv", tags=["temp", "p"])
     with pytest.raises(ValueError, match="event_tags names tags \\['siren'\\]"):
         read_sensor_log(tmp_path / "log.csv", event_tags=events)
+    # A tag of the log's in another case is a misspelling, not a quiet alarm.
+    with pytest.raises(ValueError, match="lacks the event tag 'Alarm' \\(did you"):
+        read_sensor_log(
+            tmp_path / "log.csv", tags=["temp", "Alarm"], event_tags=["Alarm"]
+        )
+    # A near name is suggested in the warning.
+    with pytest.warns(UserWarning, match="'alarn': a misspelling of 'alarm'"):
+        read_sensor_log(
+            tmp_path / "log.csv", tags=["temp", "alarn"], event_tags=["alarn"]
+        )
 
 
 def test_a_tag_of_text_values_is_read_around_when_left_out(tmp_path):

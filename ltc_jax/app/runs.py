@@ -171,7 +171,8 @@ def config_from_json(saved: dict) -> TrainConfig:
     summary, or the states) and the zero gate bias (none for the CfC and the
     biophysical cell, which have no such gate); a stream run saved before
     `sensor_pooling`, the pooling its `pool_sensor_groups` and `sensor_groups`
-    gave (none without either)."""
+    gave (none without either); a CfC or jump model's run saved with another
+    `adjoint` than the default (unused, and refused since), the default."""
     saved = {k: v for k, v in saved.items() if k != "derived"}
     if "readout_features" not in saved:  # saved before the option: its readout
         pooling = saved.pop("readout_pooling", False)
@@ -180,6 +181,8 @@ def config_from_json(saved: dict) -> TrainConfig:
         saved["gate_bias_init"] = None  # no LTC gate to set
     else:
         saved.setdefault("gate_bias_init", "zero")  # likewise: the zero bias it had
+    if saved.get("model", "ltc") != "ltc":  # the adjoint it was given went unused
+        saved["adjoint"] = "checkpoint"
     if saved.get("tau_init") is not None:
         saved["tau_init"] = tuple(saved["tau_init"])
     if "window_seconds" in saved:  # a run of ltc-jax stream

@@ -535,7 +535,12 @@ def _check(
             finite(wear_exponents) and 1 <= wear_exponents[0] <= wear_exponents[1],
             "(low, high) with 1 <= low <= high, finite",
         ),
-        ("pressure_lag_seconds", lags[0], finite(lags[0]) and lags[0] > 0, "positive"),
+        (
+            "pressure_lag_seconds",
+            lags[0],
+            finite(lags[0]) and lags[0] > 0,
+            "positive and finite",
+        ),
         (
             "temperature_lag_seconds",
             lags[1],

@@ -757,7 +757,8 @@ def read_sensor_log(
         group `"event"`; the others are `"continuous"`, or as `sensor_groups`
         says. An event tag that `tags` asks for and the log lacks is an alarm
         that never fired: a sensor without events, with a `UserWarning`
-        (reading a run's tags from a new log, say).
+        (reading a run's tags from a new log, say), unless the log has it in
+        another case (a misspelling, refused).
     - `sensor_groups`: a continuous tag's group, the kind of sensor it is (e.g.
         `{"TI-101": "temperature", "PI-204": "pressure"}`); default
         `"continuous"`. Sensors of one group are interchangeable: windows
@@ -843,10 +844,25 @@ def read_sensor_log(
     value = _values(frame, value_column, path, rows, labels)
     read = set(labels[rows]) if tags is None else set(wanted)
     silent = sorted((set(event_tags) & read) - set(labels[rows]))
+    present = sorted(set(labels))
+    for tag in silent:  # a quiet alarm, unless it is a tag of the log's in
+        # another case: a misspelling, refused as unknown tags are
+        same = [name for name in present if name.casefold() == tag.casefold()]
+        if same:
+            raise ValueError(
+                f"{path} lacks the event tag {tag!r} (did you mean {same[0]!r}?)."
+            )
     if silent:
+        hints = [
+            f" ({tag!r}: a misspelling of {close[0]!r}?)"
+            for tag in silent
+            if (close := difflib.get_close_matches(tag, present, n=1))
+        ]
         warn(
             f"{path}: the event tag(s) {silent[:5]} have no rows in the log: "
-            "read as events that never occur (an alarm that never fired)."
+            "read as events that never occur (an alarm that never fired)"
+            + (hints[0] if hints else "")
+            + "."
         )
     sensor_names = np.array(sorted(set(labels[rows]) | set(silent)), dtype=object)
     sensor = np.searchsorted(sensor_names, labels[rows])
