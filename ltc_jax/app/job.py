@@ -176,24 +176,23 @@ def _check_beats(
         what, key = "MSE", "test_loss"
     ours, theirs = metrics[key], baseline[key]
     no_better = ours <= theirs if key == "test_accuracy" else ours >= theirs
-    if no_better:
-        warn(
-            f"The model's test {what}, {ours:.4g}, is no better than always "
-            "answering "
-            f"{baseline['name']}, {theirs:.4g}: what it learned does not "
-            "generalise."
-            + (
-                ""
-                if not suggest_folds
-                else " On a small training set, choose the epochs by "
-                "cross-validation (--folds 5)."
-                if epochs is None
-                else f" Its epochs were set by hand (--epochs {epochs}): too few "
-                "leave it untrained, too many overfit a small set; leave them "
-                "to the data, or let cross-validation choose up to them "
-                "(--folds 5)."
-            )
+    if not no_better:
+        return
+    advice = ""
+    if suggest_folds and epochs is None:
+        advice = " On a small training set, choose the epochs by cross-validation "
+        advice += "(--folds 5)."
+    elif suggest_folds:
+        advice = (
+            f" Its epochs were set by hand (--epochs {epochs}): too few leave it "
+            "untrained, too many overfit a small set; leave them to the data, "
+            "or let cross-validation choose up to them (--folds 5)."
         )
+    warn(
+        f"The model's test {what}, {ours:.4g}, is no better than always answering "
+        f"{baseline['name']}, {theirs:.4g}: what it learned does not generalise."
+        + advice
+    )
 
 
 def memory_by_mode(

@@ -847,8 +847,7 @@ def read_sensor_log(
     present = sorted(set(labels))
     for tag in silent:  # a quiet alarm, unless it is a tag of the log's in
         # another case: a misspelling, refused as unknown tags are
-        same = [name for name in present if name.casefold() == tag.casefold()]
-        if same:
+        if same := _same_but_case(tag, present):
             raise ValueError(
                 f"{path} lacks the event tag {tag!r} (did you mean {same[0]!r}?)."
             )
@@ -1001,12 +1000,16 @@ def _warn_late_failures(streams: SensorStreams, failures) -> None:
         )
 
 
+def _same_but_case(tag: str, present: Sequence[str]) -> list[str]:
+    """The log's tags equal to `tag` but for case (a historian's `PUMP3.FLOW`
+    for `pump3.flow`)."""
+    return [name for name in present if name.casefold() == tag.casefold()]
+
+
 def _close_tags(tag: str, present: Sequence[str]) -> list[str]:
     """The log's tags that `tag` may have meant: those equal to it but for
-    case (a historian's `PUMP3.FLOW` for `pump3.flow`), else the closest by
-    `difflib`."""
-    same = [name for name in present if name.casefold() == tag.casefold()]
-    return same or difflib.get_close_matches(tag, present, n=1)
+    case, else the closest by `difflib`."""
+    return _same_but_case(tag, present) or difflib.get_close_matches(tag, present, n=1)
 
 
 def _same_number(name: str, names) -> str | None:
@@ -1080,19 +1083,16 @@ def _names(frame, column, path) -> np.ndarray:
 
 
 def _numbers(frame, column, path) -> np.ndarray:
-    import pandas as pd
-
-    numbers = pd.to_numeric(frame[column], errors="coerce").to_numpy(np.float64)
-    valid = np.isfinite(numbers)
-    if not np.all(valid):
-        _first_bad(valid, frame, column, path, "is not a finite number")
-    return numbers
+    return _values(frame, column, path, np.arange(len(frame)))
 
 
-def _values(frame, column, path, rows: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """The values of the log's `rows` (those of the tags read) as float64; one
-    that is not a finite number is refused, naming its row and tag (a tag of
-    text values, such as a digital state, is left out by the tags read)."""
+def _values(
+    frame, column, path, rows: np.ndarray, labels: np.ndarray | None = None
+) -> np.ndarray:
+    """The values of `column` in the log's `rows` as float64; one that is not
+    a finite number is refused, naming its row and, given the rows' `labels`,
+    its tag (a tag of text values, such as a digital state, is left out by
+    the tags read)."""
     import pandas as pd
 
     text = frame[column].iloc[rows]
@@ -1100,11 +1100,16 @@ def _values(frame, column, path, rows: np.ndarray, labels: np.ndarray) -> np.nda
     valid = np.isfinite(numbers)
     if not np.all(valid):
         row = int(rows[np.argmin(valid)])
+        of_tag = "" if labels is None else f" of tag {labels[row]!r}"
         raise ValueError(
             f"{path}: row {row + 1}, column {column!r}: "
-            f"{frame[column].iloc[row]!r} of tag {labels[row]!r} is not a finite "
-            "number; a tag of text values (a digital state, say) is left out "
-            "by reading the others (tags=)."
+            f"{frame[column].iloc[row]!r}{of_tag} is not a finite number"
+            + (
+                "."
+                if labels is None
+                else "; a tag of text values (a digital state, say) is left "
+                "out by reading the others (tags=)."
+            )
         )
     return numbers
 
